@@ -1,0 +1,105 @@
+"""The memory-adapter protocol: what a memory system must implement to be audited.
+
+A memory system sees only what the assistant scaffold hands it through `observe()`: it never sees
+the hidden bank, the episode machinery or how it is graded. Everything an adapter needs from
+outside comes in its AdapterContext: the shared model client (for memory-side LLM calls, under
+the role `memory:<name>`), the cached embedder, and a scope string for deterministic ids/seeds.
+
+Write path:  observe(Event)      task_start -> assistant -> user -> assistant -> user ... -> episode_end
+Read paths:  context(query, k)   what the assistant sees while replying
+             search(query, k)    top-k items, each with `content`, a higher-is-better `score`, native fields
+             dump()              the whole store as a list of items with native fields
+State:       snapshot()/restore() JSON-able state, saved after every episode, restored on resume
+"""
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from memaudit.embed import Embedder
+from memaudit.llm.client import LLM
+from memaudit.types import MemoryItem
+
+EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str          # one of EVENT_KINDS
+    text: str          # task text, reply, user message; "" for episode_end
+    task_index: int    # 1-based episode number
+    turn: int          # assistant replies so far in this episode (0 for task_start)
+
+    @property
+    def clock(self) -> str:
+        """A logical timestamp (never wall time): stable across replays."""
+        return f"task{self.task_index:03d}.turn{self.turn:02d}"
+
+
+@dataclass
+class AgentContext:
+    """What the assistant scaffold puts into the reply prompt besides the task and conversation."""
+    notes: list[MemoryItem] = field(default_factory=list)   # shown as a memory block
+    history: list[dict] = field(default_factory=list)      # earlier chat replayed before this task
+    preamble: str = ""                                      # always-in-context memory text
+    dropped: int = 0                                        # history messages dropped to fit the window
+
+
+@dataclass
+class AdapterContext:
+    llm: LLM | None            # None when a dumped store is only searched (no write path)
+    embedder: Embedder
+    scope: str                 # "<run>/<user_id>": namespace for ids and seeds
+    agent_context_window: int | None = None
+
+
+class MemoryAdapter(ABC):
+    name: ClassVar[str]
+    supports_retrieve: ClassVar[bool] = True
+
+    def __init__(self, ctx: AdapterContext):
+        self.ctx = ctx
+        self._counter = 0
+
+    # -- write path ------------------------------------------------------------------------
+    @abstractmethod
+    async def observe(self, event: Event) -> None: ...
+
+    # -- read paths ------------------------------------------------------------------------
+    async def context(self, query: str, k: int) -> AgentContext:
+        return AgentContext(notes=await self.search(query, k) if self.supports_retrieve else [])
+
+    @abstractmethod
+    async def search(self, query: str, k: int) -> list[MemoryItem]: ...
+
+    @abstractmethod
+    def dump(self) -> list[dict]: ...
+
+    def footprint(self) -> tuple[int, float]:
+        items = self.dump()
+        if not items:
+            return 0, 0.0
+        return len(items), sum(len(str(i.get("content", ""))) for i in items) / len(items)
+
+    # -- state -----------------------------------------------------------------------------
+    @abstractmethod
+    def snapshot(self) -> dict: ...
+
+    @abstractmethod
+    async def restore(self, state: dict) -> None: ...
+
+    async def load_items(self, items: list[dict]) -> None:
+        """Load a dumped store (published `memories.json` or our export) for `memory search`."""
+        raise NotImplementedError(f"{self.name} cannot load a dumped store")
+
+    # -- helpers for implementations -------------------------------------------------------
+    def new_id(self, content: str) -> str:
+        """Deterministic id from (scope, content, counter): no uuid4, stable under replay."""
+        self._counter += 1
+        digest = hashlib.sha256(f"{self.ctx.scope}\x00{content}\x00{self._counter}".encode()).hexdigest()
+        return digest[:16]
+
+    def seed_parts(self, *parts) -> tuple:
+        return (self.ctx.scope, self.name, self._counter, *parts)

@@ -1,0 +1,41 @@
+"""The command line: parse, call the library, print. Only this package knows about terminals
+and exit codes; the library raises MemauditError, printed here as one line (exit 2)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from memaudit.cli.common import GLOBAL_OPTIONS
+from memaudit.errors import MemauditError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli(**_):
+    """memaudit: how much of a user can be reconstructed from an agent's memory."""
+
+
+for _option in reversed(GLOBAL_OPTIONS):
+    cli = _option(cli)
+
+from memaudit.cli import bench_cmds, report_cmds, rollout_cmds, score_cmds, system_cmds  # noqa: E402
+
+for _module in (bench_cmds, rollout_cmds, score_cmds, report_cmds, system_cmds):
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
+
+
+def main(argv=None) -> None:
+    try:
+        cli.main(args=argv, prog_name="memaudit", standalone_mode=False)
+    except MemauditError as exc:
+        click.echo(f"memaudit: error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("memaudit: interrupted", err=True)
+        sys.exit(130)

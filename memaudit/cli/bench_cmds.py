@@ -1,0 +1,2 @@
+"""Commands: bench_cmds."""
+COMMANDS: list = []

@@ -1,0 +1,61 @@
+"""Shared pieces of the command line: global options, settings resolution, running async code."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import anyio
+import click
+from rich.console import Console
+
+from memaudit.config import load_settings
+
+console = Console(stderr=True)
+out = Console()
+
+GLOBAL_OPTIONS = [
+    click.option("--db", type=click.Path(path_type=Path), default=None, help="artifact store [MEMAUDIT_DB]"),
+    click.option("--base-url", default=None, help="OpenAI-compatible endpoint [MEMAUDIT_BASE_URL]"),
+    click.option("--model", default=None, help="model name sent to the endpoint [MEMAUDIT_MODEL]"),
+    click.option("--backend", type=click.Choice(["openai", "vllm", "llamacpp"]), default=None,
+                 help="structured-output dialect [MEMAUDIT_BACKEND]"),
+    click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+                 help="TOML with per-role endpoints [MEMAUDIT_CONFIG]"),
+    click.option("--concurrency", type=int, default=None, help="max in-flight calls per endpoint"),
+    click.option("--cache", type=click.Choice(["rw", "replay", "refresh", "off"]), default=None,
+                 help="call cache mode [MEMAUDIT_CACHE]"),
+    click.option("--seed", type=int, default=None, help="base seed [MEMAUDIT_SEED]"),
+    click.option("--prompts", "prompts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+                 help="directory with your own prompt files"),
+]
+OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir")
+
+
+def global_options(fn):
+    """Accept the global options on the command itself too (`memaudit rollout --db X …`)."""
+    for option in reversed(GLOBAL_OPTIONS):
+        fn = option(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        group = ctx.find_root().params
+        merged = {n: kwargs.pop(n) if kwargs.get(n) is not None else group.get(n) for n in OPTION_NAMES}
+        ctx.obj = merged
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def settings_from(ctx_obj: dict, **extra):
+    o = ctx_obj or {}
+    return load_settings(db=o.get("db"), base_url=o.get("base_url"), model=o.get("model"), backend=o.get("backend"),
+                         config=o.get("config_file"), concurrency=o.get("concurrency"), cache=o.get("cache"),
+                         seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), **extra)
+
+
+def current_settings(**extra):
+    return settings_from(click.get_current_context().obj, **extra)
+
+
+def run(coro_fn, *args, **kwargs):
+    return anyio.run(functools.partial(coro_fn, *args, **kwargs))

@@ -1,0 +1,2 @@
+"""Commands: report_cmds."""
+COMMANDS: list = []

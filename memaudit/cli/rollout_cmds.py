@@ -1,0 +1,2 @@
+"""Commands: rollout_cmds."""
+COMMANDS: list = []

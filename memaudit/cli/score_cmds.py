@@ -1,0 +1,2 @@
+"""Commands: score_cmds."""
+COMMANDS: list = []

@@ -1,0 +1,2 @@
+"""Commands: system_cmds."""
+COMMANDS: list = []

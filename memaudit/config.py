@@ -1,0 +1,201 @@
+"""Settings: global options and per-role endpoints.
+
+Precedence for every global option: flag > environment > config file > default. A role section
+in the config file (`[roles.<name>]`) refines the global values for that role only.
+
+    [default]                      # optional: same keys as a role section
+    base_url = "https://api.example.com/v1"
+    model = "my-model"
+
+    [roles.memt_policy]            # a fleet: calls spread by least in-flight load
+    base_url = ["http://gpu-a:8000/v1", "http://gpu-b:8000/v1"]
+    model = "Mem-T-4B"
+    backend = "vllm"
+    temperature = 0.0
+    max_tokens = 512
+    context_window = 32768
+    api_key_env = "MEMT_KEY"       # name of an environment variable; keys never go in files
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from memaudit.errors import BadInput
+
+ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy", "slot_fill",
+         "recovery_judge", "attribution", "generator")
+BACKENDS = ("openai", "vllm", "llamacpp")
+CACHE_MODES = ("rw", "replay", "refresh", "off")
+EMBEDDED_MODEL = "smollm2-135m-instruct"
+EMBEDDED_CONTEXT = 8192
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Which configured role a fine-grained call role falls under (e.g. "oracle" is an attribution call).
+ROLE_GROUP = {
+    "oracle": "attribution", "disclosure": "attribution", "elicitation": "attribution",
+    "persona_gen": "generator", "bank_gen": "generator", "task_gen": "generator",
+    "critic": "generator", "editor": "generator",
+}
+
+
+def role_group(role: str) -> str:
+    """`memory:mem0_extract` -> `memory`; `oracle` -> `attribution`."""
+    base = role.split(":", 1)[0]
+    return ROLE_GROUP.get(base, base)
+
+
+@dataclass(frozen=True)
+class RoleConfig:
+    base_urls: tuple[str, ...]
+    model: str
+    backend: str
+    temperature: float | None = None
+    max_tokens: int | None = None
+    context_window: int | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Settings:
+    db: Path = Path("memaudit.db")
+    base_url: str | None = None
+    model: str = EMBEDDED_MODEL
+    backend: str = "llamacpp"
+    api_key: str | None = field(default=None, repr=False)
+    concurrency: int = 32
+    cache: str = "rw"
+    seed: int = 0
+    prompts_dir: Path = REPO_ROOT / "prompts"
+    context_window: int | None = None
+    role_sections: dict = field(default_factory=dict)
+    # Retry knobs (transport only: never part of a cache key).
+    max_retries: int = 6
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    timeout: float = 600.0
+    repair_attempts: int = 2
+
+    @property
+    def embedded(self) -> bool:
+        """True when some role has no endpoint: the embedded server must be started."""
+        return self.base_url is None and any(
+            not _urls(self.role_sections.get(r, {}).get("base_url")) for r in ROLES)
+
+    def role(self, role: str) -> RoleConfig:
+        section = self.role_sections.get(role_group(role), {})
+        urls = _urls(section.get("base_url")) or _urls(self.base_url)
+        own_endpoint = bool(_urls(section.get("base_url")))
+        key_env = section.get("api_key_env")
+        backend = section.get("backend") or (self.backend if (self.base_url or own_endpoint) else "llamacpp")
+        window = section.get("context_window") or self.context_window
+        if window is None and not own_endpoint and self.model == EMBEDDED_MODEL:
+            window = EMBEDDED_CONTEXT
+        return RoleConfig(
+            base_urls=urls,
+            model=section.get("model") or self.model,
+            backend=backend,
+            temperature=section.get("temperature"),
+            max_tokens=section.get("max_tokens"),
+            context_window=window,
+            api_key=os.environ.get(key_env) if key_env else self.api_key,
+        )
+
+    def with_embedded_url(self, url: str) -> "Settings":
+        return replace(self, base_url=url, backend="llamacpp", model=EMBEDDED_MODEL)
+
+
+def _urls(value) -> tuple[str, ...]:
+    if not value:
+        return ()
+    if isinstance(value, str):
+        return (value.rstrip("/"),)
+    return tuple(str(v).rstrip("/") for v in value)
+
+
+def load_settings(*, db=None, base_url=None, model=None, backend=None, config=None, concurrency=None,
+                  cache=None, seed=None, prompts_dir=None, context_window=None,
+                  env: dict | None = None) -> Settings:
+    """Resolve settings from flags (keyword arguments), the environment and the config file."""
+    env = os.environ if env is None else env
+    config = config or env.get("MEMAUDIT_CONFIG")
+    file_default, sections = _read_config(Path(config)) if config else ({}, {})
+
+    def pick(flag, env_names, file_key, default):
+        if flag is not None:
+            return flag
+        for name in env_names:
+            if env.get(name):
+                return env[name]
+        if file_key in file_default:
+            return file_default[file_key]
+        return default
+
+    url = pick(base_url, ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", None)
+    if isinstance(url, list):
+        url = url[0] if url else None
+    resolved_model = pick(model, ("MEMAUDIT_MODEL",), "model", None)
+    resolved_backend = pick(backend, ("MEMAUDIT_BACKEND",), "backend", None)
+    if url is None:
+        resolved_backend = resolved_backend or "llamacpp"
+        resolved_model = resolved_model or EMBEDDED_MODEL
+    else:
+        resolved_backend = resolved_backend or "openai"
+        if resolved_model is None:
+            raise BadInput("--model (or MEMAUDIT_MODEL) is required with --base-url", field="model")
+    if resolved_backend not in BACKENDS:
+        raise BadInput(f"unknown backend {resolved_backend!r}; choose one of {', '.join(BACKENDS)}",
+                       field="backend")
+    cache_mode = pick(cache, ("MEMAUDIT_CACHE",), "cache", "rw")
+    if cache_mode not in CACHE_MODES:
+        raise BadInput(f"unknown cache mode {cache_mode!r}; choose one of {', '.join(CACHE_MODES)}",
+                       field="cache")
+    try:
+        conc = int(pick(concurrency, ("MEMAUDIT_CONCURRENCY",), "concurrency", 32))
+        seed_value = int(pick(seed, ("MEMAUDIT_SEED",), "seed", 0))
+    except ValueError as exc:
+        raise BadInput(f"expected an integer: {exc}", field="concurrency/seed") from None
+    if conc < 1:
+        raise BadInput("concurrency must be at least 1", field="concurrency")
+    key_env = file_default.get("api_key_env")
+    api_key = env.get("MEMAUDIT_API_KEY") or env.get("OPENAI_API_KEY") or (env.get(key_env) if key_env else None)
+    window = context_window if context_window is not None else file_default.get("context_window")
+    return Settings(
+        db=Path(pick(db, ("MEMAUDIT_DB",), "db", "memaudit.db")),
+        base_url=url.rstrip("/") if url else None,
+        model=resolved_model,
+        backend=resolved_backend,
+        api_key=api_key,
+        concurrency=conc,
+        cache=cache_mode,
+        seed=seed_value,
+        prompts_dir=Path(prompts_dir or env.get("MEMAUDIT_PROMPTS") or REPO_ROOT / "prompts"),
+        context_window=int(window) if window else None,
+        role_sections=sections,
+    )
+
+
+def _read_config(path: Path) -> tuple[dict, dict]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInput("config file not found", file=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"invalid TOML: {exc}", file=str(path)) from None
+    default = dict(data.get("default", {}))
+    for key in ("db", "base_url", "model", "backend", "concurrency", "cache", "seed", "context_window"):
+        if key in data and not isinstance(data[key], dict):
+            default.setdefault(key, data[key])
+    sections = data.get("roles", {})
+    allowed = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env"}
+    for name, section in sections.items():
+        if name not in ROLES:
+            raise BadInput(f"unknown role {name!r}; roles are {', '.join(ROLES)}", file=str(path), field=f"roles.{name}")
+        unknown = set(section) - allowed
+        if unknown:
+            raise BadInput(f"unknown keys {sorted(unknown)}", file=str(path), field=f"roles.{name}")
+        if section.get("backend") and section["backend"] not in BACKENDS:
+            raise BadInput(f"unknown backend {section['backend']!r}", file=str(path), field=f"roles.{name}.backend")
+    return default, sections

@@ -1,0 +1,39 @@
+"""Content-addressed call cache keys.
+
+The key is a scheme-prefixed sha256 over canonical JSON (orjson, sorted keys) of a versioned record
+of everything that changes the output. The API key, endpoint host, timeouts, retry and
+concurrency settings are deliberately absent: they change how a call is made, not its answer.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import orjson
+
+SCHEME = "s1"
+RECORD_VERSION = 1
+
+
+def key_record(*, model: str, backend: str, messages: list[dict], temperature: float, top_p: float | None,
+               max_tokens: int | None, seed: int, schema: dict | None, sample: int) -> dict:
+    return {"v": RECORD_VERSION, "model": model, "backend": backend, "messages": messages,
+            "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
+            "schema": schema, "sample": sample}
+
+
+def canonical(obj) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+def cache_key(record: dict) -> str:
+    return f"{SCHEME}:{hashlib.sha256(canonical(record)).hexdigest()}"
+
+
+def derive_seed(base: int, role: str, *parts) -> int:
+    """Per-call seed from (base seed, role, user, task, turn …): stable across processes."""
+    digest = hashlib.sha256(canonical([base, role, *parts])).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def text_hash(text: str) -> str:
+    return f"{SCHEME}:{hashlib.sha256(text.encode()).hexdigest()}"

@@ -1,0 +1,253 @@
+"""The one entry point for model calls: `await llm.call(role, messages, ...)`.
+
+Every call — simulator, judges, memory adapters — goes through here, so every call is cached,
+counted and replayable. The client knows roles only as names with per-role endpoint settings.
+"""
+from __future__ import annotations
+
+import contextvars
+import datetime as dt
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+import anyio
+import httpx
+import orjson
+
+from memaudit.config import Settings
+from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput
+from memaudit.llm.cache import canonical, cache_key, derive_seed, key_record
+from memaudit.llm.schema import problem as schema_problem
+from memaudit.llm.tokens import estimate_tokens
+from memaudit.llm.transport import Transport, request_body
+
+# Calls made inside `llm.collect()` are appended here as (role, key, from_cache): the artifact that
+# results from them records which calls it used (token accounting per run and role, traceability).
+_collector: contextvars.ContextVar[list | None] = contextvars.ContextVar("memaudit_calls", default=None)
+
+REPAIR_MESSAGE = ("Your previous answer could not be used: {problem}. Answer again with only a JSON object "
+                  "that follows the required format.")
+
+
+@dataclass
+class CallResult:
+    text: str
+    data: object | None  # the parsed, validated object for structured calls
+    usage: dict
+    key: str
+    cached: bool
+
+
+@dataclass
+class RoleStats:
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    failures: int = 0
+
+
+@dataclass
+class _Flight:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: CallResult | None = None
+    error: BaseException | None = None
+
+
+class LLM:
+    def __init__(self, settings: Settings, store, *, transport: httpx.AsyncBaseTransport | None = None):
+        self.settings = settings
+        self.store = store
+        self.transport = Transport(settings.concurrency, settings.max_retries, settings.backoff_base,
+                                   settings.backoff_cap, settings.timeout, mock=transport)
+        self.stats: dict[str, RoleStats] = {}
+        self._flights: dict[str, _Flight] = {}
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    @contextmanager
+    def collect(self):
+        """Collect the (role, key, from_cache) of every call made in this context."""
+        uses: list = []
+        token = _collector.set(uses)
+        try:
+            yield uses
+        finally:
+            _collector.reset(token)
+
+    def seed(self, role: str, *parts) -> int:
+        return derive_seed(self.settings.seed, role, *parts)
+
+    async def call(self, role: str, messages: list[dict], *, temperature: float = 0.0,
+                   max_tokens: int | None = None, schema: dict | None = None,
+                   check: Callable[[object], str | None] | None = None, sample: int = 0,
+                   seed_parts: tuple = ()) -> CallResult:
+        """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
+        which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
+        InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
+        rc = self.settings.role(role)
+        temperature = rc.temperature if rc.temperature is not None else temperature
+        max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
+        seed = self.seed(role, *seed_parts)
+        record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=temperature,
+                            top_p=None, max_tokens=max_tokens, seed=seed, schema=schema, sample=sample)
+        key = cache_key(record)
+        stats = self.stats.setdefault(role, RoleStats())
+        flight = self._flights.get(key)
+        if flight is not None:  # single-flight: an identical request is already on its way
+            await flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            self._note_use(role, key, True)
+            return flight.result
+        flight = self._flights[key] = _Flight()
+        try:
+            result = await self._resolve(role, rc, record, key, schema, check, stats)
+            flight.result = result
+            self._note_use(role, key, result.cached)
+            return result
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
+            flight.done.set()
+            del self._flights[key]
+
+    def _note_use(self, role: str, key: str, cached: bool) -> None:
+        uses = _collector.get()
+        if uses is not None:
+            uses.append((role, key, cached))
+
+    async def _resolve(self, role, rc, record, key, schema, check, stats) -> CallResult:
+        mode = self.settings.cache
+        if mode in ("rw", "replay"):
+            row = await self.store.get_call(key)
+            if row is not None and (row["ok"] or mode == "replay"):
+                stats.cache_hits += 1
+                return self._from_row(role, row, key, schema, stats)
+        window = rc.context_window
+        estimate = estimate_tokens(record["messages"]) + (record["max_tokens"] or 0)
+        if window and estimate > window:
+            raise ContextOverflow(role, estimate, window, "estimated before the call")
+        if mode == "replay":
+            raise CacheMiss(role, key)
+        request_json = canonical(record).decode()
+        stats.calls += 1
+        try:
+            text, data, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
+        except (InvalidOutput, ContextOverflow, EndpointError) as exc:
+            stats.failures += 1
+            if mode != "off" and not (isinstance(exc, EndpointError) and exc.status is None):
+                # A recorded failure is never served as an answer; only replay reads it back, so a
+                # replayed run meets the same failure the recorded run met.
+                self.store.put_call(key=key, role=role, model=rc.model, request=request_json,
+                                    response=_failure_json(exc), ok=False, created=_now())
+            raise
+        self._count(stats, usage)
+        if mode != "off":
+            self.store.put_call(key=key, role=role, model=rc.model, request=request_json,
+                                response=orjson.dumps({"text": text, "usage": usage}).decode(), ok=True,
+                                prompt_tokens=usage.get("prompt_tokens", 0),
+                                completion_tokens=usage.get("completion_tokens", 0),
+                                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now())
+            await self.store.maybe_flush()
+        return CallResult(text, data, usage, key, False)
+
+    def _from_row(self, role, row, key, schema, stats) -> CallResult:
+        response = orjson.loads(row["response"])
+        if not row["ok"]:
+            raise _failure_from_json(role, response)
+        usage = response.get("usage", {})
+        self._count(stats, usage)
+        data = orjson.loads(response["text"]) if schema is not None else None
+        return CallResult(response["text"], data, usage, key, True)
+
+    @staticmethod
+    def _count(stats: RoleStats, usage: dict) -> None:
+        stats.prompt_tokens += usage.get("prompt_tokens", 0)
+        stats.completion_tokens += usage.get("completion_tokens", 0)
+        stats.cached_tokens += usage.get("cached_tokens", 0)
+
+    async def _call_with_repair(self, role, rc, record, schema, check):
+        messages = list(record["messages"])
+        total = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+        latency = 0.0
+        attempts = self.settings.repair_attempts + 1
+        raw, found = "", ""
+        for attempt in range(attempts):
+            body = request_body(backend=rc.backend, model=rc.model, messages=messages,
+                                temperature=record["temperature"], top_p=record["top_p"],
+                                max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
+                                schema_name=role)
+            response, took = await self.transport.post_chat(rc.base_urls, rc.api_key, body, role)
+            latency += took
+            raw, finish, usage = _parse_choice(response)
+            for name in total:
+                total[name] += usage.get(name, 0)
+            found, data = _validate(raw, finish, schema, check)
+            if found is None:
+                return raw, data, total, latency
+            if schema is None:
+                continue  # free text: only a truncated or empty answer is retried, as is
+            messages = list(record["messages"]) + [
+                {"role": "assistant", "content": raw},
+                {"role": "user", "content": REPAIR_MESSAGE.format(problem=found)}]
+        raise InvalidOutput(role, raw, found)
+
+
+def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
+    try:
+        choice = response["choices"][0]
+        text = choice["message"].get("content") or ""
+        finish = choice.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return "", "malformed", {}
+    usage = response.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    return text, finish, {"prompt_tokens": usage.get("prompt_tokens", 0) or 0,
+                          "completion_tokens": usage.get("completion_tokens", 0) or 0,
+                          "cached_tokens": details.get("cached_tokens", 0) or 0}
+
+
+def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:
+    if finish == "malformed":
+        return "the response had no message", None
+    if finish == "length":
+        return "the answer was cut off at the token limit; answer more briefly", None
+    if schema is None:
+        return (None, None) if raw.strip() else ("the answer was empty", None)
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "the answer was not valid JSON", None
+    found = schema_problem(data, schema)
+    if found is None and check is not None:
+        found = check(data)
+    return found, data
+
+
+def _failure_json(exc: Exception) -> str:
+    payload = {"error_kind": type(exc).__name__, "error": str(exc)}
+    if isinstance(exc, InvalidOutput):
+        payload.update(raw=exc.raw, problem=exc.problem)
+    if isinstance(exc, ContextOverflow):
+        payload.update(tokens=exc.tokens, window=exc.window)
+    if isinstance(exc, EndpointError):
+        payload.update(status=exc.status)
+    return orjson.dumps(payload).decode()
+
+
+def _failure_from_json(role: str, payload: dict) -> Exception:
+    kind = payload.get("error_kind")
+    if kind == "InvalidOutput":
+        return InvalidOutput(role, payload.get("raw", ""), payload.get("problem", ""))
+    if kind == "ContextOverflow":
+        return ContextOverflow(role, payload.get("tokens"), payload.get("window"), "recorded")
+    return EndpointError(payload.get("error", "recorded failure"), status=payload.get("status"))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

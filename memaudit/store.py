@@ -1,0 +1,326 @@
+"""The artifact store: one SQLite file holds benchmarks, runs, transcripts, memory snapshots,
+reconstructions, attributions, the call cache and embedding vectors.
+
+Rows, not rules: this module reads and writes rows; what they mean lives in the stages.
+All writes go through one lock (one writer); cache rows are batched and committed together
+with the next artifact transaction, or when the batch is full.
+"""
+from __future__ import annotations
+
+import sqlite3
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Iterable
+
+import aiosqlite
+import anyio
+import orjson
+
+from memaudit.config import REPO_ROOT
+from memaudit.errors import BadInput
+from memaudit.types import (Attribution, BankEntry, Benchmark, Episode, PoolEntry, Reconstruction, Task,
+                            Turn, User)
+
+SCHEMA_DIR = REPO_ROOT / "db"
+BATCH = 256
+
+Statement = tuple[str, tuple]
+
+
+def dumps(obj: Any) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def loads(text: str | bytes | None) -> Any:
+    return None if text is None else orjson.loads(text)
+
+
+class Store:
+    def __init__(self, conn: aiosqlite.Connection, path: Path):
+        self.conn = conn
+        self.path = path
+        self._lock = anyio.Lock()
+        self._pending: list[Statement] = []
+        self._pending_calls: dict[str, dict] = {}  # cache rows queued but not yet committed
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, path: str | Path) -> "Store":
+        path = Path(path)
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = await aiosqlite.connect(str(path), isolation_level=None)
+        except sqlite3.Error as exc:
+            raise BadInput(f"cannot open store: {exc}", file=str(path)) from None
+        conn.row_factory = sqlite3.Row
+        store = cls(conn, path)
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA busy_timeout=30000")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+            await conn.execute("PRAGMA foreign_keys=ON")
+            await store._migrate()
+        except sqlite3.DatabaseError as exc:
+            await conn.close()
+            raise BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
+        return store
+
+    async def close(self) -> None:
+        await self.flush()
+        await self.conn.close()
+
+    async def __aenter__(self) -> "Store":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _migrate(self) -> None:
+        (version,) = (await self.conn.execute_fetchall("PRAGMA user_version"))[0]
+        for script in sorted(SCHEMA_DIR.glob("[0-9][0-9][0-9]_*.sql")):
+            number = int(script.name[:3])
+            if number > version:
+                await self.conn.executescript(
+                    f"BEGIN;\n{script.read_text()}\nPRAGMA user_version={number};\nCOMMIT;")
+
+    # -- generic access --------------------------------------------------------------------
+    async def fetchall(self, sql: str, params: Iterable = ()) -> list[sqlite3.Row]:
+        return list(await self.conn.execute_fetchall(sql, tuple(params)))
+
+    async def fetchone(self, sql: str, params: Iterable = ()) -> sqlite3.Row | None:
+        rows = await self.conn.execute_fetchall(sql, tuple(params))
+        return rows[0] if rows else None
+
+    async def write(self, statements: list[Statement]) -> None:
+        """Commit the statements (and any pending cache rows) in one transaction."""
+        async with self._lock:
+            batch, self._pending = self._pending + list(statements), []
+            calls, self._pending_calls = self._pending_calls, {}
+            try:
+                await self._commit(batch)
+            except BaseException:
+                self._pending_calls = {**calls, **self._pending_calls}
+                raise
+
+    def write_later(self, statements: list[Statement]) -> None:
+        """Queue statements for the next commit (cache rows: losing them on a crash is harmless)."""
+        self._pending.extend(statements)
+
+    async def flush(self) -> None:
+        if self._pending:
+            await self.write([])
+
+    async def maybe_flush(self) -> None:
+        if len(self._pending) >= BATCH:
+            await self.flush()
+
+    async def _commit(self, batch: list[Statement]) -> None:
+        if not batch:
+            return
+        await self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, params in batch:
+                await self.conn.execute(sql, params)
+        except BaseException:
+            await self.conn.execute("ROLLBACK")
+            raise
+        await self.conn.execute("COMMIT")
+
+    # -- benchmarks ------------------------------------------------------------------------
+    async def save_benchmark(self, bench: Benchmark, *, replace: bool = False) -> None:
+        """All-or-nothing: the whole benchmark lands in one transaction, or nothing does."""
+        exists = await self.fetchone("SELECT 1 FROM benchmarks WHERE name=?", (bench.name,))
+        if exists and not replace:
+            raise BadInput(f"benchmark {bench.name!r} already exists in the store", field="name")
+        pool = None
+        if bench.pool:
+            pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
+                        for p in entries] for c, entries in bench.pool.items()}
+        st: list[Statement] = [("DELETE FROM benchmarks WHERE name=?", (bench.name,)),
+                               ("INSERT INTO benchmarks(name, source, pool) VALUES (?,?,?)",
+                                (bench.name, bench.source, dumps(pool) if pool else None))]
+        for pos, user in enumerate(bench.users):
+            st.append(("INSERT INTO users(bench, user_id, persona, position) VALUES (?,?,?,?)",
+                       (bench.name, user.id, dumps(user.persona), pos)))
+            for i, e in enumerate(user.bank):
+                st.append(("INSERT INTO bank_entries VALUES (?,?,?,?,?,?,?,?)",
+                           (bench.name, user.id, i, e.category, e.dimension, e.short, e.explanation, e.source)))
+            for t in bench.tasks.get(user.id, ()):
+                st.append(("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                           (bench.name, user.id, t.index, t.text, t.target_category, t.target_dimension,
+                            t.target_short, t.rationale, dumps(t.review))))
+        await self.write(st)
+
+    async def list_benchmarks(self) -> list[dict]:
+        rows = await self.fetchall(
+            "SELECT b.name, (SELECT COUNT(*) FROM users u WHERE u.bench=b.name) AS users, "
+            "(SELECT COUNT(*) FROM tasks t WHERE t.bench=b.name) AS tasks FROM benchmarks b ORDER BY b.name")
+        return [dict(r) for r in rows]
+
+    async def load_benchmark(self, name: str) -> Benchmark | None:
+        row = await self.fetchone("SELECT * FROM benchmarks WHERE name=?", (name,))
+        if row is None:
+            return None
+        bank: dict[str, list[BankEntry]] = {}
+        for r in await self.fetchall("SELECT * FROM bank_entries WHERE bench=? ORDER BY user_id, position", (name,)):
+            bank.setdefault(r["user_id"], []).append(
+                BankEntry(r["category"], r["dimension"], r["short"], r["explanation"], r["source"]))
+        tasks: dict[str, list[Task]] = {}
+        for r in await self.fetchall("SELECT * FROM tasks WHERE bench=? ORDER BY user_id, idx", (name,)):
+            tasks.setdefault(r["user_id"], []).append(
+                Task(r["user_id"], r["idx"], r["text"], r["target_category"], r["target_dimension"],
+                     r["target_short"], r["rationale"], loads(r["review"])))
+        users = tuple(User(r["user_id"], loads(r["persona"]), tuple(bank.get(r["user_id"], ())))
+                      for r in await self.fetchall("SELECT * FROM users WHERE bench=? ORDER BY position", (name,)))
+        pool = None
+        if row["pool"]:
+            pool = {c: [PoolEntry(c, p["name"], p["axis"], tuple(p.get("answer_space", ())), p.get("source", ""))
+                        for p in entries] for c, entries in loads(row["pool"]).items()}
+        return Benchmark(name, users, {u: tuple(t) for u, t in tasks.items()}, pool, row["source"])
+
+    # -- runs ------------------------------------------------------------------------------
+    async def ensure_run(self, run: str, system: str, bench: str, *, origin: str = "rollout",
+                         config: dict | None = None, prompt_hashes: dict | None = None) -> dict:
+        row = await self.get_run(run)
+        if row is not None:
+            if row["system"] != system or row["bench"] != bench:
+                raise BadInput(f"run {run!r} already exists for system {row['system']} on benchmark "
+                               f"{row['bench']}; use --tag to start a new run", field="run")
+            return row
+        await self.write([("INSERT INTO runs(run, system, bench, origin, config, prompt_hashes) VALUES (?,?,?,?,?,?)",
+                           (run, system, bench, origin, dumps(config or {}), dumps(prompt_hashes or {})))])
+        return await self.get_run(run)
+
+    async def get_run(self, run: str) -> dict | None:
+        row = await self.fetchone("SELECT * FROM runs WHERE run=?", (run,))
+        if row is None:
+            return None
+        out = dict(row)
+        out["config"], out["prompt_hashes"] = loads(row["config"]), loads(row["prompt_hashes"])
+        return out
+
+    async def list_runs(self) -> list[dict]:
+        return [await self.get_run(r["run"]) for r in await self.fetchall("SELECT run FROM runs ORDER BY run")]
+
+    # -- episodes and snapshots ------------------------------------------------------------
+    def episode_statements(self, ep: Episode, final_preference: float | None) -> list[Statement]:
+        st: list[Statement] = [
+            ("INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?)",
+             (ep.run, ep.user_id, ep.task_index, ep.task, ep.end_reason, len(ep.turns), final_preference, ep.error))]
+        for t in ep.turns:
+            st.append(("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (ep.run, ep.user_id, ep.task_index, t.index, t.assistant, t.feedback_type, t.user_text,
+                        t.preference_score, dumps(t.per_pref), int(t.fallback))))
+        return st
+
+    @staticmethod
+    def snapshot_statement(run: str, user_id: str, task_idx: int, state: Any, items: list[dict]) -> Statement:
+        chars = [len(str(i.get("content", ""))) for i in items]
+        return ("INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?)",
+                (run, user_id, task_idx, dumps(state), dumps(items), len(items),
+                 sum(chars) / len(chars) if chars else 0.0))
+
+    @staticmethod
+    def call_use_statements(run: str, artifact: str, uses: Iterable[tuple[str, str, bool]]) -> list[Statement]:
+        return [("INSERT OR IGNORE INTO call_uses VALUES (?,?,?,?,?)", (run, artifact, key, role, int(cached)))
+                for role, key, cached in uses]
+
+    async def episodes_done(self, run: str, user_id: str) -> set[int]:
+        rows = await self.fetchall("SELECT task_idx FROM episodes WHERE run=? AND user_id=?", (run, user_id))
+        return {r["task_idx"] for r in rows}
+
+    async def load_episodes(self, run: str, user_id: str | None = None) -> list[Episode]:
+        where, params = ("run=?", (run,)) if user_id is None else ("run=? AND user_id=?", (run, user_id))
+        turns: dict[tuple, list[Turn]] = {}
+        for r in await self.fetchall(f"SELECT * FROM turns WHERE {where} ORDER BY user_id, task_idx, turn", params):
+            turns.setdefault((r["user_id"], r["task_idx"]), []).append(
+                Turn(r["turn"], r["assistant"], r["feedback_type"], r["user_text"], r["preference_score"],
+                     loads(r["per_pref"]), bool(r["fallback"])))
+        return [Episode(r["run"], r["user_id"], r["task_idx"], r["task"], turns.get((r["user_id"], r["task_idx"]), []),
+                        r["end_reason"], r["error"])
+                for r in await self.fetchall(f"SELECT * FROM episodes WHERE {where} ORDER BY user_id, task_idx", params)]
+
+    async def last_snapshot(self, run: str, user_id: str) -> dict | None:
+        row = await self.fetchone("SELECT * FROM snapshots WHERE run=? AND user_id=? ORDER BY task_idx DESC LIMIT 1",
+                                  (run, user_id))
+        if row is None:
+            return None
+        return {"task_idx": row["task_idx"], "state": loads(row["state"]), "items": loads(row["items"]),
+                "n_items": row["n_items"], "avg_chars": row["avg_chars"]}
+
+    # -- reconstructions and attributions --------------------------------------------------
+    @staticmethod
+    def reconstruction_statement(r: Reconstruction) -> Statement:
+        return ("INSERT OR REPLACE INTO reconstructions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (r.run, r.mode, r.k, r.variant, r.user_id, r.category, r.dimension, r.explanation, r.ground_truth,
+                 dumps(r.evidence), r.label, r.reason, r.score, r.judge_reason, r.status, r.error))
+
+    async def load_reconstructions(self, run: str, mode: str | None = None, *, k: int | None = None,
+                                   variant: str = "default", user_id: str | None = None) -> list[Reconstruction]:
+        sql, params = "SELECT * FROM reconstructions WHERE run=? AND variant=?", [run, variant]
+        for col, val in (("mode", mode), ("k", k), ("user_id", user_id)):
+            if val is not None:
+                sql += f" AND {col}=?"
+                params.append(val)
+        rows = await self.fetchall(sql + " ORDER BY mode, k, user_id, category, dimension", params)
+        return [Reconstruction(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"], r["dimension"],
+                               r["explanation"], r["ground_truth"], loads(r["evidence"]), r["label"], r["reason"],
+                               r["score"], r["judge_reason"], r["status"], r["error"]) for r in rows]
+
+    @staticmethod
+    def attribution_statement(a: Attribution) -> Statement:
+        return ("INSERT OR REPLACE INTO attributions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (a.run, a.mode, a.k, a.variant, a.user_id, a.category, a.dimension, a.label, a.score,
+                 dumps(a.stages), a.ep_index, a.note))
+
+    async def load_attributions(self, run: str, mode: str | None = None, *, variant: str = "default",
+                                user_id: str | None = None) -> list[Attribution]:
+        sql, params = "SELECT * FROM attributions WHERE run=? AND variant=?", [run, variant]
+        for col, val in (("mode", mode), ("user_id", user_id)):
+            if val is not None:
+                sql += f" AND {col}=?"
+                params.append(val)
+        rows = await self.fetchall(sql + " ORDER BY mode, k, user_id, category, dimension", params)
+        return [Attribution(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"], r["dimension"],
+                            r["label"], r["score"], loads(r["stages"]), r["ep_index"], r["note"]) for r in rows]
+
+    # -- call cache ------------------------------------------------------------------------
+    async def get_call(self, key: str):
+        pending = self._pending_calls.get(key)
+        if pending is not None:
+            return pending
+        return await self.fetchone("SELECT * FROM calls WHERE key=?", (key,))
+
+    def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,
+                 prompt_tokens: int = 0, completion_tokens: int = 0, cached_tokens: int = 0,
+                 latency: float = 0.0, created: str = "") -> None:
+        row = {"key": key, "role": role, "model": model, "request": request, "response": response, "ok": int(ok),
+               "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+               "cached_tokens": cached_tokens, "latency": latency, "created": created}
+        self._pending_calls[key] = row
+        self.write_later([("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?)", tuple(row.values()))])
+
+    # -- embeddings ------------------------------------------------------------------------
+    async def get_vectors(self, model: str, hashes: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for i in range(0, len(hashes), 500):
+            chunk = hashes[i:i + 500]
+            rows = await self.fetchall(
+                f"SELECT text_hash, vector FROM embeddings WHERE model=? AND text_hash IN ({','.join('?' * len(chunk))})",
+                [model, *chunk])
+            out.update({r["text_hash"]: r["vector"] for r in rows})
+        return out
+
+    def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
+        self.write_later([("INSERT OR IGNORE INTO embeddings VALUES (?,?,?)", (model, h, v))
+                          for h, v in vectors.items()])
+
+
+@asynccontextmanager
+async def open_store(path: str | Path):
+    store = await Store.open(path)
+    try:
+        yield store
+    finally:
+        await store.close()

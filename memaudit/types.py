@@ -1,0 +1,134 @@
+"""The records that flow between stages: plain dataclasses, serialised with orjson."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CATEGORIES = ("skill_memory", "knowledge_memory", "episodic_memory", "self_model", "assistance_preference")
+BANK_COUNTS = {"skill_memory": 7, "knowledge_memory": 7, "episodic_memory": 7, "self_model": 5,
+               "assistance_preference": 5}
+FEEDBACK_TYPES = ("correction", "add_context", "too_deep", "too_shallow", "followup", "expose_gap", "satisfied")
+RUBRIC = (0.0, 0.25, 0.5, 0.75, 1.0)
+MODES = ("dump_all", "retrieve")
+ATTRIBUTION_LABELS = ("ok", "memory_failure", "task_design_failure", "agent_elicitation_failure",
+                      "simulator_too_strict", "no_targeted_task", "unclassified", "overflow")
+
+
+@dataclass(frozen=True)
+class PoolEntry:
+    category: str
+    name: str
+    axis: str
+    answer_space: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class BankEntry:
+    category: str
+    dimension: str
+    short: str
+    explanation: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class User:
+    id: str
+    persona: dict
+    bank: tuple[BankEntry, ...]
+
+    def entries(self, category: str) -> list[BankEntry]:
+        return [e for e in self.bank if e.category == category]
+
+
+@dataclass(frozen=True)
+class Task:
+    user_id: str
+    index: int  # 1-based, the episode number
+    text: str
+    target_category: str
+    target_dimension: str
+    target_short: str
+    rationale: str = ""
+    review: dict = field(default_factory=dict)  # critic verdicts, editor revisions, pipeline note
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    users: tuple[User, ...]
+    tasks: dict  # user_id -> tuple[Task, ...] in order
+    pool: dict | None = None  # category -> list[PoolEntry]
+    source: str = ""
+
+
+@dataclass
+class Turn:
+    index: int  # 1-based
+    assistant: str
+    feedback_type: str | None
+    user_text: str | None
+    preference_score: float | None
+    per_pref: list = field(default_factory=list)
+    fallback: bool = False  # simulator output stayed invalid: placeholder followup recorded
+
+
+@dataclass
+class Episode:
+    run: str
+    user_id: str
+    task_index: int
+    task: str
+    turns: list[Turn]
+    end_reason: str  # satisfied | max_turns | failed
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    id: str
+    content: str
+    score: float | None = None
+    fields: dict = field(default_factory=dict)  # the system's native fields
+
+    def to_json(self) -> dict:
+        out = {"id": self.id, "content": self.content, **self.fields}
+        if self.score is not None:
+            out["score"] = self.score
+        return out
+
+
+@dataclass
+class Reconstruction:
+    run: str
+    mode: str
+    k: int  # 0 for dump_all
+    variant: str  # "default", or a frozen-rescoring variant name
+    user_id: str
+    category: str
+    dimension: str
+    explanation: str
+    ground_truth: str
+    evidence: dict  # {"items": [...]} for retrieve, {"n_items", "chars"} for dump_all
+    label: str | None
+    reason: str | None
+    score: float | None
+    judge_reason: str | None
+    status: str  # ok | overflow | failed
+    error: str | None = None
+
+
+@dataclass
+class Attribution:
+    run: str
+    mode: str
+    k: int
+    variant: str
+    user_id: str
+    category: str
+    dimension: str
+    label: str
+    score: float | None
+    stages: list
+    ep_index: int | None
+    note: str = ""

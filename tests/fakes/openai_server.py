@@ -1,0 +1,128 @@
+"""A fake OpenAI-compatible server as an httpx transport: scripted answers, injected faults,
+optional latency. It is a test double only: `make run` never uses it.
+
+    fake = FakeOpenAI()                                  # schema-driven valid answers
+    fake.on("simulator", lambda body: {"feedback_type": "satisfied", "text": "thanks"})
+    fake.on_text(lambda body: "a reply")                 # free-text calls (no schema)
+    fake.faults = [429, 503]                             # next responses are these statuses
+    llm = LLM(settings, store, transport=fake.transport())
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter
+from typing import Callable
+
+import anyio
+import httpx
+import orjson
+
+
+def schema_name(body: dict) -> str | None:
+    rf = body.get("response_format")
+    if not rf:
+        return None
+    if rf.get("type") == "json_object":
+        return None  # the llama.cpp dialect sends no schema name
+    return rf["json_schema"]["name"]
+
+
+def schema_of(body: dict) -> dict | None:
+    rf = body.get("response_format")
+    if not rf:
+        return None
+    return rf.get("schema") if rf.get("type") == "json_object" else rf["json_schema"]["schema"]
+
+
+def example(schema: dict, rng: random.Random):
+    """A valid instance of a (subset) JSON schema."""
+    if "anyOf" in schema:
+        return example(schema["anyOf"][0], rng)
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: example(sub, rng) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [example(schema.get("items", {"type": "string"}), rng)
+                for _ in range(max(schema.get("minItems", 0), 1))]
+    if kind == "number":
+        return 0.5
+    if kind == "integer":
+        return max(schema.get("minimum", 1), 1)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    return "fake " + rng.choice(["alpha", "beta", "gamma", "delta"])
+
+
+class FakeOpenAI:
+    def __init__(self, *, latency: float = 0.0, fault_rate: float = 0.0, fault_statuses=(429, 503),
+                 retry_after: str | None = "0", seed: int = 0):
+        self.latency = latency
+        self.fault_rate = fault_rate
+        self.fault_statuses = fault_statuses
+        self.retry_after = retry_after
+        self.faults: list = []          # scripted next outcomes: int status, "timeout", "overflow", "garbage"
+        self.handlers: dict[str, Callable[[dict], object]] = {}
+        self.text_handler: Callable[[dict], str] = lambda body: "Here is a concrete plan: step one, step two."
+        self.requests: list[dict] = []
+        self.status_counts: Counter = Counter()
+        self.rng = random.Random(seed)
+
+    def on(self, name: str, fn: Callable[[dict], object]) -> "FakeOpenAI":
+        self.handlers[name] = fn
+        return self
+
+    def on_text(self, fn: Callable[[dict], str]) -> "FakeOpenAI":
+        self.text_handler = fn
+        return self
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        if self.latency:
+            await anyio.sleep(self.latency)
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": [{"id": "fake"}]})
+        body = orjson.loads(request.content)
+        self.requests.append(body)
+        fault = self.faults.pop(0) if self.faults else None
+        if fault is None and self.fault_rate and self.rng.random() < self.fault_rate:
+            fault = self.rng.choice(self.fault_statuses)
+        if fault == "timeout":
+            raise httpx.ReadTimeout("fake timeout", request=request)
+        if fault == "overflow":
+            return self._status(400, {"error": {"message": "This model's maximum context length is 8192 tokens",
+                                                "code": "context_length_exceeded"}})
+        if isinstance(fault, int):
+            headers = {"retry-after": self.retry_after} if fault == 429 and self.retry_after is not None else {}
+            return self._status(fault, {"error": {"message": f"injected {fault}"}}, headers)
+        text = "{not json" if fault == "garbage" else self.answer(body)
+        return self._status(200, completion(body, text))
+
+    def _status(self, status: int, payload: dict, headers=None) -> httpx.Response:
+        self.status_counts[status] += 1
+        return httpx.Response(status, json=payload, headers=headers or {})
+
+    def answer(self, body: dict) -> str:
+        name = schema_name(body)
+        schema = schema_of(body)
+        if schema is None:
+            return self.text_handler(body)
+        if name in self.handlers:
+            out = self.handlers[name](body)
+        else:
+            seed = int(hashlib.sha256(orjson.dumps(body["messages"])).hexdigest()[:8], 16)
+            out = example(schema, random.Random(seed))
+        return out if isinstance(out, str) else orjson.dumps(out).decode()
+
+
+def completion(body: dict, text: str, finish: str = "stop") -> dict:
+    prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+    return {"id": "fake", "object": "chat.completion", "model": body.get("model"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4,
+                      "total_tokens": prompt_chars // 4 + len(text) // 4}}

@@ -1,0 +1,2 @@
+"""Commands: memory_cmds."""
+COMMANDS: list = []

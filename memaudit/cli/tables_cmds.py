@@ -1,0 +1,2 @@
+"""Commands: tables_cmds."""
+COMMANDS: list = []

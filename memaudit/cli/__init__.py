@@ -15,7 +15,7 @@ def cli(**_):
     """memaudit: how much of a user can be reconstructed from an agent's memory."""
 
 
-for _option in reversed(GLOBAL_OPTIONS):
+for _option in GLOBAL_OPTIONS:
     cli = _option(cli)
 
 from memaudit.cli import (bench_cmds, memory_cmds, report_cmds, rollout_cmds, score_cmds,  # noqa: E402

@@ -1,9 +1,10 @@
 """What a command that touches the store or a model needs, opened and closed in one place:
-the store, the model client (with the embedded server started when no endpoint is configured)
-and the embedder."""
+the store, the model client and the embedder. When no endpoint is configured, the embedded model
+server is started on the first call that misses the cache and stopped when the command ends, so a
+fully cached command (a second `make run`, `memaudit replay`) never starts it."""
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -13,8 +14,6 @@ from memaudit.embed import Embedder
 from memaudit.llm.client import LLM
 from memaudit.llm.server import embedded_server
 from memaudit.store import Store, open_store
-
-OFFLINE_URL = "http://127.0.0.1:9/v1"  # never contacted: replay answers from the cache only
 
 
 @dataclass
@@ -26,26 +25,16 @@ class Runtime:
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings, *, needs_model: bool = True,
-                       transport: httpx.AsyncBaseTransport | None = None, embedder: Embedder | None = None):
-    async with open_store(settings.db) as store:
-        if settings.embedded and needs_model and transport is None and settings.cache != "replay":
+async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None,
+                       embedder: Embedder | None = None):
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(settings.db))
+
+        async def start_server() -> str:
             log = settings.db.parent / "memaudit-server.log"
-            async with embedded_server(log_path=log) as url:
-                async with _runtime(settings.with_embedded_url(url), store, None, embedder) as rt:
-                    yield rt
-            return
-        if settings.embedded:
-            settings = settings.with_embedded_url(OFFLINE_URL)
-        async with _runtime(settings, store, transport, embedder) as rt:
-            yield rt
+            return await stack.enter_async_context(embedded_server(log_path=log))
 
-
-@asynccontextmanager
-async def _runtime(settings, store, transport, embedder):
-    llm = LLM(settings, store, transport=transport)
-    try:
-        yield Runtime(settings, store, llm, embedder or Embedder(store))
-    finally:
-        await llm.aclose()
-        await store.flush()
+        on_demand = start_server if settings.embedded and transport is None and settings.cache != "replay" else None
+        llm = LLM(settings, store, transport=transport, start_server=on_demand)
+        stack.push_async_callback(llm.aclose)
+        yield Runtime(llm.settings, store, llm, embedder or Embedder(store))

@@ -9,7 +9,7 @@ import contextvars
 import datetime as dt
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Awaitable, Callable
 
 import anyio
 import httpx
@@ -57,8 +57,13 @@ class _Flight:
 
 
 class LLM:
-    def __init__(self, settings: Settings, store, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, settings: Settings, store, *, transport: httpx.AsyncBaseTransport | None = None,
+                 start_server: Callable[[], Awaitable[str]] | None = None):
         self.settings = settings
+        # Started on the first call that needs a model (embedded server): a fully cached command
+        # never starts it.
+        self._start_server = start_server
+        self._server_lock = anyio.Lock()
         self.store = store
         self.transport = Transport(settings.concurrency, settings.max_retries, settings.backoff_base,
                                    settings.backoff_cap, settings.timeout, mock=transport)
@@ -116,6 +121,12 @@ class LLM:
             flight.done.set()
             del self._flights[key]
 
+    async def _server_role(self, role: str):
+        async with self._server_lock:
+            if self.settings.base_url is None:
+                self.settings = self.settings.with_embedded_url(await self._start_server())
+        return self.settings.role(role)
+
     def _note_use(self, role: str, key: str, cached: bool) -> None:
         uses = _collector.get()
         if uses is not None:
@@ -134,6 +145,8 @@ class LLM:
             raise ContextOverflow(role, estimate, window, "estimated before the call")
         if mode == "replay":
             raise CacheMiss(role, key)
+        if not rc.base_urls and self._start_server is not None:
+            rc = await self._server_role(role)
         request_json = canonical(record).decode()
         stats.calls += 1
         try:

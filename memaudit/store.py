@@ -7,6 +7,7 @@ with the next artifact transaction, or when the batch is full.
 """
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -42,6 +43,10 @@ class Store:
         self._lock = anyio.Lock()
         self._pending: list[Statement] = []
         self._pending_calls: dict[str, dict] = {}  # cache rows queued but not yet committed
+        # Cache lookups are primary-key reads on the hot path of every call (replay reads
+        # thousands per second): a second, read-only connection answers them in the event-loop
+        # thread, which WAL allows beside the writer, instead of a round trip to aiosqlite's thread.
+        self._reader: sqlite3.Connection | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -61,6 +66,11 @@ class Store:
             await conn.execute("PRAGMA synchronous=NORMAL")
             await conn.execute("PRAGMA foreign_keys=ON")
             await store._migrate()
+            if str(path) != ":memory:":
+                store._reader = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+                store._reader.row_factory = sqlite3.Row
+                store._reader.execute("PRAGMA busy_timeout=30000")
+                store._reader.execute("PRAGMA query_only=1")
         except sqlite3.DatabaseError as exc:
             await conn.close()
             raise BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
@@ -68,6 +78,8 @@ class Store:
 
     async def close(self) -> None:
         await self.flush()
+        if self._reader is not None:
+            self._reader.close()
         await self.conn.close()
 
     async def __aenter__(self) -> "Store":
@@ -96,12 +108,29 @@ class Store:
         """Commit the statements (and any pending cache rows) in one transaction."""
         async with self._lock:
             batch, self._pending = self._pending + list(statements), []
-            calls, self._pending_calls = self._pending_calls, {}
+            committing = list(self._pending_calls)
+            await self._commit(batch)
+            # Only now are the queued cache rows readable from the table: dropping them earlier
+            # would let a lookup during the commit miss a call that was already made.
+            for key in committing:
+                self._pending_calls.pop(key, None)
+
+    async def write_stream(self, batches: Iterable[list[Statement]]) -> None:
+        """Commit lazily produced batches (a large import) in one transaction: all land, or none do
+        (an exception raised while producing a batch rolls everything back). Consecutive statements
+        with the same SQL go through one executemany."""
+        await self.flush()
+        async with self._lock:
+            await self.conn.execute("BEGIN IMMEDIATE")
             try:
-                await self._commit(batch)
+                for batch in batches:
+                    for sql, group in itertools.groupby(batch, key=lambda st: st[0]):
+                        await self.conn.executemany(sql, [params for _, params in group])
             except BaseException:
-                self._pending_calls = {**calls, **self._pending_calls}
+                with anyio.CancelScope(shield=True):
+                    await self.conn.execute("ROLLBACK")
                 raise
+            await self.conn.execute("COMMIT")
 
     def write_later(self, statements: list[Statement]) -> None:
         """Queue statements for the next commit (cache rows: losing them on a crash is harmless)."""
@@ -120,10 +149,13 @@ class Store:
             return
         await self.conn.execute("BEGIN IMMEDIATE")
         try:
-            for sql, params in batch:
-                await self.conn.execute(sql, params)
+            # Runs of the same statement (cache rows, turns) go as one executemany: one hop to
+            # the database thread per run instead of one per row.
+            for sql, group in itertools.groupby(batch, key=lambda st: st[0]):
+                await self.conn.executemany(sql, [params for _, params in group])
         except BaseException:
-            await self.conn.execute("ROLLBACK")
+            with anyio.CancelScope(shield=True):  # a cancelled write must still roll back
+                await self.conn.execute("ROLLBACK")
             raise
         await self.conn.execute("COMMIT")
 
@@ -133,6 +165,11 @@ class Store:
         exists = await self.fetchone("SELECT 1 FROM benchmarks WHERE name=?", (bench.name,))
         if exists and not replace:
             raise BadInput(f"benchmark {bench.name!r} already exists in the store", field="name")
+        await self.write(self.benchmark_statements(bench))
+
+    @staticmethod
+    def benchmark_statements(bench: Benchmark) -> list[Statement]:
+        """The rows of a benchmark (replacing one of the same name), for a caller's own transaction."""
         pool = None
         if bench.pool:
             pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
@@ -150,7 +187,7 @@ class Store:
                 st.append(("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
                            (bench.name, user.id, t.index, t.text, t.target_category, t.target_dimension,
                             t.target_short, t.rationale, dumps(t.review))))
-        await self.write(st)
+        return st
 
     async def list_benchmarks(self) -> list[dict]:
         rows = await self.fetchall(
@@ -290,6 +327,8 @@ class Store:
         pending = self._pending_calls.get(key)
         if pending is not None:
             return pending
+        if self._reader is not None:
+            return self._reader.execute("SELECT * FROM calls WHERE key=?", (key,)).fetchone()
         return await self.fetchone("SELECT * FROM calls WHERE key=?", (key,))
 
     def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,

@@ -1,0 +1,121 @@
+"""Benchmarks for the model client and call cache (issue 2).
+
+    .venv/bin/python bench/bench_client.py
+
+Prints: harness overhead per call with a zero-latency transport (target <= 1 ms/call),
+wall time of 1,000 independent calls at concurrency 64 against a 100 ms fake (target within
+1.5x of 1000 * 0.1 / 64 s), and replay throughput over 100,000 cached calls (target >= 5,000/s).
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import httpx
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memaudit.config import load_settings  # noqa: E402
+from memaudit.llm.client import LLM  # noqa: E402
+from memaudit.store import open_store  # noqa: E402
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+          "additionalProperties": False}
+
+
+def instant_transport(latency: float = 0.0) -> httpx.MockTransport:
+    """A fake endpoint that answers every structured call at once (or after `latency` s)."""
+    answer = orjson.dumps({"answer": "ok"}).decode()
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 5}}
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        if latency:
+            await anyio.sleep(latency)
+        return httpx.Response(200, json=body)
+    return httpx.MockTransport(handle)
+
+
+def settings_for(db: Path, *, concurrency: int = 64, cache: str = "rw"):
+    s = load_settings(db=db, base_url="http://bench.test/v1", model="bench-model", backend="openai",
+                      concurrency=concurrency, cache=cache, env={})
+    return replace(s, backoff_base=0.001, backoff_cap=0.01)
+
+
+def messages(i: int) -> list[dict]:
+    return [{"role": "system", "content": "You answer in JSON."},
+            {"role": "user", "content": f"Question number {i}: what is the answer?"}]
+
+
+async def run_calls(llm: LLM, n: int, *, concurrency: int) -> None:
+    limiter = anyio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with limiter:
+            await llm.call("agent", messages(i), schema=SCHEMA, seed_parts=(i,))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(one, i)
+
+
+async def overhead(tmp: Path, n: int = 2000) -> float:
+    async with open_store(tmp / "overhead.db") as store:
+        llm = LLM(settings_for(tmp / "overhead.db", concurrency=1), store, transport=instant_transport())
+        start = time.perf_counter()
+        for i in range(n):
+            await llm.call("agent", messages(i), schema=SCHEMA, seed_parts=(i,))
+        await store.flush()
+        took = time.perf_counter() - start
+        await llm.aclose()
+    return took / n * 1000
+
+
+async def concurrent(tmp: Path, n: int = 1000, conc: int = 64, latency: float = 0.1) -> tuple[float, float]:
+    async with open_store(tmp / "concurrent.db") as store:
+        llm = LLM(settings_for(tmp / "concurrent.db", concurrency=conc), store,
+                  transport=instant_transport(latency))
+        start = time.perf_counter()
+        await run_calls(llm, n, concurrency=n)
+        await store.flush()
+        took = time.perf_counter() - start
+        await llm.aclose()
+    return took, n * latency / conc
+
+
+async def replay(tmp: Path, n: int = 100_000) -> float:
+    db = tmp / "replay.db"
+    async with open_store(db) as store:
+        llm = LLM(settings_for(db, concurrency=256), store, transport=instant_transport())
+        await run_calls(llm, n, concurrency=256)
+        await llm.aclose()
+    async with open_store(db) as store:
+        llm = LLM(settings_for(db, cache="replay"), store)
+        start = time.perf_counter()
+        await run_calls(llm, n, concurrency=256)
+        took = time.perf_counter() - start
+        await llm.aclose()
+    return n / took
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        ms = await overhead(tmp)
+        print(f"harness overhead: {ms:.3f} ms/call (target <= 1 ms)")
+        wall, ideal = await concurrent(tmp)
+        print(f"1000 calls @ concurrency 64, 100 ms fake: {wall:.2f} s wall, ideal {ideal:.2f} s, "
+              f"ratio {wall / ideal:.2f} (target <= 1.5)")
+        n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+        rate = await replay(tmp, n)
+        print(f"replay of {n} cached calls: {rate:,.0f} calls/s (target >= 5,000)")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,190 @@
+"""Per-user metrics of a run, computed from the stored rows (PROTOCOL §4–5).
+
+A  satisfied episodes / all episodes (a fraction here; tables show it ×100)
+C  mean assistant replies per episode, over all episodes and over satisfied ones only
+D  mean of all scorable turn scores (turns.preference_score not NULL); None if there are none
+E  items in the user's last memory snapshot and the mean characters of their `content`
+B  per access mode and k: the mean of the five per-category means of the reconstruction scores
+   (category-balanced). `overflow` rows score 0 and are counted; `failed` rows are left out and
+   counted.
+
+Episodes that ended `failed` stay in A's and C's denominators (they are episodes the user did not
+finish) and are counted; simulator fallback turns are counted.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from memaudit.store import Store
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
+
+
+@dataclass
+class UserMetrics:
+    user_id: str
+    episodes: int
+    A: float
+    C: float
+    C_satisfied: float | None
+    D: float | None
+    items: int | None  # None: no snapshot stored for this user
+    chars: float | None
+    failed_episodes: int
+    simulator_fallbacks: int
+
+
+@dataclass
+class UserRecovery:
+    user_id: str
+    categories: dict  # category -> mean score, or None when the user has no scored target there
+    B: float | None
+    overflow: int
+    failed: int
+
+
+@dataclass
+class ModeRecovery:
+    mode: str
+    k: int
+    users: dict = field(default_factory=dict)  # user_id -> UserRecovery
+
+    def B(self) -> dict:
+        return {u: r.B for u, r in self.users.items()}
+
+    def category(self, name: str) -> dict:
+        return {u: r.categories.get(name) for u, r in self.users.items()}
+
+    @property
+    def overflow(self) -> int:
+        return sum(r.overflow for r in self.users.values())
+
+    @property
+    def failed(self) -> int:
+        return sum(r.failed for r in self.users.values())
+
+
+async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
+    """A, C, D, E and failure counts per user with at least one stored episode."""
+    episodes = await store.fetchall(
+        "SELECT user_id, end_reason, n_turns FROM episodes WHERE run=? ORDER BY user_id, task_idx", (run,))
+    turns = await store.fetchall(
+        "SELECT user_id, preference_score, fallback FROM turns WHERE run=? ORDER BY user_id, task_idx, turn", (run,))
+    snapshots = await store.fetchall(
+        "SELECT s.user_id, s.n_items, s.avg_chars FROM snapshots s "
+        "JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) l "
+        "ON s.user_id=l.user_id AND s.task_idx=l.last WHERE s.run=?", (run, run))
+
+    by_user: dict[str, list] = {}
+    for e in episodes:
+        by_user.setdefault(e["user_id"], []).append(e)
+    scores: dict[str, list[float]] = {}
+    fallbacks: dict[str, int] = {}
+    for t in turns:
+        if t["preference_score"] is not None:
+            scores.setdefault(t["user_id"], []).append(t["preference_score"])
+        fallbacks[t["user_id"]] = fallbacks.get(t["user_id"], 0) + int(t["fallback"])
+    footprint = {s["user_id"]: (s["n_items"], s["avg_chars"]) for s in snapshots}
+
+    out: dict[str, UserMetrics] = {}
+    for user, eps in sorted(by_user.items()):
+        satisfied = [e["n_turns"] for e in eps if e["end_reason"] == "satisfied"]
+        pref = scores.get(user)
+        items, chars = footprint.get(user, (None, None))
+        out[user] = UserMetrics(
+            user_id=user, episodes=len(eps), A=len(satisfied) / len(eps),
+            C=sum(e["n_turns"] for e in eps) / len(eps),
+            C_satisfied=sum(satisfied) / len(satisfied) if satisfied else None,
+            D=sum(pref) / len(pref) if pref else None,
+            items=items, chars=chars,
+            failed_episodes=sum(e["end_reason"] == "failed" for e in eps),
+            simulator_fallbacks=fallbacks.get(user, 0))
+    return out
+
+
+def user_recovery(user_id: str, rows: list[tuple[str, float | None, str]]) -> UserRecovery:
+    """Category-balanced B of one user from (category, score, status) rows.
+
+    A category with no counted target (none stored, or all failed) is left out of the mean;
+    a user with no counted target at all has B = None.
+    """
+    per_category: dict[str, list[float]] = {}
+    overflow = failed = 0
+    for category, score, status in rows:
+        if status == "failed" or (status == "ok" and score is None):
+            failed += 1
+            continue
+        if status == "overflow":
+            overflow += 1
+            score = 0.0
+        per_category.setdefault(category, []).append(score)
+    means = {c: (sum(per_category[c]) / len(per_category[c]) if c in per_category else None) for c in CATEGORIES}
+    present = [m for m in means.values() if m is not None]
+    return UserRecovery(user_id, means, sum(present) / len(present) if present else None, overflow, failed)
+
+
+async def recovery(store: Store, run: str, *, variant: str = "default") -> dict[tuple[str, int], ModeRecovery]:
+    """Per-user recovery for every (mode, k) the run was scored with, in sorted order."""
+    rows = await store.fetchall(
+        "SELECT mode, k, user_id, category, score, status FROM reconstructions WHERE run=? AND variant=? "
+        "ORDER BY mode, k, user_id, category, dimension", (run, variant))
+    grouped: dict[tuple[str, int], dict[str, list]] = {}
+    for r in rows:
+        grouped.setdefault((r["mode"], r["k"]), {}).setdefault(r["user_id"], []).append(
+            (r["category"], r["score"], r["status"]))
+    out: dict[tuple[str, int], ModeRecovery] = {}
+    for (mode, k), users in sorted(grouped.items()):
+        out[(mode, k)] = ModeRecovery(mode, k, {u: user_recovery(u, rs) for u, rs in sorted(users.items())})
+    return out
+
+
+async def attribution_counts(store: Store, run: str, *, variant: str = "default") -> dict[tuple[str, int], dict]:
+    """Counts of every attribution label per (mode, k); labels never seen count 0."""
+    rows = await store.fetchall(
+        "SELECT mode, k, label, COUNT(*) AS n FROM attributions WHERE run=? AND variant=? "
+        "GROUP BY mode, k, label ORDER BY mode, k, label", (run, variant))
+    out: dict[tuple[str, int], dict] = {}
+    for r in rows:
+        counts = out.setdefault((r["mode"], r["k"]), {label: 0 for label in ATTRIBUTION_LABELS})
+        counts[r["label"]] = counts.get(r["label"], 0) + r["n"]
+    return out
+
+
+def role_group(role: str) -> str:
+    """The token-usage group of a call role: attribution stages share one group, adapter
+    sub-roles (`memory.extract`, `memory:evolve` …) count as `memory`."""
+    base = role.replace(":", ".").replace("/", ".").split(".", 1)[0]
+    return "attribution" if base in ("oracle", "disclosure", "elicitation") else base
+
+
+async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
+    """Tokens per role group, each distinct call counted once per run; None without call records
+    (imported releases)."""
+    rows = await store.fetchall(
+        "SELECT u.role, COUNT(*) AS calls, SUM(c.prompt_tokens) AS prompt, SUM(c.completion_tokens) AS completion, "
+        "SUM(c.cached_tokens) AS cached FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
+        "JOIN calls c ON c.key=u.key GROUP BY u.role ORDER BY u.role", (run,))
+    if not rows:
+        return None
+    out: dict[str, dict] = {}
+    for r in rows:
+        group = out.setdefault(role_group(r["role"]),
+                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0})
+        group["calls"] += r["calls"]
+        group["prompt_tokens"] += r["prompt"] or 0
+        group["completion_tokens"] += r["completion"] or 0
+        group["cached_tokens"] += r["cached"] or 0
+    return dict(sorted(out.items()))
+
+
+def lower_quantile(values, q: float) -> float | None:
+    """The lower order statistic: sorted(values)[ceil(q·n) − 1] (never an average of two values).
+
+    p50 of [1, 2, 3, 4] is 2; p90 of ten values is the 9th smallest; q·n is rounded to 12 digits
+    first so that 0.9·10 counts as 9, not 9.000000000000002.
+    """
+    xs = sorted(v for v in values if v is not None)
+    if not xs:
+        return None
+    index = max(0, math.ceil(round(q * len(xs), 12)) - 1)
+    return float(xs[index])

@@ -1,0 +1,448 @@
+"""The paper's tables (PROTOCOL §8) with honest intervals and paired comparisons (issue 8).
+
+`compute_tables` returns plain JSON-ready data (the `tables --format json` contract of CLI.md:
+unrounded numbers, A as a percentage, null for a mode that was not scored); `render` turns it
+into md, latex, csv or json text. Aggregates are mean and sample std (n − 1) over users; every
+interval is a user-level bootstrap of the mean with a fixed seed, so tables are reproducible.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import sqlite3
+from dataclasses import dataclass
+
+import orjson
+
+from memaudit.errors import BadInput
+from memaudit.scoring import metrics, stats
+from memaudit.scoring.metrics import ModeRecovery
+from memaudit.store import Store, loads
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
+
+DEFAULT_K = 5
+ALPHA = 0.05
+SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "robustness")
+
+
+@dataclass
+class RunData:
+    run: str
+    system: str
+    bench: str
+    users: dict  # user_id -> UserMetrics
+    recovery: dict  # (mode, k) -> ModeRecovery
+    attributions: dict  # (mode, k) -> label counts
+    tokens: dict | None  # role group -> usage; None without call records
+    partial: bool
+
+    def headline(self, mode: str) -> ModeRecovery | None:
+        """The recovery Table 2 reports for a mode: k = 5 for retrieve when scored, else the
+        smallest k scored (dump_all has k = 0)."""
+        ks = sorted(k for m, k in self.recovery if m == mode)
+        if not ks:
+            return None
+        return self.recovery[(mode, DEFAULT_K if DEFAULT_K in ks else ks[0])]
+
+    def total_tokens(self) -> int | None:
+        if self.tokens is None:
+            return None
+        return sum(g["prompt_tokens"] + g["completion_tokens"] for g in self.tokens.values())
+
+
+async def compute_tables(store: Store, runs: list[str] | None = None, *, variant: str = "default",
+                         bootstrap: int = stats.RESAMPLES, seed: int = 0) -> dict:
+    """All tables for the runs (default: every run in the store, sorted). `bootstrap` = 0 skips
+    intervals and tests."""
+    data = [await load_run(store, run, variant) for run in await select_runs(store, runs)]
+    boot = Bootstrap(bootstrap, seed)
+    return {
+        "table2": [table2_row(d, boot) for d in data],
+        "table3": [row for d in data for row in table3_rows(d, boot)],
+        "table4": [row for d in data for row in table4_rows(d)],
+        "footprint": [footprint_row(d) for d in data],
+        "gap": [gap_row(d) for d in data],
+        "tokens": [row for d in data for row in token_rows(d)],
+        "comparisons": comparisons(data, boot),
+    }
+
+
+async def select_runs(store: Store, runs: list[str] | None) -> list[str]:
+    known = [r["run"] for r in await store.fetchall("SELECT run FROM runs ORDER BY run")]
+    if runs is None:
+        return known
+    missing = [r for r in runs if r not in known]
+    if missing:
+        raise BadInput(f"unknown run(s) {', '.join(missing)}; in the store: {', '.join(known) or 'none'}",
+                       field="runs")
+    return list(runs)
+
+
+async def load_run(store: Store, run: str, variant: str = "default") -> RunData:
+    info = await store.get_run(run)
+    return RunData(run=run, system=info["system"], bench=info["bench"],
+                   users=await metrics.user_metrics(store, run),
+                   recovery=await metrics.recovery(store, run, variant=variant),
+                   attributions=await metrics.attribution_counts(store, run, variant=variant),
+                   tokens=await metrics.token_usage(store, run),
+                   partial=await is_partial(store, info, variant))
+
+
+async def is_partial(store: Store, info: dict, variant: str) -> bool:
+    """A run is partial when it ran fewer tasks than its benchmark has per user, or when it was
+    scored only on the targets whose task ran (`dims="targeted"` in score_passes)."""
+    tasks = (info["config"] or {}).get("tasks")
+    row = await store.fetchone(
+        "SELECT MAX(n) AS n FROM (SELECT COUNT(*) AS n FROM tasks WHERE bench=? GROUP BY user_id)", (info["bench"],))
+    if tasks is not None and row["n"] is not None and tasks < row["n"]:
+        return True
+    try:  # score_passes arrives with migration 002; a store without it has no targeted passes
+        passes = await store.fetchall("SELECT config FROM score_passes WHERE run=? AND variant=?",
+                                      (info["run"], variant))
+    except sqlite3.OperationalError:
+        return False
+    return any((loads(p["config"]) or {}).get("dims") == "targeted" for p in passes)
+
+
+class Bootstrap:
+    """Intervals and paired tests with one resample count and seed for the whole table set."""
+
+    def __init__(self, resamples: int, seed: int):
+        self.resamples, self.seed = resamples, seed
+
+    def ci(self, values, scale: float = 1.0) -> list[float] | None:
+        if self.resamples <= 0:
+            return None
+        ci = stats.bootstrap_ci(list(values), resamples=self.resamples, seed=self.seed)
+        return None if ci is None else [ci[0] * scale, ci[1] * scale]
+
+    def paired(self, diffs) -> tuple[list[float] | None, float | None]:
+        if self.resamples <= 0:
+            return None, None
+        return (stats.paired_bootstrap_ci(diffs, resamples=self.resamples, seed=self.seed),
+                stats.sign_flip_p(diffs, resamples=self.resamples, seed=self.seed))
+
+
+def _scaled(value: float | None, scale: float) -> float | None:
+    return None if value is None else value * scale
+
+
+def _summary(prefix: str, values, boot: Bootstrap, scale: float = 1.0) -> dict:
+    values = list(values)
+    mean, std = stats.mean_std(values)
+    return {prefix: _scaled(mean, scale), f"{prefix}_std": _scaled(std, scale),
+            f"{prefix}_ci95": boot.ci(values, scale)}
+
+
+def table2_row(d: RunData, boot: Bootstrap) -> dict:
+    users = list(d.users.values())
+    tokens = d.total_tokens()
+    row = {"run": d.run, "system": d.system, "users": len(users), "partial": d.partial}
+    row.update(_summary("A", (u.A for u in users), boot, 100.0))
+    row.update(_summary("D", (u.D for u in users), boot))
+    row.update(_summary("C", (u.C for u in users), boot))
+    row["C_satisfied"] = stats.mean_std([u.C_satisfied for u in users])[0]
+    for mode in MODES:
+        rec = d.headline(mode)
+        if rec is None:
+            row.update({f"B_{mode}": None, f"B_{mode}_std": None, f"B_{mode}_ci95": None,
+                        f"overflow_{mode}": None, f"failed_{mode}": None})
+        else:
+            row.update(_summary(f"B_{mode}", rec.B().values(), boot))
+            row[f"overflow_{mode}"], row[f"failed_{mode}"] = rec.overflow, rec.failed
+        b = row[f"B_{mode}"]
+        row[f"B_{mode}_per_Mtok"] = b / (tokens / 1e6) if b is not None and tokens else None
+    retrieve = d.headline("retrieve")
+    row["retrieve_k"] = retrieve.k if retrieve else None
+    row["items"], row["items_std"] = stats.mean_std([u.items for u in users])
+    row["chars"], row["chars_std"] = stats.mean_std([u.chars for u in users])
+    row["failed_episodes"] = sum(u.failed_episodes for u in users)
+    row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
+    row["tokens"] = tokens
+    return row
+
+
+def table3_rows(d: RunData, boot: Bootstrap) -> list[dict]:
+    rows = []
+    for mode in MODES:
+        recs = [rec for (m, _), rec in d.recovery.items() if m == mode]
+        if not recs:
+            rows.append({"run": d.run, "system": d.system, "mode": mode, "k": None, "users": 0,
+                         **{key: None for c in (*CATEGORIES, "overall") for key in (c, f"{c}_std", f"{c}_ci95")}})
+        for rec in recs:
+            row = {"run": d.run, "system": d.system, "mode": mode, "k": rec.k if mode == "retrieve" else None,
+                   "users": sum(r.B is not None for r in rec.users.values())}
+            for c in CATEGORIES:
+                row.update(_summary(c, rec.category(c).values(), boot))
+            row.update(_summary("overall", rec.B().values(), boot))
+            rows.append(row)
+    return rows
+
+
+def table4_rows(d: RunData) -> list[dict]:
+    rows = []
+    for mode in MODES:
+        found = [(k, counts) for (m, k), counts in d.attributions.items() if m == mode]
+        if not found:
+            rows.append({"run": d.run, "system": d.system, "mode": mode, "k": None,
+                         **{label: None for label in ATTRIBUTION_LABELS}, "recovery_rate": None})
+        for k, counts in found:
+            denominator = counts["ok"] + counts["memory_failure"]
+            rows.append({"run": d.run, "system": d.system, "mode": mode, "k": k if mode == "retrieve" else None,
+                         **counts, "recovery_rate": counts["ok"] / denominator if denominator else None})
+    return rows
+
+
+def footprint_row(d: RunData) -> dict:
+    """Footprint quantiles over users with the lower order statistic (metrics.lower_quantile)."""
+    items = [u.items for u in d.users.values()]
+    chars = [u.chars for u in d.users.values()]
+    return {"run": d.run, "system": d.system, "users": sum(i is not None for i in items),
+            "items_p50": metrics.lower_quantile(items, 0.5), "items_p90": metrics.lower_quantile(items, 0.9),
+            "chars_p50": metrics.lower_quantile(chars, 0.5), "chars_p90": metrics.lower_quantile(chars, 0.9)}
+
+
+def gap_row(d: RunData) -> dict:
+    """Per-user B(dump_all) − B(retrieve) over the users scored in both modes."""
+    dump, retrieve = d.headline("dump_all"), d.headline("retrieve")
+    users, gaps = stats.paired_diffs(dump.B(), retrieve.B()) if dump and retrieve else ([], [])
+    gaps = [float(g) for g in gaps]
+    return {"run": d.run, "system": d.system, "users": len(users),
+            "mean": sum(gaps) / len(gaps) if gaps else None, "median": metrics.lower_quantile(gaps, 0.5),
+            "min": min(gaps) if gaps else None, "max": max(gaps) if gaps else None,
+            "per_user": dict(zip(users, gaps))}
+
+
+def token_rows(d: RunData) -> list[dict]:
+    """One row per role group plus an `all` row; an imported run without call records gets a
+    single `all` row of nulls (shown as n/a)."""
+    if d.tokens is None:
+        return [{"run": d.run, "system": d.system, "role": "all", "calls": None, "prompt_tokens": None,
+                 "completion_tokens": None, "cached_tokens": None, "total_tokens": None}]
+    rows = [{"run": d.run, "system": d.system, "role": role, **usage,
+             "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+            for role, usage in d.tokens.items()]
+    total = {key: sum(r[key] for r in rows)
+             for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens")}
+    return rows + [{"run": d.run, "system": d.system, "role": "all", **total}]
+
+
+def comparisons(data: list[RunData], boot: Bootstrap) -> list[dict]:
+    """Paired comparisons of per-user B: every pair of runs on the same benchmark per mode, and
+    dump_all vs retrieve within each run. Holm adjusts within each family (one per mode, and one
+    for the within-run gaps)."""
+    families: list[list[dict]] = []
+    for mode in MODES:
+        scored = [(d, d.headline(mode)) for d in data if d.headline(mode) is not None]
+        family = [_compare(mode, a.run, b.run, ra.B(), rb.B(), boot)
+                  for (a, ra), (b, rb) in itertools.combinations(scored, 2) if a.bench == b.bench]
+        families.append([c for c in family if c is not None])
+    within = [_compare("dump_all-retrieve", d.run, d.run, d.headline("dump_all").B(), d.headline("retrieve").B(), boot)
+              for d in data if d.headline("dump_all") and d.headline("retrieve")]
+    families.append([c for c in within if c is not None])
+    out = []
+    for family in families:
+        for c, adjusted in zip(family, stats.holm([c["p"] for c in family])):
+            c["p_holm"] = adjusted
+            c["significant"] = adjusted is not None and adjusted < ALPHA
+            out.append(c)
+    return out
+
+
+def _compare(mode: str, a: str, b: str, values_a: dict, values_b: dict, boot: Bootstrap) -> dict | None:
+    users, diffs = stats.paired_diffs(values_a, values_b)
+    if not users:
+        return None
+    ci, p = boot.paired(diffs)
+    return {"mode": mode, "a": a, "b": b, "users": len(users), "diff": float(diffs.mean()), "ci95": ci, "p": p}
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+def render(tables: dict, fmt: str) -> str:
+    """The tables present in `tables` as md, latex, csv or json text."""
+    if fmt == "json":
+        return orjson.dumps(tables, option=orjson.OPT_INDENT_2).decode()
+    if fmt == "csv":
+        return _render_csv(tables)
+    if fmt in ("md", "latex"):
+        return _render_text(tables, latex=fmt == "latex")
+    raise BadInput(f"unknown format {fmt!r}; use md, latex, csv or json", field="format")
+
+
+def _num(value, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def _pm(row: dict, key: str, digits: int = 3) -> str:
+    """`mean ± std [low, high]`, dropping what is missing."""
+    if row.get(key) is None:
+        return "n/a"
+    text = _num(row[key], digits)
+    if row.get(f"{key}_std") is not None:
+        text += f" ± {_num(row[f'{key}_std'], digits)}"
+    ci = row.get(f"{key}_ci95")
+    if ci is not None:
+        text += f" [{_num(ci[0], digits)}, {_num(ci[1], digits)}]"
+    return text
+
+
+def _ci(ci) -> str:
+    return "n/a" if ci is None else f"[{_num(ci[0])}, {_num(ci[1])}]"
+
+
+def _mode_label(row: dict) -> str:
+    return row["mode"] if row.get("k") is None else f"{row['mode']}@{row['k']}"
+
+
+def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
+              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "tokens",
+              "B/Mtok dump/top-k"]
+    body = [[r["run"] + (" (partial)" if r["partial"] else ""), _pm(r, "A", 1), _pm(r, "D", 2), _pm(r, "C", 2),
+             _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1), _num(r["chars"], 1),
+             f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
+             f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
+             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["tokens"]),
+             f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}"] for r in rows]
+    return header, body
+
+
+def _table3(rows):
+    header = ["run", "mode", *CATEGORIES, "overall"]
+    body = [[r["run"], _mode_label(r), *(_pm(r, c) for c in (*CATEGORIES, "overall"))] for r in rows]
+    return header, body
+
+
+def _table4(rows):
+    header = ["run", "mode", *ATTRIBUTION_LABELS, "recovery_rate"]
+    body = [[r["run"], _mode_label(r), *(_num(r[label]) for label in ATTRIBUTION_LABELS), _num(r["recovery_rate"])]
+            for r in rows]
+    return header, body
+
+
+def _footprint(rows):
+    header = ["run", "users", "items p50", "items p90", "chars p50", "chars p90"]
+    body = [[r["run"], _num(r["users"]), _num(r["items_p50"], 0), _num(r["items_p90"], 0),
+             _num(r["chars_p50"], 1), _num(r["chars_p90"], 1)] for r in rows]
+    return header, body
+
+
+def _gap(rows):
+    header = ["run", "users", "mean", "median", "min", "max"]
+    body = [[r["run"], _num(r["users"]), *(_num(r[k]) for k in ("mean", "median", "min", "max"))] for r in rows]
+    return header, body
+
+
+def _tokens(rows):
+    header = ["run", "role", "calls", "prompt", "completion", "cached", "total"]
+    body = [[r["run"], r["role"], *(_num(r[k]) for k in ("calls", "prompt_tokens", "completion_tokens",
+                                                          "cached_tokens", "total_tokens"))] for r in rows]
+    return header, body
+
+
+def _comparisons(rows):
+    header = ["mode", "a", "b", "users", "diff (a − b)", "95% CI", "p", "p Holm", ""]
+    body = [[r["mode"], r["a"], r["b"], _num(r["users"]), _num(r["diff"]), _ci(r["ci95"]), _num(r["p"], 4),
+             _num(r["p_holm"], 4), "*" if r["significant"] else ""] for r in rows]
+    return header, body
+
+
+def _robustness(rob: dict):
+    header = ["measure", "value"]
+    body = [["variant", f"{rob['variant']} vs {rob['baseline']}"], ["targets compared", _num(rob["targets"])],
+            ["exact agreement", _num(rob["exact_agreement"])], ["within one level", _num(rob["within_one_level"])],
+            ["mean signed shift", _num(rob["mean_shift"])],
+            ["system pairs order preserved", _num(rob["system_pairs_preserved"])],
+            ["category pairs order preserved", _num(rob["category_pairs_preserved"])]]
+    for m in rob["modes"]:
+        label = _mode_label(m)
+        body.append([f"{label}: best system", f"{m['best_default']} → {m['best_variant']} "
+                                               f"({'preserved' if m['best_preserved'] else 'changed'})"])
+        body.append([f"{label}: hardest category", f"{m['hardest_default']} → {m['hardest_variant']}"])
+        body.append([f"{label}: easiest category", f"{m['easiest_default']} → {m['easiest_variant']}"])
+    return header, body
+
+
+TITLES = {
+    "table2": ("Table 2 — task outcome, preference, recovery, footprint (mean ± sample std [95% user-bootstrap CI])",
+               _table2),
+    "table3": ("Table 3 — recovery per category (mean ± sample std [95% CI])", _table3),
+    "table4": ("Table 4 — failure attribution counts", _table4),
+    "footprint": ("Footprint — lower order statistic over users", _footprint),
+    "gap": ("Per-user gap B(dump_all) − B(retrieve)", _gap),
+    "tokens": ("Token usage per role", _tokens),
+    "comparisons": ("Paired comparisons of per-user B (sign-flip test; * = Holm-adjusted p < 0.05)", _comparisons),
+    "robustness": ("Robustness — frozen rescoring", _robustness),
+}
+
+
+def _render_text(tables: dict, *, latex: bool) -> str:
+    parts = []
+    for name in SECTIONS:
+        if tables.get(name) is None:
+            continue
+        title, build = TITLES[name]
+        header, body = build(tables[name])
+        parts.append(_latex_table(title, header, body) if latex else _md_table(title, header, body))
+    return "\n\n".join(parts) + "\n"
+
+
+def _md_table(title: str, header: list[str], body: list[list[str]]) -> str:
+    lines = [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines)
+
+
+def _tex(text: str) -> str:
+    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"),
+                          ("±", r"$\pm$"), ("−", "--"), ("→", r"$\to$"), ("*", r"$^{*}$")):
+        text = text.replace(char, escaped)
+    return text
+
+
+def _latex_table(title: str, header: list[str], body: list[list[str]]) -> str:
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", f"\\caption{{{_tex(title)}}}",
+             r"\begin{tabular}{" + "l" * len(header) + "}", r"\toprule",
+             " & ".join(_tex(h) for h in header) + r" \\", r"\midrule"]
+    lines += [" & ".join(_tex(c) for c in cells) + r" \\" for cells in body]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines)
+
+
+def _flat(row: dict) -> dict:
+    """A CSV row: intervals become `_low`/`_high` columns; nested per-user maps stay in the JSON."""
+    out = {}
+    for key, value in row.items():
+        if isinstance(value, list):
+            out[f"{key}_low"], out[f"{key}_high"] = (value if value else (None, None))
+        elif not isinstance(value, dict):
+            out[key] = value
+    return out
+
+
+def render_csv_section(rows: list[dict]) -> str:
+    flat = [_flat(r) for r in rows]
+    columns = list(dict.fromkeys(key for r in flat for key in r))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in flat)
+    return buffer.getvalue()
+
+
+def _render_csv(tables: dict) -> str:
+    parts = []
+    for name in SECTIONS:
+        if tables.get(name) is None:
+            continue
+        rows = tables[name] if isinstance(tables[name], list) else tables[name]["modes"]
+        parts.append(f"# {name}\n" + render_csv_section(rows))
+    return "\n".join(parts)

@@ -1,2 +1,44 @@
-"""Commands: rollout_cmds."""
-COMMANDS: list = []
+"""Commands: rollout — run episodes for one or more memory systems (resumable)."""
+from __future__ import annotations
+
+import click
+
+from memaudit.cli.common import current_settings, global_options, out, run
+
+
+@click.command("rollout")
+@click.option("--bench", "bench_ref", required=True, help="`sample`, a release-layout path, or an imported name")
+@click.option("--systems", required=True, help="comma-separated memory systems, e.g. nomem,longctx_full")
+@click.option("--users", default=None, help="`3` = the first three users, or `user_001,user_004`")
+@click.option("--tasks", type=int, default=None, help="only the first N tasks of each user")
+@click.option("--max-turns", type=int, default=25, show_default=True, help="assistant replies per episode")
+@click.option("--tag", default=None, help="run id becomes <system>_<tag>")
+@click.option("--k", type=int, default=5, show_default=True, help="memory items retrieved per reply")
+@click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
+@global_options
+def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, quiet):
+    """Run (or resume) episodes: the assistant with each memory system helps the simulated users."""
+    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, quiet)
+
+
+async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, quiet):
+    from memaudit.bench.instances import resolve_bench
+    from memaudit.rollout.runner import run_rollout, select_users
+    from memaudit.runtime import open_runtime
+
+    names = [s.strip() for s in systems.split(",") if s.strip()]
+    async with open_runtime(settings) as rt:
+        bench = await resolve_bench(rt.store, bench_ref)
+        runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
+                                 max_turns=max_turns, tag=tag, k=k, progress="log" if quiet else "live")
+        for run_name in runs:
+            row = await rt.store.fetchone(
+                "SELECT COUNT(*) AS episodes, COALESCE(SUM(end_reason='satisfied'), 0) AS satisfied, "
+                "COALESCE(SUM(end_reason='failed'), 0) AS failed, "
+                "(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND t.fallback=1) AS fallbacks "
+                "FROM episodes e WHERE run=?", (run_name,))
+            out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
+                      f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks", highlight=False)
+
+
+COMMANDS = [rollout]

@@ -1,0 +1,137 @@
+"""Run episodes for several memory systems: all (system, user) pairs concurrently, each user's
+tasks in order with the user's own adapter. Every finished episode, the memory snapshot after it
+and the calls it used are committed in one transaction, so a killed run resumes at the next
+episode with the same memory state."""
+from __future__ import annotations
+
+import anyio
+
+from adapters.base import AdapterContext, MemoryAdapter
+from adapters.registry import get_adapter
+from memaudit.errors import BadInput
+from memaudit.prompts import prompt_hashes
+from memaudit.rollout.episode import run_episode
+from memaudit.rollout.progress import RolloutProgress
+from memaudit.runtime import Runtime
+from memaudit.store import Store
+from memaudit.types import Benchmark, Episode, Task, User
+
+PROMPTS = ("agent", "simulator", "pref_judge")
+
+
+def run_id(system: str, tag: str | None) -> str:
+    return f"{system}_{tag}" if tag else system
+
+
+def select_users(bench: Benchmark, spec: str | None) -> list[str] | None:
+    """`--users 3` = the first three users; `--users user_001,user_004` = those; None = all."""
+    if spec is None or not spec.strip():
+        return None
+    spec = spec.strip()
+    if spec.isdigit():
+        count = int(spec)
+        if count < 1:
+            raise BadInput("--users must be at least 1", field="users")
+        return [u.id for u in bench.users[:count]]
+    return [name.strip() for name in spec.split(",") if name.strip()]
+
+
+def _users(bench: Benchmark, users: list[str] | None) -> list[User]:
+    if users is None:
+        return list(bench.users)
+    by_id = {u.id: u for u in bench.users}
+    unknown = [u for u in users if u not in by_id]
+    if unknown:
+        raise BadInput(f"unknown users {unknown} in benchmark {bench.name}", field="users")
+    return [by_id[u] for u in users]
+
+
+def _tasks(bench: Benchmark, user: User, tasks: int | None) -> list[Task]:
+    found = list(bench.tasks.get(user.id, ()))
+    if not found:
+        raise BadInput(f"no tasks for user in benchmark {bench.name}", user=user.id, field="tasks")
+    return found if tasks is None else found[:tasks]
+
+
+async def _open_run(store: Store, run: str, system: str, bench: Benchmark, config: dict, hashes: dict) -> None:
+    existing = await store.get_run(run)
+    if existing is not None and (existing["config"] != config or existing["prompt_hashes"] != hashes):
+        changed = sorted(k for k in set(config) | set(existing["config"])
+                         if config.get(k) != existing["config"].get(k))
+        if existing["prompt_hashes"] != hashes:
+            changed.append("prompts")
+        raise BadInput(f"run {run!r} already exists with a different {', '.join(changed)}; "
+                       "use --tag to start a new run", field="run")
+    await store.ensure_run(run, system, bench.name, config=config, prompt_hashes=hashes)
+
+
+async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses: list) -> None:
+    """The episode, the memory state after it and the calls it used: one transaction."""
+    final = ep.turns[-1].preference_score if ep.turns else None
+    statements = store.episode_statements(ep, final)
+    statements.append(store.snapshot_statement(ep.run, ep.user_id, ep.task_index, adapter.snapshot(), adapter.dump()))
+    statements.extend(store.call_use_statements(ep.run, f"episode:{ep.user_id}:{ep.task_index}", uses))
+    await store.write(statements)
+
+
+async def _episode_tokens(store: Store, ep: Episode) -> int:
+    row = await store.fetchone(
+        "SELECT COALESCE(SUM(c.prompt_tokens + c.completion_tokens), 0) AS n FROM call_uses u "
+        "JOIN calls c ON c.key = u.key WHERE u.run=? AND u.artifact=?",
+        (ep.run, f"episode:{ep.user_id}:{ep.task_index}"))
+    return row["n"]
+
+
+async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
+                    k: int, progress: RolloutProgress) -> None:
+    done = await rt.store.episodes_done(run, user.id)
+    pending = [t for t in tasks if t.index not in done]
+    if not pending:
+        return
+    adapter = get_adapter(system)(AdapterContext(rt.llm, rt.embedder, scope=f"{run}/{user.id}",
+                                                 agent_context_window=rt.settings.role("agent").context_window))
+    snapshot = await rt.store.last_snapshot(run, user.id)
+    if snapshot is not None:
+        await adapter.restore(snapshot["state"])
+    for task in pending:
+        with rt.llm.collect() as uses:
+            ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
+        await commit_episode(rt.store, ep, adapter, uses)
+        tokens = await _episode_tokens(rt.store, ep) if progress.mode != "off" else 0
+        progress.episode_done(ep, uses, tokens)
+    progress.user_done(run)
+
+
+async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
+                      tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
+                      progress: bool | str = True) -> list[str]:
+    """Run (or resume) one run per system; returns the run ids. `progress`: True/"live" for the
+    live table, "log" for plain lines, False/"off" for nothing."""
+    if not systems:
+        raise BadInput("no memory systems given", field="systems")
+    if max_turns < 1 or k < 1 or (tasks is not None and tasks < 1):
+        raise BadInput("--max-turns, --k and --tasks must be at least 1", field="max_turns/k/tasks")
+    for system in systems:
+        get_adapter(system)  # unknown names fail before anything is written
+    chosen = _users(bench, users)
+    plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
+    config = {"users": [u.id for u in chosen], "tasks": tasks, "max_turns": max_turns, "k": k, "tag": tag}
+    hashes = prompt_hashes(PROMPTS, rt.settings.prompts_dir)
+    runs = [run_id(s, tag) for s in systems]
+    if len(set(runs)) != len(runs):
+        raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")
+    mode = {True: "live", False: "off"}.get(progress, progress)
+    tracker = RolloutProgress(mode)
+    for system, run in zip(systems, runs):
+        await _open_run(rt.store, run, system, bench, config, hashes)
+        finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
+        tracker.add_run(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
+                        sum(n == len(plan[u.id]) for n, u in zip(finished, chosen)))
+    with tracker:
+        async with anyio.create_task_group() as tg:
+            for system, run in zip(systems, runs):
+                for user in chosen:
+                    tg.start_soon(lambda s=system, r=run, u=user: _run_user(
+                        rt, r, s, u, plan[u.id], max_turns=max_turns, k=k, progress=tracker))
+    await rt.store.flush()
+    return runs

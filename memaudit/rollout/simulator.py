@@ -1,0 +1,64 @@
+"""The simulated user: speaks as one persona with its whole hidden bank, labels each reaction
+with a feedback type, and falls back to a recorded placeholder when its output stays invalid."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memaudit.errors import InvalidOutput
+from memaudit.llm.client import LLM
+from memaudit.roles import ask
+from memaudit.store import dumps
+from memaudit.types import CATEGORIES, Task, User
+
+RECENT_REPLIES = 3
+# Stands in for a user message the simulator could not produce; the turn is flagged `fallback`
+# so no table mistakes it for a real reaction.
+FALLBACK_TEXT = "[no valid simulator reply] Please continue."
+
+
+@dataclass(frozen=True)
+class UserReply:
+    feedback_type: str
+    text: str
+    fallback: bool = False
+
+    @property
+    def satisfied(self) -> bool:
+        return self.feedback_type == "satisfied"
+
+
+def render_bank(user: User) -> str:
+    lines = []
+    for category in CATEGORIES:
+        entries = user.entries(category)
+        if not entries:
+            continue
+        lines.append(f"{category}:")
+        lines.extend(f"- {e.dimension}: {e.short}. {e.explanation}" for e in entries)
+    return "\n".join(lines)
+
+
+def render_conversation(task: str, exchanges: list[tuple[str, str | None]]) -> str:
+    """`exchanges` = [(assistant reply, user message or None for the pending one)], oldest first."""
+    lines = [f"You: {task}"]
+    for reply, user_text in exchanges:
+        lines.append(f"Assistant: {reply}")
+        if user_text is not None:
+            lines.append(f"You: {user_text}")
+    return "\n\n".join(lines)
+
+
+async def respond(llm: LLM, user: User, task: Task, exchanges: list[tuple[str, str | None]],
+                  turn: int) -> UserReply:
+    """The user's reaction to the latest assistant reply (the last exchange's reply).
+    ContextOverflow and EndpointError propagate; invalid output becomes a recorded fallback."""
+    own = [text for _, text in exchanges if text is not None][-RECENT_REPLIES:]
+    try:
+        result = await ask(llm, "simulator", seed_parts=(user.id, task.index, turn),
+                           persona=dumps(user.persona), bank=render_bank(user), task=task.text,
+                           conversation=render_conversation(task.text, exchanges),
+                           recent_replies="\n".join(f"- {t}" for t in own) or "(none yet)")
+    except InvalidOutput:
+        return UserReply("followup", FALLBACK_TEXT, fallback=True)
+    return UserReply(result.data["feedback_type"], result.data["text"].strip() or FALLBACK_TEXT,
+                     fallback=not result.data["text"].strip())

@@ -1,0 +1,114 @@
+"""The episode loop: end reasons, adapter events, fallbacks and failures."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from adapters.base import AdapterContext, Event, MemoryAdapter
+from memaudit.rollout.episode import run_episode
+from memaudit.rollout.simulator import FALLBACK_TEXT
+from tests.fakes.http_server import rate_every_preference
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder(MemoryAdapter):
+    """Remembers every event it observes and the queries it was asked."""
+    name = "recorder"
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.events: list[Event] = []
+        self.queries: list[str] = []
+
+    async def observe(self, event):
+        self.events.append(event)
+
+    async def context(self, query, k):
+        self.queries.append(query)
+        return await super().context(query, k)
+
+    async def search(self, query, k):
+        return []
+
+    def dump(self):
+        return []
+
+    def snapshot(self):
+        return {}
+
+    async def restore(self, state):
+        return None
+
+
+def recorder(rt):
+    return Recorder(AdapterContext(rt.llm, rt.embedder, scope="run/user_001"))
+
+
+def sim(feedback_types):
+    """A simulator handler answering the given feedback types in order (the last one repeats)."""
+    calls = []
+
+    def handler(body):
+        calls.append(body)
+        kind = feedback_types[min(len(calls), len(feedback_types)) - 1]
+        return {"feedback_type": kind, "text": f"user message {len(calls)}"}
+    return handler
+
+
+async def test_ends_when_the_user_is_satisfied(open_rt, fake, bench):
+    fake.on("simulator", sim(["followup", "satisfied"])).on("pref_judge", rate_every_preference)
+    async with open_rt() as rt:
+        adapter = recorder(rt)
+        user, task = bench.users[0], bench.tasks["user_001"][0]
+        ep = await run_episode(rt.llm, adapter, user, task, run="run", max_turns=5, k=5)
+    assert ep.end_reason == "satisfied" and len(ep.turns) == 2
+    assert [t.feedback_type for t in ep.turns] == ["followup", "satisfied"]
+    assert all(t.preference_score is not None for t in ep.turns)
+    assert [e.kind for e in adapter.events] == ["task_start", "assistant", "user", "assistant", "user", "episode_end"]
+    assert adapter.events[-2].text == "user message 2"  # the final user message is offered to memory too
+    assert adapter.queries == [task.text, "user message 1"]
+
+
+async def test_ends_after_max_turns(open_rt, fake, bench):
+    fake.on("simulator", sim(["too_shallow"])).on("pref_judge", rate_every_preference)
+    async with open_rt() as rt:
+        ep = await run_episode(rt.llm, recorder(rt), bench.users[0], bench.tasks["user_001"][0],
+                               run="run", max_turns=3, k=5)
+    assert ep.end_reason == "max_turns" and [t.index for t in ep.turns] == [1, 2, 3]
+
+
+async def test_assistant_sees_the_conversation_not_the_bank(open_rt, fake, bench):
+    fake.on("simulator", sim(["followup"])).on("pref_judge", rate_every_preference)
+    async with open_rt() as rt:
+        await run_episode(rt.llm, recorder(rt), bench.users[0], bench.tasks["user_001"][0],
+                          run="run", max_turns=2, k=5)
+    agent = [r for r in fake.requests if "response_format" not in r]
+    assert len(agent) == 2
+    second = agent[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[-1]["content"].endswith("user message 1")
+    everything = orjson.dumps(agent).decode()
+    assert "stance" not in everything and "Person 1" not in everything
+
+
+async def test_garbage_simulator_falls_back_and_is_flagged(open_rt, fake, bench):
+    fake.on("simulator", lambda body: "this is not json").on("pref_judge", rate_every_preference)
+    async with open_rt() as rt:
+        adapter = recorder(rt)
+        ep = await run_episode(rt.llm, adapter, bench.users[0], bench.tasks["user_001"][0],
+                               run="run", max_turns=2, k=5)
+    assert ep.end_reason == "max_turns"
+    assert all(t.fallback and t.feedback_type == "followup" and t.user_text == FALLBACK_TEXT for t in ep.turns)
+    assert "user" not in [e.kind for e in adapter.events]  # placeholders never reach memory
+
+
+async def test_assistant_failure_marks_the_episode_failed(open_rt, fake, bench):
+    fake.on_text(lambda body: "")  # an empty reply stays invalid after the retries
+    async with open_rt() as rt:
+        adapter = recorder(rt)
+        ep = await run_episode(rt.llm, adapter, bench.users[0], bench.tasks["user_001"][0],
+                               run="run", max_turns=3, k=5)
+    assert ep.end_reason == "failed" and ep.turns == [] and "assistant" in ep.error
+    assert not any(r for r in fake.requests if r.get("response_format"))  # nothing reached the simulator
+    assert [e.kind for e in adapter.events] == ["task_start", "episode_end"]

@@ -1,0 +1,398 @@
+"""The model client through the fake OpenAI server: retries, repair, overflow, dialects, cache
+modes, single-flight, cache keys, endpoint spreading and fault tolerance."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import anyio
+import httpx
+import orjson
+import pytest
+
+from memaudit.config import REPO_ROOT, load_settings
+from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput
+from memaudit.llm.client import LLM
+from memaudit.store import open_store
+from tests.fakes.openai_server import FakeOpenAI, completion
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+          "additionalProperties": False}
+MESSAGES = [{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": "What is 2+2?"}]
+
+
+def run_with_llm(settings, transport, fn):
+    """Open a store, build a client on `transport`, run `await fn(llm)` and return its value."""
+    async def main():
+        async with open_store(settings.db) as store:
+            llm = LLM(settings, store, transport=transport)
+            try:
+                return await fn(llm)
+            finally:
+                await llm.aclose()
+    return anyio.run(main)
+
+
+def call(llm, **kw):
+    kw.setdefault("schema", SCHEMA)
+    return llm.call("agent", kw.pop("messages", MESSAGES), **kw)
+
+
+# -- retries -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("fault", [408, 429, 500, 502, 503, 504, "timeout"])
+def test_retryable_faults_are_retried(settings, fake, fault):
+    fake.faults = [fault, fault]
+    result = run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert orjson.loads(result.text) == result.data
+    assert len(fake.requests) == 3
+
+
+def test_connection_errors_are_retried(settings, fake):
+    failures = [httpx.ConnectError("refused"), httpx.RemoteProtocolError("dropped")]
+
+    async def handle(request):
+        if failures:
+            raise failures.pop(0)
+        return await fake.handle(request)
+
+    result = run_with_llm(settings, httpx.MockTransport(handle), lambda llm: call(llm))
+    assert result.data is not None and not failures
+
+
+def test_retries_give_up_after_the_budget(settings, fake):
+    settings = replace(settings, max_retries=2)
+    fake.faults = [503] * 5
+    with pytest.raises(EndpointError, match="gave up after 3 attempts"):
+        run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert len(fake.requests) == 3
+
+
+def test_retry_after_is_honoured_up_to_the_cap(settings):
+    fake = FakeOpenAI(retry_after="0.2")
+    fake.faults = [429]
+    settings = replace(settings, backoff_cap=1.0)
+    start = time.perf_counter()
+    run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert time.perf_counter() - start >= 0.2
+
+    capped = FakeOpenAI(retry_after="3600")
+    capped.faults = [429]
+    start = time.perf_counter()
+    run_with_llm(replace(settings, backoff_cap=0.1), capped.transport(), lambda llm: call(llm, seed_parts=(1,)))
+    assert time.perf_counter() - start < 2.0
+
+
+def test_retry_after_ms_is_honoured(settings, fake):
+    sent = []
+
+    async def handle(request):
+        sent.append(time.perf_counter())
+        if len(sent) == 1:
+            return httpx.Response(429, json={"error": {"message": "slow down"}}, headers={"retry-after-ms": "250"})
+        return await fake.handle(request)
+
+    run_with_llm(replace(settings, backoff_cap=5.0), httpx.MockTransport(handle), lambda llm: call(llm))
+    assert sent[1] - sent[0] >= 0.25
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_other_4xx_fail_at_once_with_the_server_message(settings, fake, status):
+    async def handle(request):
+        fake.requests.append(request)
+        return httpx.Response(status, json={"error": {"message": f"the server says no ({status})"}})
+
+    with pytest.raises(EndpointError, match=rf"the server says no \({status}\)") as info:
+        run_with_llm(settings, httpx.MockTransport(handle), lambda llm: call(llm))
+    assert info.value.status == status
+    assert len(fake.requests) == 1
+
+
+# -- context overflow --------------------------------------------------------------------------
+def test_server_context_length_error_is_overflow(settings, fake):
+    fake.faults = ["overflow"]
+    with pytest.raises(ContextOverflow, match="role agent"):
+        run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert len(fake.requests) == 1
+
+
+def test_overflow_is_estimated_before_the_call(settings, fake):
+    settings = replace(settings, context_window=50)
+    long = [{"role": "user", "content": "word " * 200}]
+    with pytest.raises(ContextOverflow, match="estimated before the call"):
+        run_with_llm(settings, fake.transport(), lambda llm: call(llm, messages=long))
+    assert fake.requests == []
+
+
+# -- structured output and repair --------------------------------------------------------------
+def test_garbage_is_repaired(settings, fake):
+    fake.faults = ["garbage"]
+    result = run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert set(result.data) == {"answer"}
+    assert len(fake.requests) == 2
+    repair = fake.requests[1]["messages"]
+    assert repair[-2] == {"role": "assistant", "content": "{not json"}
+    assert "not valid JSON" in repair[-1]["content"]
+
+
+def test_schema_violation_and_check_are_repaired(settings, fake):
+    answers = iter([{"wrong": 1}, {"answer": "five"}, {"answer": "4"}])
+    fake.on("agent", lambda body: next(answers))
+    check = lambda data: None if data["answer"].isdigit() else "answer must be digits"  # noqa: E731
+    result = run_with_llm(settings, fake.transport(), lambda llm: call(llm, check=check))
+    assert result.data == {"answer": "4"}
+    assert "answer must be digits" in fake.requests[2]["messages"][-1]["content"]
+
+
+def test_always_garbage_raises_invalid_output_recorded_not_served(settings, fake):
+    fake.on("agent", lambda body: "{still not json")
+    with pytest.raises(InvalidOutput) as info:
+        run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert info.value.raw == "{still not json"
+    assert len(fake.requests) == settings.repair_attempts + 1
+
+    async def rows(llm):
+        await llm.store.flush()
+        return [dict(r) for r in await llm.store.fetchall("SELECT ok, response FROM calls")]
+    recorded = run_with_llm(settings, fake.transport(), rows)
+    assert [r["ok"] for r in recorded] == [0]
+    assert orjson.loads(recorded[0]["response"])["raw"] == "{still not json"
+
+    # rw never serves the recorded failure: the model is asked again
+    before = len(fake.requests)
+    with pytest.raises(InvalidOutput):
+        run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert len(fake.requests) > before
+
+    # replay meets the same failure without a request
+    before = len(fake.requests)
+    with pytest.raises(InvalidOutput) as again:
+        run_with_llm(replace(settings, cache="replay"), fake.transport(), lambda llm: call(llm))
+    assert again.value.raw == "{still not json" and len(fake.requests) == before
+
+
+def test_truncated_free_text_is_retried(settings, fake):
+    sent = []
+
+    async def handle(request):
+        body = orjson.loads(request.content)
+        sent.append(body)
+        finish = "length" if len(sent) == 1 else "stop"
+        return httpx.Response(200, json=completion(body, "a reply", finish))
+
+    result = run_with_llm(settings, httpx.MockTransport(handle), lambda llm: call(llm, schema=None))
+    assert result.text == "a reply" and result.data is None and len(sent) == 2
+
+
+# -- dialects ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["openai", "vllm", "llamacpp"])
+def test_dialect_bodies(settings, fake, backend):
+    settings = replace(settings, backend=backend)
+    run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    rf = fake.requests[0]["response_format"]
+    if backend == "openai":
+        assert rf == {"type": "json_schema", "json_schema": {"name": "agent", "schema": SCHEMA, "strict": True}}
+    elif backend == "vllm":
+        assert rf == {"type": "json_schema", "json_schema": {"name": "agent", "schema": SCHEMA}}
+    else:
+        assert rf == {"type": "json_object", "schema": SCHEMA}
+    assert "seed" in fake.requests[0]
+
+
+# -- cache modes -------------------------------------------------------------------------------
+def test_rw_serves_second_call_from_cache(settings, fake):
+    async def twice(llm):
+        first = await call(llm)
+        second = await call(llm)
+        return first, second
+    first, second = run_with_llm(settings, fake.transport(), twice)
+    assert not first.cached and second.cached and first.text == second.text and first.key == second.key
+    assert len(fake.requests) == 1
+    third = run_with_llm(settings, fake.transport(), lambda llm: call(llm))  # a new process, same store
+    assert third.cached and len(fake.requests) == 1
+
+
+def test_off_neither_reads_nor_writes(settings, fake):
+    run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    off = replace(settings, cache="off")
+
+    async def count(llm):
+        await call(llm, seed_parts=("new",))
+        await llm.store.flush()
+        return (await llm.store.fetchone("SELECT COUNT(*) AS n FROM calls"))["n"]
+    assert run_with_llm(off, fake.transport(), lambda llm: call(llm)).cached is False
+    assert run_with_llm(off, fake.transport(), count) == 1
+    assert len(fake.requests) == 3
+
+
+def test_refresh_calls_again_and_overwrites(settings, fake):
+    answers = iter(["first", "second"])
+    fake.on("agent", lambda body: {"answer": next(answers)})
+    run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    fresh = run_with_llm(replace(settings, cache="refresh"), fake.transport(), lambda llm: call(llm))
+    assert fresh.data == {"answer": "second"} and not fresh.cached
+    again = run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert again.cached and again.data == {"answer": "second"}
+
+
+def test_replay_on_a_fresh_store_is_a_cache_miss(settings, fake):
+    with pytest.raises(CacheMiss, match="cache miss for role agent") as info:
+        run_with_llm(replace(settings, cache="replay"), fake.transport(), lambda llm: call(llm))
+    assert info.value.key.startswith("s1:") and fake.requests == []
+
+
+def test_replay_reproduces_recorded_answers(settings, fake):
+    async def many(llm):
+        return [(await call(llm, seed_parts=(i,))).text for i in range(5)]
+    recorded = run_with_llm(settings, fake.transport(), many)
+    gone = httpx.MockTransport(lambda request: pytest.fail("replay contacted the endpoint"))
+    assert run_with_llm(replace(settings, cache="replay"), gone, many) == recorded
+
+
+# -- single-flight -----------------------------------------------------------------------------
+def test_identical_concurrent_calls_are_sent_once(settings):
+    fake = FakeOpenAI(latency=0.05)
+
+    async def burst(llm):
+        results = []
+
+        async def one():
+            results.append(await call(llm))
+        with llm.collect() as uses:
+            async with anyio.create_task_group() as tg:
+                for _ in range(20):
+                    tg.start_soon(one)
+        return results, uses
+    results, uses = run_with_llm(settings, fake.transport(), burst)
+    assert len(fake.requests) == 1
+    assert len({r.text for r in results}) == 1 and len(uses) == 20
+    assert sum(1 for _, _, cached in uses if not cached) == 1
+
+
+# -- cache keys --------------------------------------------------------------------------------
+KEY_SCRIPT = """
+import anyio, sys
+sys.path.insert(0, {root!r})
+from dataclasses import replace
+from memaudit.config import load_settings
+from memaudit.llm.client import LLM
+from memaudit.store import open_store
+from tests.fakes.openai_server import FakeOpenAI
+SCHEMA = {schema!r}
+async def main():
+    s = load_settings(db={db!r}, base_url="http://other.host/v1", model="fake-model", backend="openai", env={{}})
+    async with open_store(s.db) as store:
+        llm = LLM(s, store, transport=FakeOpenAI().transport())
+        r = await llm.call("agent", {messages!r}, schema=SCHEMA, seed_parts=("u1", 3))
+        print(r.key)
+        await llm.aclose()
+anyio.run(main)
+"""
+
+
+def test_cache_key_is_stable_across_processes(settings, fake, tmp_path):
+    here = run_with_llm(settings, fake.transport(), lambda llm: call(llm, seed_parts=("u1", 3)))
+    script = KEY_SCRIPT.format(root=str(REPO_ROOT), schema=SCHEMA, messages=MESSAGES, db=str(tmp_path / "other.db"))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+    assert out.stdout.strip() == here.key
+
+
+def test_cache_key_changes_with_what_changes_the_output(settings, fake):
+    async def keys(llm):
+        base = (await call(llm)).key
+        variants = {
+            "seed": (await call(llm, seed_parts=(1,))).key,
+            "temperature": (await call(llm, temperature=0.5)).key,
+            "schema": (await call(llm, schema={**SCHEMA, "required": []})).key,
+            "sample": (await call(llm, sample=1)).key,
+            "messages": (await call(llm, messages=MESSAGES[:1] + [{"role": "user", "content": "3+3?"}])).key,
+            "max_tokens": (await call(llm, max_tokens=99)).key,
+        }
+        return base, variants
+    base, variants = run_with_llm(settings, fake.transport(), keys)
+    assert base not in variants.values() and len(set(variants.values())) == len(variants)
+    other_model = run_with_llm(replace(settings, model="another-model"), fake.transport(), lambda llm: call(llm))
+    base_seed = run_with_llm(replace(settings, seed=7), fake.transport(), lambda llm: call(llm))
+    assert other_model.key != base and base_seed.key != base
+
+
+def test_cache_key_ignores_transport_knobs(settings, fake):
+    base = run_with_llm(settings, fake.transport(), lambda llm: call(llm)).key
+    knobs = replace(settings, api_key="sk-other", base_url="http://elsewhere.example/v1", timeout=5.0,
+                    max_retries=1, backoff_base=3.0, concurrency=2, db=settings.db.with_name("knobs.db"))
+    assert run_with_llm(knobs, fake.transport(), lambda llm: call(llm)).key == base
+
+
+# -- endpoints ---------------------------------------------------------------------------------
+def test_calls_spread_over_several_base_urls_by_least_in_flight(tmp_path):
+    config = tmp_path / "fleet.toml"
+    config.write_text('[roles.agent]\nbase_url = ["http://gpu-a.test/v1", "http://gpu-b.test/v1", '
+                      '"http://gpu-c.test/v1"]\nmodel = "fleet-model"\nbackend = "vllm"\n')
+    settings = load_settings(db=tmp_path / "fleet.db", base_url="http://fallback.test/v1", model="m",
+                             config=config, env={})
+    fake = FakeOpenAI(latency=0.05)
+    hosts: list[str] = []
+
+    async def handle(request):
+        hosts.append(request.url.host)
+        return await fake.handle(request)
+
+    async def burst(llm):
+        async with anyio.create_task_group() as tg:
+            for i in range(30):
+                tg.start_soon(lambda i=i: call(llm, seed_parts=(i,)))
+    run_with_llm(settings, httpx.MockTransport(handle), burst)
+    counts = {h: hosts.count(h) for h in set(hosts)}
+    assert set(counts) == {"gpu-a.test", "gpu-b.test", "gpu-c.test"}
+    assert all(n == 10 for n in counts.values())
+    assert all(r["model"] == "fleet-model" for r in fake.requests)
+
+
+def test_thirty_percent_faults_change_no_result(settings, tmp_path):
+    async def many(llm):
+        out = {}
+
+        async def one(i):
+            r = await call(llm, seed_parts=(i,))
+            out[i] = (r.key, r.text)
+        async with anyio.create_task_group() as tg:
+            for i in range(60):
+                tg.start_soon(one, i)
+        return out
+    clean = run_with_llm(settings, FakeOpenAI().transport(), many)
+    faulty_fake = FakeOpenAI(fault_rate=0.3, seed=3)
+    faulty = run_with_llm(replace(settings, db=tmp_path / "faulty.db"), faulty_fake.transport(), many)
+    assert faulty == clean
+    assert faulty_fake.status_counts[429] + faulty_fake.status_counts[503] > 5
+
+
+def test_api_key_is_never_written_to_the_store(settings, fake):
+    secret = "sk-very-secret-key-4242"
+    seen = []
+
+    async def handle(request):
+        seen.append(request.headers.get("authorization"))
+        return await fake.handle(request)
+
+    async def work(llm):
+        await call(llm)
+        fake.faults = ["garbage"] * 5
+        with pytest.raises(InvalidOutput):
+            await call(llm, seed_parts=("bad",))
+        await llm.store.flush()
+    run_with_llm(replace(settings, api_key=secret), httpx.MockTransport(handle), work)
+    assert seen[0] == f"Bearer {secret}"
+    for path in settings.db.parent.glob(settings.db.name + "*"):
+        assert secret.encode() not in path.read_bytes()
+
+
+def test_token_accounting_per_role(settings, fake):
+    async def work(llm):
+        await call(llm)
+        await call(llm)  # cached: tokens counted once more as used, no new request
+        await llm.call("simulator", MESSAGES, schema=None)
+        return llm.stats
+    stats = run_with_llm(settings, fake.transport(), work)
+    assert stats["agent"].calls == 1 and stats["agent"].cache_hits == 1
+    assert stats["agent"].prompt_tokens > 0 and stats["simulator"].completion_tokens > 0

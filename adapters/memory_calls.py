@@ -1,0 +1,48 @@
+"""Memory-side model calls: render the system's prompt file, call the shared client, and turn a
+model failure into a counted, skipped write instead of a crashed rollout.
+
+The client has already retried transport errors and repaired invalid structured output when one of
+these errors reaches us, so the write is skipped and recorded in the adapter's state
+(`write_failures`, `failure_log`): the snapshot shows how many writes a system lost, and a replay
+meets the same failures from the cache. A cache miss under `--cache replay` is not a model failure
+and propagates."""
+from __future__ import annotations
+
+from memaudit.errors import ContextOverflow, EndpointError, InvalidOutput
+from memaudit.prompts import load_prompt
+
+MODEL_FAILURES = (InvalidOutput, ContextOverflow, EndpointError)
+
+
+class FailureLog:
+    """Counts memory-side calls that failed after the client's retries, in snapshot-able form."""
+
+    def __init__(self):
+        self.write_failures = 0
+        self.entries: list[dict] = []
+
+    def record(self, role: str, clock: str, exc: Exception) -> None:
+        self.write_failures += 1
+        self.entries.append({"role": role, "clock": clock, "error": type(exc).__name__})
+
+    def to_state(self) -> dict:
+        return {"write_failures": self.write_failures, "failure_log": [dict(e) for e in self.entries]}
+
+    def load_state(self, state: dict) -> None:
+        self.write_failures = state.get("write_failures", 0)
+        self.entries = [dict(e) for e in state.get("failure_log", [])]
+
+
+async def memory_call(adapter, role: str, prompt: str, *, schema: dict, max_tokens: int, clock: str,
+                      seed_parts: tuple, **values) -> dict | None:
+    """Render `prompts/<prompt>.md`, call `role` with structured output; None (and a recorded
+    failure) when the model failed for good."""
+    llm = adapter.ctx.llm
+    messages = load_prompt(prompt, llm.settings.prompts_dir).render(**values)
+    try:
+        result = await llm.call(role, messages, temperature=0.0, max_tokens=max_tokens, schema=schema,
+                                seed_parts=seed_parts)
+    except MODEL_FAILURES as exc:
+        adapter.failures.record(role, clock, exc)
+        return None
+    return result.data

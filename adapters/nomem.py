@@ -1,0 +1,28 @@
+"""`nomem`: the baseline without memory. It stores nothing and has no retrieve mode."""
+from __future__ import annotations
+
+from adapters.base import Event, MemoryAdapter
+from memaudit.types import MemoryItem
+
+
+class NoMemory(MemoryAdapter):
+    name = "nomem"
+    supports_retrieve = False
+
+    async def observe(self, event: Event) -> None:
+        return None
+
+    async def search(self, query: str, k: int) -> list[MemoryItem]:
+        return []
+
+    def dump(self) -> list[dict]:
+        return []
+
+    def snapshot(self) -> dict:
+        return {"counter": self._counter}
+
+    async def restore(self, state: dict) -> None:
+        self._counter = state.get("counter", 0)
+
+    async def load_items(self, items: list[dict]) -> None:
+        return None

@@ -102,6 +102,12 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
     progress.user_done(run)
 
 
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
 async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
                       progress: bool | str = True) -> list[str]:
@@ -128,10 +134,15 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
         tracker.add_run(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
                         sum(n == len(plan[u.id]) for n, u in zip(finished, chosen)))
     with tracker:
-        async with anyio.create_task_group() as tg:
-            for system, run in zip(systems, runs):
-                for user in chosen:
-                    tg.start_soon(lambda s=system, r=run, u=user: _run_user(
-                        rt, r, s, u, plan[u.id], max_turns=max_turns, k=k, progress=tracker))
+        try:
+            async with anyio.create_task_group() as tg:
+                for system, run in zip(systems, runs):
+                    for user in chosen:
+                        tg.start_soon(lambda s=system, r=run, u=user: _run_user(
+                            rt, r, s, u, plan[u.id], max_turns=max_turns, k=k, progress=tracker))
+        except BaseExceptionGroup as group:
+            # The first failure (e.g. an unreachable endpoint) is what the user needs to see; the
+            # other pairs were cancelled because of it.
+            raise _first_leaf(group) from None
     await rt.store.flush()
     return runs

@@ -1,0 +1,145 @@
+"""The runner: rows complete, several systems at once, resume after an interruption, config guard."""
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from memaudit.errors import BadInput, EndpointError
+from memaudit.rollout import runner
+from memaudit.rollout.runner import run_rollout, select_users
+from tests.fakes.http_server import rate_every_preference
+
+pytestmark = pytest.mark.anyio
+
+
+class Interrupted(Exception):
+    """Stands in for a kill between two episodes."""
+
+
+def script(fake):
+    fake.on("pref_judge", rate_every_preference)
+    # Replies depend on how much history the assistant saw, so a wrongly restored memory shows.
+    fake.on_text(lambda body: f"A plan written after reading {len(body['messages'])} messages.")
+    return fake
+
+
+async def rows(store, run):
+    out = {}
+    for table in ("episodes", "turns", "snapshots"):
+        out[table] = [tuple(r) for r in await store.fetchall(f"SELECT * FROM {table} WHERE run=? ORDER BY 2, 3, 4",
+                                                              (run,))]
+    return out
+
+
+async def test_rollout_writes_complete_rows_for_every_system(open_rt, fake, bench):
+    script(fake)
+    async with open_rt() as rt:
+        runs = await run_rollout(rt, bench, ["nomem", "longctx_full"], max_turns=3, progress=False)
+        assert runs == ["nomem", "longctx_full"]
+        for run in runs:
+            episodes = await rt.store.load_episodes(run)
+            assert len(episodes) == 6
+            assert {e.end_reason for e in episodes} <= {"satisfied", "max_turns"}
+            for e in episodes:
+                assert 1 <= len(e.turns) <= 3
+                assert (e.end_reason == "satisfied") == (e.turns[-1].feedback_type == "satisfied")
+            row = await rt.store.fetchone("SELECT COUNT(*) AS n FROM snapshots WHERE run=?", (run,))
+            assert row["n"] == 6
+            uses = await rt.store.fetchone("SELECT COUNT(*) AS n FROM call_uses WHERE run=?", (run,))
+            assert uses["n"] > 0
+        final = await rt.store.fetchall("SELECT e.final_preference_score AS f, t.preference_score AS p FROM episodes e "
+                                        "JOIN turns t ON t.run=e.run AND t.user_id=e.user_id AND t.task_idx=e.task_idx "
+                                        "AND t.turn=e.n_turns")
+        assert final and all(r["f"] == r["p"] for r in final)
+        longctx = await rt.store.last_snapshot("longctx_full", "user_001")
+        assert longctx["n_items"] > 0
+        run = await rt.store.get_run("nomem")
+        assert run["config"] == {"users": ["user_001", "user_002"], "tasks": None, "max_turns": 3, "k": 5,
+                                 "tag": None}
+        assert set(run["prompt_hashes"]) == {"agent", "simulator", "pref_judge"}
+
+
+async def test_garbage_simulator_never_crashes_the_run(open_rt, fake, bench):
+    script(fake).on("simulator", lambda body: "{broken")
+    async with open_rt() as rt:
+        await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
+        n = await rt.store.fetchone("SELECT COUNT(*) AS n, SUM(fallback) AS f FROM turns WHERE run='nomem'")
+    assert n["n"] == 4 and n["f"] == 4
+
+
+async def test_resume_after_interruption_matches_an_uninterrupted_run(settings, fake, bench, open_rt, tmp_path,
+                                                                      monkeypatch):
+    from dataclasses import replace
+    script(fake)
+    async with open_rt(replace(settings, db=tmp_path / "whole.db")) as rt:
+        await run_rollout(rt, bench, ["longctx_full"], max_turns=3, progress=False)
+        whole = await rows(rt.store, "longctx_full")
+
+    # The second store's run is interrupted after its third committed episode.
+    real_commit, commits = runner.commit_episode, []
+
+    async def commit_then_die(store, ep, adapter, uses):
+        await real_commit(store, ep, adapter, uses)
+        commits.append(ep)
+        if len(commits) == 3:
+            raise Interrupted
+
+    partial_settings = replace(settings, db=tmp_path / "partial.db")
+    monkeypatch.setattr(runner, "commit_episode", commit_then_die)
+    with pytest.raises(Interrupted):
+        async with open_rt(partial_settings) as rt:
+            await run_rollout(rt, bench, ["longctx_full"], max_turns=3, progress=False)
+    monkeypatch.setattr(runner, "commit_episode", real_commit)
+    async with open_rt(partial_settings) as rt:
+        done = await rt.store.fetchone("SELECT COUNT(*) AS n FROM episodes")
+        assert 3 <= done["n"] < 6
+        await run_rollout(rt, bench, ["longctx_full"], max_turns=3, progress=False)
+        assert await rows(rt.store, "longctx_full") == whole
+
+
+async def test_a_different_config_for_an_existing_run_asks_for_a_tag(open_rt, fake, bench):
+    script(fake)
+    async with open_rt() as rt:
+        await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
+        with pytest.raises(BadInput, match="--tag"):
+            await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=3, progress=False)
+        assert await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=3, tag="t3", progress=False) == ["nomem_t3"]
+
+
+async def test_unknown_system_or_user_is_bad_input_before_any_write(open_rt, fake, bench):
+    async with open_rt() as rt:
+        with pytest.raises(BadInput, match="unknown memory system"):
+            await run_rollout(rt, bench, ["nomem", "nosuch"], progress=False)
+        with pytest.raises(BadInput, match="user_009"):
+            await run_rollout(rt, bench, ["nomem"], users=["user_009"], progress=False)
+        assert await rt.store.list_runs() == []
+
+
+async def test_unreachable_endpoint_aborts_without_half_episodes(open_rt, fake, bench, settings):
+    from dataclasses import replace
+    fake.faults = [503] * 100
+    async with open_rt(replace(settings, max_retries=1)) as rt:
+        with pytest.raises(EndpointError):
+            await run_rollout(rt, bench, ["nomem"], max_turns=2, progress=False)
+        assert (await rt.store.fetchone("SELECT COUNT(*) AS n FROM turns"))["n"] == 0
+
+
+async def test_users_run_concurrently(open_rt, fake, settings):
+    from tests.rollout.conftest import make_bench
+    script(fake).on("simulator", lambda body: {"feedback_type": "satisfied", "text": "done"})
+    fake.latency = 0.05
+    bench = make_bench(n_users=4, n_tasks=2)
+    async with open_rt() as rt:
+        start = anyio.current_time()
+        await run_rollout(rt, bench, ["nomem"], progress=False)
+        took = anyio.current_time() - start
+    # Sequential: 4 users x 2 tasks x 3 calls x 50 ms = 1.2 s; concurrent chains: 0.3 s.
+    assert took < 0.6
+
+
+def test_select_users(bench):
+    assert select_users(bench, "1") == ["user_001"]
+    assert select_users(bench, "user_002, user_001") == ["user_002", "user_001"]
+    assert select_users(bench, None) is None
+    with pytest.raises(BadInput):
+        select_users(bench, "0")

@@ -1,0 +1,149 @@
+"""Failure attribution (PROTOCOL §6): which arrow of expose -> collect -> recover lost a target.
+
+    score >= 0.75                     -> ok
+    overflow                          -> overflow
+    no task targets the dimension     -> no_targeted_task
+    Stage 0 oracle says the task cannot invite the value   -> task_design_failure
+    Stage 1 the targeted episode disclosed it              -> memory_failure
+    Stage 2 who stalled               -> agent_elicitation_failure | simulator_too_strict
+    a stage that fails                -> unclassified (the error in the note)
+
+The oracle sees only the task text, dimension, short and explanation, so its verdict is stored in
+the `oracle` table keyed by (bench, user, dimension, task-text hash) and shared by every system and
+mode. Evidence quotes and reasons of every stage are kept in `stages`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from memaudit.errors import ContextOverflow, EndpointError, InvalidOutput
+from memaudit.llm.cache import text_hash
+from memaudit.prompts import load_prompt
+from memaudit.roles import ROLE_SPECS
+from memaudit.runtime import Runtime
+from memaudit.scoring.recovery import DEFAULT_VARIANT, call_role, check_options, failure_note, load_run, run_all
+from memaudit.store import Store
+from memaudit.types import Attribution, Episode, Reconstruction, Task
+
+RECOVERED = 0.75
+STAGE_FAILURES = (ContextOverflow, InvalidOutput, EndpointError)
+
+
+class StageFailed(Exception):
+    """A stage's model call failed after the client's retries: the target is unclassified."""
+
+
+@dataclass(frozen=True)
+class Target:
+    bench: str
+    recon: Reconstruction
+    task: Task | None          # the task whose target_dimension is this dimension
+    episode: Episode | None    # its episode in this run
+
+
+def transcript(episode: Episode) -> str:
+    lines = [f"User: {episode.task}"]
+    for turn in episode.turns:
+        lines.append(f"Assistant: {turn.assistant}")
+        if turn.user_text:
+            lines.append(f"User: {turn.user_text}")
+    return "\n".join(lines)
+
+
+async def _ask(rt: Runtime, role: str, seed_parts: tuple, **values) -> dict:
+    prompt = load_prompt(ROLE_SPECS[role].prompt, rt.settings.prompts_dir)
+    try:
+        return (await call_role(rt.llm, role, prompt, seed_parts, **values)).data
+    except STAGE_FAILURES as exc:
+        raise StageFailed(failure_note(exc)) from None
+
+
+def _about(recon: Reconstruction) -> dict:
+    return {"category": recon.category, "dimension": recon.dimension, "ground_truth": recon.ground_truth,
+            "explanation": recon.explanation}
+
+
+async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: Task) -> dict:
+    """Stage 0, read from the shared oracle table when another system or mode already asked."""
+    task_hash = text_hash(task.text)
+    key = (bench, recon.user_id, recon.dimension, task_hash)
+    row = await rt.store.fetchone(
+        "SELECT can_invite, reason FROM oracle WHERE bench=? AND user_id=? AND dimension=? AND task_hash=?", key)
+    if row is not None:
+        if row["can_invite"] is None:
+            raise StageFailed(f"oracle verdict recorded as unparsable: {row['reason']}")
+        return {"can_invite": bool(row["can_invite"]), "reason": row["reason"]}
+    data = await _ask(rt, "oracle", (recon.user_id, recon.dimension, task_hash), task=task.text, **_about(recon))
+    await rt.store.write([("INSERT OR IGNORE INTO oracle VALUES (?,?,?,?,?,?)",
+                           (*key, int(data["can_invite"]), data["reason"]))])
+    return data
+
+
+async def classify(rt: Runtime, target: Target, stages: list) -> tuple[str, str]:
+    """(label, note) of a target below the recovery threshold; `stages` collects each verdict."""
+    recon = target.recon
+    if recon.status == "overflow":
+        return "overflow", recon.error or ""
+    if recon.status == "failed":
+        return "unclassified", f"reconstruction failed: {recon.error}"
+    if target.task is None:
+        return "no_targeted_task", ""
+    try:
+        verdict = await oracle_verdict(rt, target.bench, recon, target.task)
+        stages.append({"stage": 0, "name": "oracle", **verdict})
+        if not verdict["can_invite"]:
+            return "task_design_failure", ""
+        if target.episode is None:
+            return "unclassified", f"the targeted task {target.task.index} has no episode in this run"
+        text = transcript(target.episode)
+        seed = (recon.user_id, recon.dimension)
+        disclosed = await _ask(rt, "disclosure", seed, transcript=text, **_about(recon))
+        stages.append({"stage": 1, "name": "disclosure", **disclosed})
+        if disclosed["disclosed"]:
+            return "memory_failure", ""
+        stalled = await _ask(rt, "elicitation", seed, transcript=text, **_about(recon))
+        stages.append({"stage": 2, "name": "elicitation", **stalled})
+        return stalled["label"], ""
+    except StageFailed as exc:
+        return "unclassified", str(exc)
+
+
+async def _attribute(rt: Runtime, target: Target) -> None:
+    recon = target.recon
+    stages: list = []
+    with rt.llm.collect() as uses:
+        if recon.status == "ok" and recon.score >= RECOVERED:
+            label, note = "ok", ""
+        else:
+            label, note = await classify(rt, target, stages)
+    row = Attribution(recon.run, recon.mode, recon.k, recon.variant, recon.user_id, recon.category, recon.dimension,
+                      label, recon.score, stages, target.task.index if target.task else None, note)
+    artifact = f"attr:{recon.mode}:{recon.k}:{recon.variant}:{recon.user_id}:{recon.dimension}"
+    await rt.store.write([Store.attribution_statement(row), *Store.call_use_statements(recon.run, artifact, uses)])
+
+
+async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
+    run = await load_run(rt.store, run_id)
+    bench = await rt.store.load_benchmark(run["bench"])
+    have = {(r["mode"], r["k"], r["user_id"], r["dimension"]) for r in await rt.store.fetchall(
+        "SELECT mode, k, user_id, dimension FROM attributions WHERE run=? AND variant=?", (run_id, DEFAULT_VARIANT))}
+    episodes = {(e.user_id, e.task_index): e for e in await rt.store.load_episodes(run_id)}
+    jobs = []
+    for mode in modes:
+        for recon in await rt.store.load_reconstructions(run_id, mode, variant=DEFAULT_VARIANT):
+            if (recon.mode, recon.k, recon.user_id, recon.dimension) in have:
+                continue
+            task = next((t for t in bench.tasks.get(recon.user_id, ()) if t.target_dimension == recon.dimension), None)
+            episode = episodes.get((recon.user_id, task.index)) if task else None
+            jobs.append(partial(_attribute, rt, Target(run["bench"], recon, task, episode)))
+    return jobs
+
+
+async def attribute_runs(rt: Runtime, runs, modes) -> None:
+    """Attribute every scored target of the default variant, per access mode (and k), in parallel."""
+    check_options(modes, "all")
+    jobs = []
+    for run_id in runs:
+        jobs += await plan_attribution(rt, run_id, modes)
+    await run_all(jobs)

@@ -1,0 +1,319 @@
+"""Recovery scoring (PROTOCOL §5): read the final memory, fill every hidden slot from it, judge
+each filled value against the hidden one.
+
+    read operator (dump_all | retrieve top-k)  ->  slot-filling reader  ->  recovery judge
+
+One reconstruction row per (run, mode, k, variant, user, dimension), written together with the
+calls it used. Existing rows are skipped (resume). A model failure becomes a `failed` row with
+its error, a prompt that does not fit the reader becomes an `overflow` row: never a silent 0.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Awaitable, Callable
+
+import anyio
+
+from adapters.base import AdapterContext, MemoryAdapter
+from adapters.registry import get_adapter
+from memaudit.bench.pool import CATEGORY_DEFINITIONS
+from memaudit.config import role_group
+from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError
+from memaudit.llm.client import LLM, CallResult
+from memaudit.llm.tokens import estimate_tokens
+from memaudit.prompts import Prompt, load_prompt
+from memaudit.roles import ROLE_SPECS
+from memaudit.runtime import Runtime
+from memaudit.store import Store, dumps, loads
+from memaudit.types import MODES, BankEntry, Benchmark, Reconstruction, User
+
+DEFAULT_VARIANT = "default"
+DIMS = ("all", "targeted")
+UNKNOWN = "unknown"
+UNKNOWN_REASON = "the reader answered unknown: scored 0 without a judge call"
+
+
+# -- running many jobs -----------------------------------------------------------------------
+async def run_all(jobs: list[Callable[[], Awaitable[None]]]) -> None:
+    """Run the jobs in one task group (the client bounds in-flight calls). A MemauditError in any
+    job (e.g. a cache miss under replay) is raised as itself, not wrapped in an exception group."""
+    try:
+        async with anyio.create_task_group() as tg:
+            for job in jobs:
+                tg.start_soon(job)
+    except BaseExceptionGroup as group:
+        first = _first_memaudit_error(group)
+        if first is None:
+            raise
+        raise first from None
+
+
+def _first_memaudit_error(group: BaseExceptionGroup) -> MemauditError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, MemauditError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_memaudit_error(exc)
+            if found is not None:
+                return found
+    return None
+
+
+def failure_note(exc: Exception) -> str:
+    """A stable one-line description of a model failure: the same whether the call was made now or
+    read back from the cache by replay (the exceptions' own messages differ between the two)."""
+    if isinstance(exc, ContextOverflow):
+        return f"context overflow: ~{exc.tokens} tokens > window {exc.window}"
+    if isinstance(exc, InvalidOutput):
+        return f"invalid output from {exc.role}: {exc.problem}"
+    if isinstance(exc, EndpointError):
+        return f"endpoint error {exc.status}"
+    return str(exc)
+
+
+async def call_role(llm: LLM, role: str, prompt: Prompt, seed_parts: tuple, **values) -> CallResult:
+    """Call `role` with an explicit prompt (a rescoring variant may swap the judge's prompt file)."""
+    spec = ROLE_SPECS[role]
+    return await llm.call(role, prompt.render(**values), temperature=spec.temperature,
+                          max_tokens=spec.max_tokens, schema=spec.schema, check=spec.check, seed_parts=seed_parts)
+
+
+def with_model(llm: LLM, role: str, model: str | None) -> LLM:
+    """A client whose `role` calls go to `model` instead of the configured one (frozen rescoring)."""
+    if model is None:
+        return llm
+    settings = llm.settings
+    group = role_group(role)
+    section = {**settings.role_sections.get(group, {}), "model": model}
+    clone = copy.copy(llm)
+    clone.settings = replace(settings, role_sections={**settings.role_sections, group: section})
+    return clone
+
+
+# -- who reads and who judges ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Scorer:
+    """The reader and the judge of a scoring pass: clients (models) and prompt files."""
+    reader: LLM
+    judge: LLM
+    reader_prompt: Prompt
+    judge_prompt: Prompt
+
+    @classmethod
+    def configured(cls, llm: LLM) -> "Scorer":
+        prompts_dir = llm.settings.prompts_dir
+        return cls(llm, llm, load_prompt(ROLE_SPECS["slot_fill"].prompt, prompts_dir),
+                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir))
+
+    def describe(self) -> dict:
+        return {"reader_model": self.reader.settings.role("slot_fill").model,
+                "reader_prompt": self.reader_prompt.sha256,
+                "judge_model": self.judge.settings.role("recovery_judge").model,
+                "judge_prompt": self.judge_prompt.sha256}
+
+
+def retrieval_query(category: str, dimension: str) -> str:
+    """Axis-only and user-agnostic: the dimension's words and the category's definition, never
+    anything from the user's bank entry."""
+    return f"What best describes the user's {dimension.replace('_', ' ')}? {CATEGORY_DEFINITIONS[category]}"
+
+
+def is_unknown(label: str) -> bool:
+    return label.strip().strip(".").lower() == UNKNOWN
+
+
+# -- the memory one user left ------------------------------------------------------------------
+@dataclass
+class UserMemory:
+    items: list[dict]
+    block: str                       # the whole store, serialised with native fields
+    adapter: MemoryAdapter | None    # restored, for retrieve
+
+    async def surface(self, mode: str, k: int, entry: BankEntry) -> tuple[str, dict]:
+        """The read operator: (memory text for the reader, evidence for the row)."""
+        if mode == "dump_all":
+            return self.block, {"n_items": len(self.items), "chars": len(self.block)}
+        found = [item.to_json() for item in await self.adapter.search(retrieval_query(entry.category, entry.dimension), k)]
+        return dumps(found), {"items": found}
+
+
+async def open_memory(rt: Runtime, run: dict, user_id: str, *, with_adapter: bool) -> UserMemory:
+    snapshot = await rt.store.last_snapshot(run["run"], user_id)
+    items = snapshot["items"] if snapshot else []
+    adapter = None
+    if with_adapter:
+        adapter = get_adapter(run["system"])(AdapterContext(rt.llm, rt.embedder, scope=f"{run['run']}/{user_id}"))
+        if run["origin"] == "import":
+            await adapter.load_items(items)
+        elif snapshot is not None:
+            await adapter.restore(snapshot["state"])
+    return UserMemory(items, dumps(items), adapter)
+
+
+# -- one target ------------------------------------------------------------------------------
+def reader_budget(rt: Runtime, context_window: int | None) -> tuple[int | None, int]:
+    """(the reader's context window, the tokens reserved for its answer)."""
+    rc = rt.settings.role("slot_fill")
+    window = context_window if context_window is not None else rc.context_window
+    return window, rc.max_tokens if rc.max_tokens is not None else ROLE_SPECS["slot_fill"].max_tokens
+
+
+async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str,
+                         window: int | None, answer_tokens: int) -> Reconstruction:
+    """Slot-fill from `memory_text`, then judge; the row's status says how it ended."""
+    values = {"memory": memory_text, "category": recon.category,
+              "definition": CATEGORY_DEFINITIONS[recon.category], "dimension": recon.dimension}
+    estimate = estimate_tokens(scorer.reader_prompt.render(**values)) + answer_tokens
+    if window and estimate > window:
+        return replace(recon, score=0.0, status="overflow",
+                       error=failure_note(ContextOverflow("slot_fill", estimate, window)))
+    try:
+        fill = await call_role(scorer.reader, "slot_fill", scorer.reader_prompt, (recon.user_id, recon.dimension),
+                               **values)
+    except ContextOverflow as exc:
+        return replace(recon, score=0.0, status="overflow", error=failure_note(exc))
+    except (InvalidOutput, EndpointError) as exc:
+        return replace(recon, status="failed", error=failure_note(exc))
+    return await judge(scorer, replace(recon, label=fill.data["label"].strip(), reason=fill.data["reason"]))
+
+
+async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
+    """Grade the row's label against its ground truth on the five-level rubric."""
+    if is_unknown(recon.label):
+        return replace(recon, score=0.0, judge_reason=UNKNOWN_REASON, status="ok", error=None)
+    try:
+        verdict = await call_role(scorer.judge, "recovery_judge", scorer.judge_prompt, (recon.user_id, recon.dimension),
+                                  dimension=recon.dimension, explanation=recon.explanation,
+                                  ground_truth=recon.ground_truth, prediction=recon.label)
+    except (ContextOverflow, InvalidOutput, EndpointError) as exc:
+        return replace(recon, score=None, judge_reason=None, status="failed", error=failure_note(exc))
+    return replace(recon, score=float(verdict.data["score"]), judge_reason=verdict.data["reason"], status="ok",
+                   error=None)
+
+
+def artifact_name(recon: Reconstruction) -> str:
+    return f"recon:{recon.mode}:{recon.k}:{recon.variant}:{recon.user_id}:{recon.dimension}"
+
+
+async def save_reconstruction(store: Store, recon: Reconstruction, uses: list) -> None:
+    await store.write([Store.reconstruction_statement(recon),
+                       *Store.call_use_statements(recon.run, artifact_name(recon), uses)])
+
+
+# -- planning a pass -------------------------------------------------------------------------
+async def load_run(store: Store, run_id: str) -> dict:
+    run = await store.get_run(run_id)
+    if run is None:
+        raise BadInput(f"unknown run {run_id!r}", field="runs")
+    return run
+
+
+async def scored_users(store: Store, run: dict, bench: Benchmark) -> list[tuple[User, set[int]]]:
+    """Users with episodes in the run, in benchmark order, with the task indices that ran."""
+    out = []
+    for user in bench.users:
+        done = await store.episodes_done(run["run"], user.id)
+        if done:
+            out.append((user, done))
+    return out
+
+
+def targets(bench: Benchmark, user: User, done: set[int], dims: str) -> list[BankEntry]:
+    """Every bank entry, or (`targeted`) only those whose targeted task has an episode in the run."""
+    if dims == "all":
+        return list(user.bank)
+    ran = {t.target_dimension for t in bench.tasks.get(user.id, ()) if t.index in done}
+    return [e for e in user.bank if e.dimension in ran]
+
+
+def blank_row(run: str, mode: str, k: int, variant: str, user_id: str, entry: BankEntry,
+              evidence: dict) -> Reconstruction:
+    return Reconstruction(run, mode, k, variant, user_id, entry.category, entry.dimension, entry.explanation,
+                          entry.short, evidence, None, None, None, None, "failed")
+
+
+async def existing_keys(store: Store, run: str, variant: str) -> set[tuple]:
+    rows = await store.fetchall("SELECT mode, k, user_id, dimension FROM reconstructions WHERE run=? AND variant=?",
+                                (run, variant))
+    return {(r["mode"], r["k"], r["user_id"], r["dimension"]) for r in rows}
+
+
+async def record_pass(store: Store, run: str, mode: str, k: int, variant: str, config: dict) -> None:
+    await store.write([("INSERT OR REPLACE INTO score_passes VALUES (?,?,?,?,?)",
+                        (run, mode, k, variant, dumps(config)))])
+
+
+async def load_passes(store: Store, run: str, variant: str | None = None) -> list[dict]:
+    sql, params = "SELECT * FROM score_passes WHERE run=?", [run]
+    if variant is not None:
+        sql += " AND variant=?"
+        params.append(variant)
+    rows = await store.fetchall(sql + " ORDER BY mode, k, variant", params)
+    return [{"run": r["run"], "mode": r["mode"], "k": r["k"], "variant": r["variant"], "config": loads(r["config"])}
+            for r in rows]
+
+
+def mode_passes(system: str, modes, ks) -> list[tuple[str, int]]:
+    """(mode, k) pairs to score; a system without retrieval has no retrieve mode (tables show null)."""
+    passes = []
+    for mode in modes:
+        if mode == "dump_all":
+            passes.append(("dump_all", 0))
+        elif get_adapter(system).supports_retrieve:
+            passes.extend(("retrieve", k) for k in ks)
+    return passes
+
+
+async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, context_window: int | None,
+                       dims: str, variant: str, rescore: dict | None = None) -> list:
+    """Record the run's passes and return one job per target that has no row yet."""
+    run = await load_run(rt.store, run_id)
+    bench = await rt.store.load_benchmark(run["bench"])
+    passes = mode_passes(run["system"], modes, ks)
+    window, answer_tokens = reader_budget(rt, context_window)
+    for mode, k in passes:
+        await record_pass(rt.store, run_id, mode, k, variant,
+                          {"context_window": context_window, "window": window, "dims": dims,
+                           "rescore": rescore, **scorer.describe()})
+    have = await existing_keys(rt.store, run_id, variant)
+    jobs = []
+    for user, done in await scored_users(rt.store, run, bench):
+        todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, done, dims)
+                if (mode, k, user.id, e.dimension) not in have]
+        if not todo:
+            continue
+        memory = await open_memory(rt, run, user.id, with_adapter=any(m == "retrieve" for m, _, _ in todo))
+        for mode, k, entry in todo:
+            jobs.append(partial(_score_target, rt, scorer, memory, blank_row(run_id, mode, k, variant, user.id, entry, {}),
+                                entry, window, answer_tokens))
+    return jobs
+
+
+async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction, entry: BankEntry,
+                        window: int | None, answer_tokens: int) -> None:
+    with rt.llm.collect() as uses:
+        text, evidence = await memory.surface(recon.mode, recon.k, entry)
+        recon = await fill_and_judge(scorer, replace(recon, evidence=evidence), text, window, answer_tokens)
+    await save_reconstruction(rt.store, recon, uses)
+
+
+def check_options(modes, dims: str) -> None:
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise BadInput(f"unknown mode {unknown[0]!r}; choose from {', '.join(MODES)}", field="mode")
+    if dims not in DIMS:
+        raise BadInput(f"unknown dims {dims!r}; choose all or targeted", field="dims")
+
+
+async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None, dims: str = "all",
+                     variant: str = DEFAULT_VARIANT) -> None:
+    """Score every target of every run in every mode (and every k of retrieve), all in parallel."""
+    check_options(modes, dims)
+    scorer = Scorer.configured(rt.llm)
+    jobs = []
+    for run_id in runs:
+        jobs += await plan_scoring(rt, scorer, run_id, modes, ks, context_window=context_window, dims=dims,
+                                   variant=variant)
+    await run_all(jobs)

@@ -1,0 +1,70 @@
+"""Frozen rescoring (robustness, PROTOCOL §8): a new scoring variant that keeps the rollout and
+changes only the judge (model or prompt file) — predictions copied from the default variant — or
+also the reader model, in which case every slot is filled again from the same memory.
+
+Each variant's passes are recorded in `score_passes` with what changed (`rescore`), so replay can
+re-execute them and tables can compare the variant with the default."""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+from memaudit.errors import BadInput
+from memaudit.prompts import load_prompt
+from memaudit.runtime import Runtime
+from memaudit.scoring.recovery import (DEFAULT_VARIANT, Scorer, existing_keys, judge, load_passes, load_run,
+                                       plan_scoring, record_pass, run_all, save_reconstruction, with_model)
+from memaudit.types import Reconstruction
+
+
+def variant_scorer(rt: Runtime, *, judge_model: str | None, judge_prompt: str | None,
+                   reader_model: str | None) -> Scorer:
+    scorer = Scorer.configured(rt.llm)
+    prompt = scorer.judge_prompt
+    if judge_prompt is not None:
+        path = Path(judge_prompt)
+        if not path.is_file():
+            raise BadInput("judge prompt file not found", file=str(path))
+        prompt = load_prompt(path.stem, path.parent.resolve())
+    return replace(scorer, reader=with_model(rt.llm, "slot_fill", reader_model),
+                   judge=with_model(rt.llm, "recovery_judge", judge_model), judge_prompt=prompt)
+
+
+async def _rejudge(rt: Runtime, scorer: Scorer, recon: Reconstruction) -> None:
+    """Re-judge a copied prediction; rows without a prediction (overflow, reader failure) are copied."""
+    with rt.llm.collect() as uses:
+        if recon.label is not None and recon.status != "overflow":
+            recon = await judge(scorer, recon)
+    await save_reconstruction(rt.store, recon, uses)
+
+
+async def rescore_runs(rt: Runtime, runs, variant: str, *, judge_model: str | None = None,
+                       judge_prompt: str | None = None, reader_model: str | None = None) -> None:
+    """Score every default pass of the runs again as `variant`, with the given changes."""
+    if variant == DEFAULT_VARIANT:
+        raise BadInput("a rescoring variant needs its own name, not 'default'", field="variant")
+    if judge_model is None and judge_prompt is None and reader_model is None:
+        raise BadInput("nothing to change: give --judge-model, --judge-prompt or --reader-model", field="variant")
+    scorer = variant_scorer(rt, judge_model=judge_model, judge_prompt=judge_prompt, reader_model=reader_model)
+    rescore = {"from": DEFAULT_VARIANT, "judge_model": judge_model, "judge_prompt": judge_prompt,
+               "reader_model": reader_model}
+    jobs = []
+    for run_id in runs:
+        await load_run(rt.store, run_id)
+        passes = await load_passes(rt.store, run_id, DEFAULT_VARIANT)
+        if not passes:
+            raise BadInput(f"run {run_id!r} has no default scoring pass; run `memaudit score` first", field="runs")
+        have = await existing_keys(rt.store, run_id, variant)
+        for p in passes:
+            cfg = p["config"]
+            if reader_model is not None:
+                jobs += await plan_scoring(rt, scorer, run_id, [p["mode"]], [p["k"]], context_window=cfg["context_window"],
+                                           dims=cfg["dims"], variant=variant, rescore=rescore)
+                continue
+            await record_pass(rt.store, run_id, p["mode"], p["k"], variant,
+                              {**cfg, "rescore": rescore, **scorer.describe()})
+            for recon in await rt.store.load_reconstructions(run_id, p["mode"], k=p["k"]):
+                if (recon.mode, recon.k, recon.user_id, recon.dimension) not in have:
+                    jobs.append(partial(_rejudge, rt, scorer, replace(recon, variant=variant)))
+    await run_all(jobs)

@@ -1,2 +1,64 @@
-"""Commands: tables_cmds."""
-COMMANDS: list = []
+"""Commands: tables — the paper's tables from the store (no model is contacted)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from memaudit.cli.common import current_settings, global_options, run
+from memaudit.scoring import stats
+from memaudit.scoring.plots import write_plots
+from memaudit.scoring.robustness import compare_variants
+from memaudit.scoring.tables import SECTIONS, compute_tables, render, render_csv_section, select_runs
+from memaudit.store import open_store
+
+FORMATS = ("md", "latex", "csv", "json")
+EXTENSIONS = {"md": "md", "latex": "tex", "json": "json"}
+
+
+async def _tables(db: Path, runs, fmt: str, out_dir: Path | None, only: str | None, compare: str | None,
+                  bootstrap: int, seed: int) -> None:
+    async with open_store(db) as store:
+        tables = await compute_tables(store, runs, bootstrap=bootstrap, seed=seed)
+        if compare:
+            tables["robustness"] = await compare_variants(store, await select_runs(store, runs), compare)
+    if only:
+        tables = {only: tables[only]}
+    if out_dir is not None:
+        _write_all(tables, out_dir)
+    text = render(tables, fmt)
+    click.echo(text, nl=False)
+
+
+def _write_all(tables: dict, out_dir: Path) -> None:
+    """Every format, one CSV per table, and the plots."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for fmt, ext in EXTENSIONS.items():
+        (out_dir / f"tables.{ext}").write_text(render(tables, fmt))
+    for name in SECTIONS:
+        rows = tables.get(name)
+        if rows:
+            (out_dir / f"{name}.csv").write_text(render_csv_section(rows if isinstance(rows, list) else rows["modes"]))
+    if "table3" in tables and "gap" in tables:
+        write_plots(tables, out_dir)
+
+
+@click.command("tables")
+@click.option("--runs", default=None, help="comma-separated run ids (default: every run in the store)")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="also write every format, one CSV per table and the plots (PNG, SVG) here")
+@click.option("--only", type=click.Choice(["table2", "table3", "table4"]), default=None, help="print one table")
+@click.option("--compare", default=None, metavar="VARIANT",
+              help="add the frozen-rescoring robustness comparison of VARIANT against the default scores")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=stats.RESAMPLES, show_default=True,
+              help="bootstrap / permutation resamples for intervals and paired tests (0 = none)")
+@global_options
+def tables(runs, fmt, out_dir, only, compare, bootstrap):
+    """The paper's tables (2, 3, 4, footprint, gap, tokens) with intervals and paired comparisons."""
+    settings = current_settings()
+    run_ids = [r.strip() for r in runs.split(",") if r.strip()] if runs else None
+    run(_tables, settings.db, run_ids, fmt, out_dir, only, compare, bootstrap, settings.seed)
+
+
+COMMANDS = [tables]

@@ -40,7 +40,8 @@ def global_options(fn):
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context()
         group = ctx.find_root().params
-        merged = {n: kwargs.pop(n) if kwargs.get(n) is not None else group.get(n) for n in OPTION_NAMES}
+        own = {n: kwargs.pop(n, None) for n in OPTION_NAMES}  # always taken out: fn never sees them
+        merged = {n: own[n] if own[n] is not None else group.get(n) for n in OPTION_NAMES}
         ctx.obj = merged
         return fn(*args, **kwargs)
     return wrapper

@@ -1,2 +1,90 @@
-"""Commands: memory_cmds."""
-COMMANDS: list = []
+"""Commands: `memory search` — audit a dumped memory store with the system's own search.
+
+The store is a published `memories.json` (`{"num_memories": N, "memories": [...]}`) or a plain
+list of items; queries are JSONL lines `{"id": …, "query": "…"}`. Each output line is
+`{"id": …, "results": [{"content", "score", …native fields}]}`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+
+from adapters.base import AdapterContext
+from adapters.registry import available, get_adapter
+from memaudit.cli.common import current_settings, global_options, run
+from memaudit.errors import BadInput
+from memaudit.runtime import open_runtime
+
+# Systems whose search calls a model (memt's ReAct policy); the others only need embeddings.
+SEARCH_NEEDS_MODEL = ("memt",)
+
+
+def read_store(path: Path) -> list[dict]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise BadInput("memory store not found", file=str(path)) from None
+    except orjson.JSONDecodeError as exc:
+        raise BadInput(f"not valid JSON ({exc})", file=str(path)) from None
+    if isinstance(data, dict) and isinstance(data.get("memories"), list):
+        return data["memories"]
+    if isinstance(data, list):
+        return data
+    raise BadInput("expected {\"memories\": [...]} or a list of memories", file=str(path), field="memories")
+
+
+def read_queries(path: Path) -> list[dict]:
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise BadInput("queries file not found", file=str(path)) from None
+    queries = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            query = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise BadInput(f"line {number}: not valid JSON", file=str(path)) from None
+        if not isinstance(query, dict) or "id" not in query or not isinstance(query.get("query"), str):
+            raise BadInput(f"line {number}: expected {{\"id\": …, \"query\": \"…\"}}", file=str(path))
+        queries.append(query)
+    return queries
+
+
+async def search_store(settings, system: str, memories: list[dict], queries: list[dict], k: int) -> list[dict]:
+    async with open_runtime(settings, needs_model=system in SEARCH_NEEDS_MODEL) as rt:
+        adapter = get_adapter(system)(AdapterContext(rt.llm, rt.embedder, scope=f"search/{system}"))
+        await adapter.load_items(memories)
+        return [{"id": q["id"], "results": [item.to_json() for item in await adapter.search(q["query"], k)]}
+                for q in queries]
+
+
+@click.group("memory")
+def memory():
+    """Work with dumped memory stores."""
+
+
+@memory.command("search")
+@click.option("--system", required=True, help=f"memory system ({', '.join(available())})")
+@click.option("--store", "store_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="memories.json (published layout) or a JSON list of items")
+@click.option("--queries", "queries_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="JSONL, one {\"id\", \"query\"} per line")
+@click.option("--k", default=5, show_default=True, type=click.IntRange(min=1), help="results per query")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="write JSONL here")
+@global_options
+def search(system, store_path, queries_path, k, out):
+    """Load a dumped store into SYSTEM and run its search for every query."""
+    get_adapter(system)  # an unknown system fails before anything is read
+    memories, queries = read_store(store_path), read_queries(queries_path)
+    results = run(search_store, current_settings(), system, memories, queries, k)
+    text = "".join(orjson.dumps(r).decode() + "\n" for r in results)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text)
+
+
+COMMANDS = [memory]

@@ -1,0 +1,66 @@
+"""Adapters under test: a fast deterministic encoder, a runtime on the fake server, a scripted
+conversation."""
+from __future__ import annotations
+
+import hashlib
+import re
+from contextlib import asynccontextmanager
+
+import numpy as np
+
+from adapters.base import AdapterContext, Event
+from adapters.registry import get_adapter
+from memaudit.embed import DIM, Embedder
+from memaudit.runtime import open_runtime
+
+
+def hash_encoder(texts: list[str]) -> np.ndarray:
+    """Hashed bag of words, normalised: texts sharing words are near, like a real embedding."""
+    out = np.zeros((len(texts), DIM), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in re.findall(r"\w+", text.lower()):
+            out[row, int(hashlib.md5(word.encode()).hexdigest()[:8], 16) % DIM] += 1.0
+        norm = np.linalg.norm(out[row])
+        if norm:
+            out[row] /= norm
+        else:
+            out[row, 0] = 1.0
+    return out
+
+
+@asynccontextmanager
+async def adapter_runtime(name: str, settings, fake, *, window: int | None = None):
+    """(adapter factory, runtime): the factory makes fresh adapters sharing one scope and embedder."""
+    embedder = Embedder(None, encoder=hash_encoder)
+    async with open_runtime(settings, transport=fake.transport(), embedder=embedder) as rt:
+        def make():
+            return get_adapter(name)(AdapterContext(rt.llm, rt.embedder, scope="run/u1",
+                                                    agent_context_window=window))
+        yield make, rt
+
+
+EPISODES = [
+    ("Help me plan a 10k training schedule; I ran a half marathon last spring and hurt my knee.",
+     [("Here is a four-week plan with three runs a week.", "I prefer short answers. I work night shifts as a nurse."),
+      ("A shorter plan: run Monday, Wednesday and Saturday mornings.", "Thanks, that works for me.")]),
+    ("Can you explain how Python decorators work? I use Python for data analysis at the hospital.",
+     [("A decorator wraps a function to extend its behaviour.", "Show me an example with timing, please.")]),
+    ("Suggest a weekend hiking trip near Munich; I moved there from Berlin this year.",
+     [("Try the Herzogstand ridge walk, about five hours.", "Great, I love ridge walks with views.")]),
+]
+
+
+def events(episodes=EPISODES, first_index: int = 1):
+    """The event sequence the rollout scaffold produces for these episodes."""
+    for offset, (task, turns) in enumerate(episodes):
+        index = first_index + offset
+        yield Event("task_start", task, index, 0)
+        for turn, (reply, user) in enumerate(turns, 1):
+            yield Event("assistant", reply, index, turn)
+            yield Event("user", user, index, turn)
+        yield Event("episode_end", "", index, len(turns))
+
+
+async def play(adapter, episodes=EPISODES, first_index: int = 1) -> None:
+    for event in events(episodes, first_index):
+        await adapter.observe(event)

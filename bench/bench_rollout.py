@@ -1,0 +1,114 @@
+"""Benchmark for the rollout runner (issue 5).
+
+    .venv/bin/python bench/bench_rollout.py
+
+Against a fake endpoint with 50 ms latency per call: 3 users x 31 tasks x 2 systems (nomem,
+longctx_full with a fast fake encoder), every episode ending on its second turn. Prints calls,
+wall time, the sequential time it replaces and the speed relative to the ideal parallel time
+(= the longest per-(system, user) chain of calls x 50 ms; target >= 80%), and the per-episode
+harness overhead (snapshot, dump and the episode's store transaction; target <= 20 ms).
+"""
+from __future__ import annotations
+
+import hashlib
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memaudit.bench.instances import resolve_bench  # noqa: E402
+from memaudit.config import load_settings  # noqa: E402
+from memaudit.embed import DIM, Embedder  # noqa: E402
+from memaudit.errors import BadInput  # noqa: E402
+from memaudit.rollout import runner  # noqa: E402
+from memaudit.runtime import open_runtime  # noqa: E402
+from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Task, User  # noqa: E402
+from tests.fakes.http_server import scripted_fake  # noqa: E402
+
+LATENCY = 0.05
+USERS, TASKS = 3, 31
+SYSTEMS = ["nomem", "longctx_full"]
+
+
+def fast_encoder(texts: list[str]) -> np.ndarray:
+    rows = []
+    for text in texts:
+        v = np.frombuffer(hashlib.sha256(text.encode()).digest() * (DIM * 4 // 32), dtype=np.uint8)[:DIM]
+        v = v.astype(np.float32) - 127.5
+        rows.append(v / np.linalg.norm(v))
+    return np.stack(rows)
+
+
+def synthetic_bench() -> Benchmark:
+    users, tasks = [], {}
+    for u in range(1, USERS + 1):
+        uid = f"user_{u:03d}"
+        bank = tuple(BankEntry(c, f"{c}_{i}", f"stance {i}", f"Explanation {i}.")
+                     for c, n in BANK_COUNTS.items() for i in range(n))
+        users.append(User(uid, {"name": uid}, bank))
+        tasks[uid] = tuple(Task(uid, i, f"Help me with errand {i}.", e.category, e.dimension, e.short)
+                           for i, e in enumerate(bank, 1))
+    return Benchmark("synthetic", tuple(users), tasks)
+
+
+def second_turn_satisfies(body: dict) -> dict:
+    """The simulated user is satisfied once the conversation holds two assistant replies."""
+    conversation = body["messages"][-1]["content"]
+    done = conversation.count("Assistant: ") >= 2
+    return {"feedback_type": "satisfied" if done else "followup", "text": "ok" if done else "more detail please"}
+
+
+async def main() -> None:
+    fake = scripted_fake().on("simulator", second_turn_satisfies)
+    fake.latency = LATENCY
+    fake.on_text(lambda body: f"A plan written after reading {len(body['messages'])} messages.")
+    chains: dict[tuple[str, str], int] = defaultdict(int)
+    overhead: list[float] = []
+    real_commit = runner.commit_episode
+
+    async def timed_commit(store, ep, adapter, uses):
+        start = time.perf_counter()
+        await real_commit(store, ep, adapter, uses)
+        overhead.append(time.perf_counter() - start)
+        chains[(ep.run, ep.user_id)] += len(uses)
+
+    runner.commit_episode = timed_commit
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = replace(load_settings(db=Path(tmp) / "bench.db", base_url="http://fake.test/v1", model="fake",
+                                         backend="openai", env={}), concurrency=64)
+        async with open_runtime(settings, transport=fake.transport()) as rt:
+            rt.embedder = Embedder(rt.store, encoder=fast_encoder)
+            try:
+                bench, source = await resolve_bench(rt.store, "sample"), "bundled sample"
+            except BadInput:
+                bench, source = synthetic_bench(), "synthetic (sample not available)"
+            users = [u.id for u in bench.users[:USERS]]
+            start = time.perf_counter()
+            await runner.run_rollout(rt, bench, SYSTEMS, users=users, tasks=TASKS, progress=False)
+            wall = time.perf_counter() - start
+            episodes = (await rt.store.fetchone("SELECT COUNT(*) AS n FROM episodes"))["n"]
+
+    calls = len(fake.requests)
+    longest = max(chains.values())
+    ideal = longest * LATENCY
+    print(f"benchmark: {source}; {len(users)} users x {TASKS} tasks x {len(SYSTEMS)} systems = {episodes} episodes")
+    print(f"model calls sent: {calls} ({sum(chains.values())} uses incl. cache/single-flight hits)")
+    print(f"wall time: {wall:.2f} s; sequential time it replaces: {calls * LATENCY:.1f} s "
+          f"({calls * LATENCY / wall:.1f}x)")
+    print(f"ideal parallel time: longest chain {longest} calls x {LATENCY * 1000:.0f} ms = {ideal:.2f} s; "
+          f"speed = {ideal / wall:.0%} of ideal (target >= 80%)")
+    print(f"per-episode harness overhead (snapshot + dump + store transaction): mean "
+          f"{statistics.mean(overhead) * 1000:.2f} ms, p95 {sorted(overhead)[int(0.95 * len(overhead))] * 1000:.2f} ms, "
+          f"max {max(overhead) * 1000:.2f} ms (target <= 20 ms)")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,71 @@
+"""`memaudit rollout` as a subprocess against the loopback HTTP fake: killed with SIGKILL mid-run
+and started again, it completes and matches an uninterrupted run row for row."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memaudit.bench.instances import SAMPLE_DIR
+from tests.fakes.http_server import serve
+
+REPO = Path(__file__).resolve().parents[2]
+ARGS = ["rollout", "--bench", "sample", "--systems", "nomem,longctx_full", "--users", "3", "--tasks", "4",
+        "--max-turns", "3", "--model", "fake", "--quiet"]
+
+pytestmark = pytest.mark.skipif(not (SAMPLE_DIR / "benchmark_data" / "sample_tasks" / "user_003.json").is_file(),
+                                reason="bundled sample not present yet")
+
+
+def command(url: str, db: Path, *extra) -> list[str]:
+    return [sys.executable, str(REPO / "memaudit.py"), *ARGS, "--base-url", url, "--db", str(db), *extra]
+
+
+def count_episodes(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=5) as conn:
+            return conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def artifacts(db: Path) -> dict:
+    with sqlite3.connect(db) as conn:
+        return {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2, 3, 4").fetchall()
+                for table in ("episodes", "turns", "snapshots")}
+
+
+def test_killed_rollout_resumes_to_the_same_result(tmp_path):
+    with serve(latency=0.02) as url:
+        whole, partial = tmp_path / "whole.db", tmp_path / "partial.db"
+        done = subprocess.run(command(url, whole), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "nomem: 12 episodes" in done.stdout and "longctx_full: 12 episodes" in done.stdout
+
+        victim = subprocess.Popen(command(url, partial), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while count_episodes(partial) < 4 and victim.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait()
+        interrupted = count_episodes(partial)
+        assert 4 <= interrupted < 24
+
+        again = subprocess.run(command(url, partial), capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert count_episodes(partial) == 24
+        assert artifacts(partial) == artifacts(whole)
+
+
+def test_unreachable_endpoint_is_one_line_and_exit_2(tmp_path):
+    done = subprocess.run(command("http://127.0.0.1:9/v1", tmp_path / "x.db", "--concurrency", "1"),
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MEMAUDIT_CONFIG": ""})
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "error" in done.stderr

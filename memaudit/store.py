@@ -117,15 +117,19 @@ class Store:
 
     async def write_stream(self, batches: Iterable[list[Statement]]) -> None:
         """Commit lazily produced batches (a large import) in one transaction: all land, or none do
-        (an exception raised while producing a batch rolls everything back). Consecutive statements
-        with the same SQL go through one executemany."""
+        (an exception raised while producing a batch rolls everything back). Within a batch, the
+        statements are grouped by SQL, in order of first appearance, and each group goes through one
+        executemany: a batch must not depend on interleaving (parents before children is kept)."""
         await self.flush()
         async with self._lock:
             await self.conn.execute("BEGIN IMMEDIATE")
             try:
                 for batch in batches:
-                    for sql, group in itertools.groupby(batch, key=lambda st: st[0]):
-                        await self.conn.executemany(sql, [params for _, params in group])
+                    groups: dict[str, list[tuple]] = {}
+                    for sql, params in batch:
+                        groups.setdefault(sql, []).append(params)
+                    for sql, rows in groups.items():
+                        await self.conn.executemany(sql, rows)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await self.conn.execute("ROLLBACK")

@@ -1,2 +1,126 @@
-"""Commands: bench_cmds."""
-COMMANDS: list = []
+"""Commands: bench validate / import / list, import-release, export — benchmark instances and the
+published release layout. None of them contacts a model."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+from memaudit.cli.common import current_settings, global_options, out, run
+
+
+@click.group("bench")
+def bench():
+    """Benchmark instances: validate, import, list."""
+
+
+@bench.command("validate")
+@click.argument("ref")
+@click.option("--pool", "pool_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="dimension pool to check the banks against (default: the release's own pool, if any)")
+@click.option("--tasks-dir", default=None, help="task directory under benchmark_data/ when there are several")
+@global_options
+def validate(ref, pool_path, tasks_dir):
+    """Check a benchmark (`sample`, a release-layout directory, or an imported name): every problem,
+    one per line, naming the file, the user and the field."""
+    problems = run(_validate, current_settings(), ref, pool_path, tasks_dir)
+    for line in problems:
+        click.echo(line)
+    if problems:
+        click.echo(f"memaudit: {len(problems)} problem(s) in {ref}", err=True)
+        sys.exit(1)
+    out.print(f"{ref}: ok", highlight=False)
+
+
+async def _validate(settings, ref, pool_path, tasks_dir):
+    from memaudit.bench.instances import validate_bench
+    from memaudit.store import open_store
+
+    async with open_store(settings.db) as store:
+        return await validate_bench(store, ref, pool_path=pool_path, tasks_dir=tasks_dir)
+
+
+@bench.command("import")
+@click.argument("path", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--name", required=True, help="name of the benchmark in the store")
+@click.option("--tasks-dir", default=None, help="task directory under benchmark_data/ when there are several")
+@global_options
+def import_bench(path, name, tasks_dir):
+    """Import benchmark instances (release layout or our export), all-or-nothing."""
+    users, tasks = run(_import_bench, current_settings(), path, name, tasks_dir)
+    out.print(f"imported benchmark {name}: {users} users, {tasks} tasks", highlight=False)
+
+
+async def _import_bench(settings, path, name, tasks_dir):
+    from memaudit.bench.instances import load_release_benchmark
+    from memaudit.store import open_store
+
+    bench = load_release_benchmark(path, name, tasks_dir=tasks_dir)
+    async with open_store(settings.db) as store:
+        await store.save_benchmark(bench)
+    return len(bench.users), sum(len(t) for t in bench.tasks.values())
+
+
+@bench.command("list")
+@click.option("--json", "as_json", is_flag=True, help='[{"name", "users", "tasks"}]')
+@global_options
+def list_benchmarks(as_json):
+    """Benchmarks in the store."""
+    rows = run(_list, current_settings())
+    if as_json:
+        click.echo(orjson.dumps(rows).decode())
+        return
+    for row in rows:
+        out.print(f"{row['name']}: {row['users']} users, {row['tasks']} tasks", highlight=False)
+
+
+async def _list(settings):
+    from memaudit.store import open_store
+
+    async with open_store(settings.db) as store:
+        return await store.list_benchmarks()
+
+
+@click.command("import-release")
+@click.argument("path", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--name", default=None, help="benchmark name (default: the directory's name)")
+@click.option("--tasks-dir", default=None, help="task directory under benchmark_data/ when there are several")
+@global_options
+def import_release(path, name, tasks_dir):
+    """Import a published release: its benchmark and its runs (history, memory, recon_judge,
+    attribution, oracle), as runs named after their directories."""
+    runs = run(_import_release, current_settings(), path, name, tasks_dir)
+    out.print(f"imported {len(runs)} run(s): {', '.join(runs)}", highlight=False)
+
+
+async def _import_release(settings, path, name, tasks_dir):
+    from memaudit.bench.release import import_release as import_release_dir
+    from memaudit.store import open_store
+
+    async with open_store(settings.db) as store:
+        return await import_release_dir(store, path, name=name, tasks_dir=tasks_dir)
+
+
+@click.command("export")
+@click.option("--runs", default=None, help="comma-separated run ids (default: all runs)")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="directory to write the release layout into")
+@global_options
+def export(runs, out_dir):
+    """Write runs and their benchmark in the published release layout."""
+    names = [r.strip() for r in runs.split(",") if r.strip()] if runs else None
+    exported = run(_export, current_settings(), names, out_dir)
+    out.print(f"exported {len(exported)} run(s) to {out_dir}", highlight=False)
+
+
+async def _export(settings, runs, out_dir):
+    from memaudit.bench.release import export_runs
+    from memaudit.store import open_store
+
+    async with open_store(settings.db) as store:
+        return await export_runs(store, runs, out_dir)
+
+
+COMMANDS = [bench, import_release, export]

@@ -1,0 +1,165 @@
+"""`export`: a benchmark and our runs written in the published release layout, so published tooling
+(and our own `import-release`) can read them. Deterministic bytes: sorted keys, stable order, and a
+fixed value where the layout asks for a time, so identical runs export identical files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from memaudit.bench.files import write_json
+from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
+from memaudit.bench.release_import import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
+from memaudit.errors import BadInput
+from memaudit.llm.cache import text_hash
+from memaudit.store import Store
+from memaudit.types import CATEGORIES, Benchmark, Reconstruction
+
+EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
+EXPORT_TASKS_DIR = "tasks"
+
+
+def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
+    """Banks, pool (if the benchmark has one) and one task file per user, in the release layout."""
+    out = Path(out_dir)
+    users = []
+    for user in bench.users:
+        bank: dict[str, list] = {c: [] for c in CATEGORIES}
+        for e in user.bank:
+            bank.setdefault(e.category, []).append({"dimension": e.dimension, "short": e.short,
+                                                    "explanation": e.explanation})
+        users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
+    write_json(out / BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
+                                  "users": users})
+    if bench.pool:
+        pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
+                    for p in entries] for c, entries in bench.pool.items()}
+        write_json(out / POOL_FILE, {"meta": {"benchmark": bench.name}, **pool})
+    for user in bench.users:
+        tasks = bench.tasks.get(user.id, ())
+        records = [{**t.review, "task": t.text, "rationale": t.rationale, "target_category": t.target_category,
+                    "target_dimension": t.target_dimension, "target_short": t.target_short} for t in tasks]
+        write_json(out / TASKS_ROOT / EXPORT_TASKS_DIR / f"{user.id}.json",
+                   {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
+
+
+async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path) -> list[str]:
+    """Write `runs` (default: every run in the store) and their benchmark; returns the run ids."""
+    out = Path(out_dir)
+    rows = [await store.get_run(r) for r in runs] if runs else await store.list_runs()
+    missing = [r for r, row in zip(runs or [], rows) if row is None]
+    if missing:
+        raise BadInput(f"no such run(s): {', '.join(missing)}", field="runs")
+    if not rows:
+        raise BadInput("the store holds no runs to export", field="runs")
+    benches = sorted({row["bench"] for row in rows})
+    if len(benches) > 1:
+        raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
+                       "at a time with --runs", field="runs")
+    bench = await store.load_benchmark(benches[0])
+    write_benchmark(bench, out)
+    for row in rows:
+        await _export_run(store, row, bench, out)
+    await _export_oracle(store, bench, out)
+    return [row["run"] for row in rows]
+
+
+async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> None:
+    run = row["run"]
+    users = {u.id: u for u in bench.users}
+    final_scores = {(r["user_id"], r["task_idx"]): r["final_preference_score"] for r in await store.fetchall(
+        "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=?", (run,))}
+    for ep in await store.load_episodes(run):
+        name = f"{ep.user_id}/episode_{ep.task_index}.json"
+        record = {"user_id": ep.user_id, "task": ep.task, "ground_truth": None, "end_reason": ep.end_reason,
+                  "final_preference_score": final_scores[(ep.user_id, ep.task_index)],
+                  "turns": [_turn_record(t) for t in ep.turns]}
+        if ep.error is not None:
+            record["error"] = ep.error
+        write_json(out / "history" / run / name, record)
+        prefs = [e for e in users[ep.user_id].bank if e.category == "assistance_preference"]
+        write_json(out / "pref_judge" / run / name, {
+            "user_id": ep.user_id, "task": ep.task,
+            "prefs": [{"idx": i, "dimension": e.dimension, "short": e.short, "explanation": e.explanation}
+                      for i, e in enumerate(prefs)],
+            "turns": [{"turn": t.index, "agent_response": t.assistant, "score": t.preference_score, "summary": "",
+                       "per_pref": t.per_pref} for t in ep.turns]})
+    for r in await store.fetchall("SELECT DISTINCT user_id FROM snapshots WHERE run=? ORDER BY user_id", (run,)):
+        items = (await store.last_snapshot(run, r["user_id"]))["items"]
+        write_json(out / "memory" / run / r["user_id"] / "memories.json", {"num_memories": len(items), "memories": items})
+    k = (row["config"] or {}).get("k", RETRIEVE_K)
+    for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
+        await _export_mode(store, run, mode, mode_k, bench, out / "output" / out_dir)
+
+
+async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchmark, out: Path) -> None:
+    recons = await store.load_reconstructions(run, mode, k=k)
+    attributions = {(a.user_id, a.dimension): a for a in await store.load_attributions(run, mode) if a.k == k}
+    by_user: dict[str, list[Reconstruction]] = {}
+    for r in recons:
+        by_user.setdefault(r.user_id, []).append(r)
+    for user in bench.users:
+        if user.id not in by_user:
+            continue
+        order = {e.dimension: i for i, e in enumerate(user.bank)}
+        records = sorted(by_user[user.id], key=lambda r: (order.get(r.dimension, len(order)), r.dimension))
+        details = [_recon_detail(r) for r in records]
+        per_category = _category_means(records)
+        means = [v for v in per_category.values() if v is not None]
+        write_json(out / "recon_judge" / f"{user.id}.json", {
+            "user_id": user.id, "per_category": per_category,
+            "overall": sum(means) / len(means) if means else None, "details": details})
+        attributed = []
+        for r, detail in zip(records, details):
+            a = attributions.get((user.id, r.dimension))
+            if a is not None:
+                attributed.append({**detail, "attribution": {"category": a.label, "score": a.score, "stages": a.stages,
+                                                             "ep_index": a.ep_index, "note": a.note}})
+        if attributed:
+            counts: dict[str, int] = {}
+            for d in attributed:
+                counts[d["attribution"]["category"]] = counts.get(d["attribution"]["category"], 0) + 1
+            write_json(out / "attribution" / f"{user.id}.json", {
+                "user_id": user.id, "tasks_dir": EXPORT_TASKS_DIR, "counts": counts, "details": attributed})
+
+
+def _recon_detail(r: Reconstruction) -> dict:
+    detail = {"category": r.category, "dimension": r.dimension, "explanation": r.explanation,
+              "ground_truth": r.ground_truth, "predicted": r.label, "slot_fill_reason": r.reason, "score": r.score,
+              "judge_reason": r.judge_reason, "scoring_mode": r.mode, "status": r.status}
+    if r.mode == "retrieve":
+        detail["retrieved_memories"] = r.evidence.get("items", [])
+    if r.error is not None:
+        detail["error"] = r.error
+    return detail
+
+
+def _category_means(records: list[Reconstruction]) -> dict[str, float | None]:
+    """Per-category means as B counts them: an overflow scores 0, a failed target is left out."""
+    scores: dict[str, list[float]] = {c: [] for c in CATEGORIES}
+    for r in records:
+        if r.status == "overflow":
+            scores.setdefault(r.category, []).append(0.0)
+        elif r.status == "ok" and r.score is not None:
+            scores.setdefault(r.category, []).append(r.score)
+    return {c: sum(v) / len(v) if v else None for c, v in scores.items()}
+
+
+async def _export_oracle(store: Store, bench: Benchmark, out: Path) -> None:
+    for user in bench.users:
+        verdicts = {}
+        for task in bench.tasks.get(user.id, ()):
+            row = await store.fetchone("SELECT can_invite, reason FROM oracle WHERE bench=? AND user_id=? AND "
+                                       "dimension=? AND task_hash=?",
+                                       (bench.name, user.id, task.target_dimension, text_hash(task.text)))
+            if row is not None:
+                can_invite = None if row["can_invite"] is None else bool(row["can_invite"])
+                verdicts[task.target_dimension] = {"can_invite": can_invite, "reason": row["reason"]}
+        if verdicts:
+            write_json(out / "output" / ORACLE_DIR / f"{user.id}.json", verdicts)
+
+
+def _turn_record(t) -> dict:
+    simulator = {"feedback_type": t.feedback_type, "text": t.user_text, "is_done": t.feedback_type == "satisfied"}
+    if t.fallback:
+        simulator["fallback"] = True
+    return {"turn": t.index, "agent_response": t.assistant, "user_simulator": simulator,
+            "preference_evaluator": {"score": t.preference_score}}

@@ -1,0 +1,243 @@
+"""`import-release`: a published release directory (benchmark plus run records) into the store.
+
+Runs are named after their directories; every metric is later recomputed from the raw per-user
+records imported here (episodes, per-turn preference scores, final stores, per-target scores,
+attribution labels) — aggregate `*_merged.json` reports are never read. Files are parsed one user
+at a time and the rows go to the store in one streamed transaction: a damaged file anywhere
+raises BadInput naming it, and nothing is written.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+from adapters.registry import system_of
+from memaudit.bench.files import read_json
+from memaudit.bench.instances import load_release_benchmark
+from memaudit.errors import BadInput
+from memaudit.llm.cache import text_hash
+from memaudit.store import Statement, Store, dumps
+from memaudit.types import Benchmark, Episode, Turn
+
+RETRIEVE_SUFFIX = "_retrieve"
+ORACLE_DIR = "_task_design_oracle"
+RETRIEVE_K = 5  # the published retrieve reports used top-5
+END_REASONS = ("satisfied", "max_turns", "failed")
+STATUSES = ("ok", "overflow", "failed")
+EPISODE_FILE = re.compile(r"episode_(\d+)\.json")
+
+
+async def import_release(store: Store, path: str | Path, *, name: str | None = None,
+                         tasks_dir: str | None = None) -> list[str]:
+    """Import the benchmark and every run of a release directory; returns the run ids."""
+    root = Path(path)
+    bench = load_release_benchmark(root, name=name, tasks_dir=tasks_dir)
+    stored = await store.load_benchmark(bench.name)
+    if stored is not None and stored != bench:
+        raise BadInput(f"the store already holds a different benchmark named {bench.name!r}; "
+                       "import under another name with --name", file=str(root))
+    runs = release_runs(root)
+    for run in runs:
+        if await store.get_run(run) is not None:
+            raise BadInput(f"run {run!r} is already in the store", file=str(root))
+    await store.write_stream(_statements(store, root, bench, runs, save_bench=stored is None))
+    return runs
+
+
+def release_runs(root: Path) -> list[str]:
+    """Run ids of a release: directories of history/, memory/ and output/ (a `_retrieve` report
+    belongs to its base run)."""
+    runs: set[str] = set()
+    for top in ("history", "memory", "output"):
+        if (root / top).is_dir():
+            for d in (root / top).iterdir():
+                if d.is_dir() and d.name != ORACLE_DIR:
+                    runs.add(d.name.removesuffix(RETRIEVE_SUFFIX) if top == "output" else d.name)
+    return sorted(runs)
+
+
+def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], *,
+                save_bench: bool) -> Iterator[list[Statement]]:
+    if save_bench:
+        yield store.benchmark_statements(bench)
+    for run in runs:
+        users = _user_dirs(root / "history" / run, bench)
+        config = {"users": users, "tasks": None, "max_turns": 25, "k": RETRIEVE_K, "tag": None,
+                  "imported_from": root.resolve().name}
+        yield [("INSERT INTO runs(run, system, bench, origin, config, prompt_hashes) VALUES (?,?,?,?,?,?)",
+                (run, system_of(run), bench.name, "import", dumps(config), dumps({})))]
+        for user in users:
+            yield _episode_statements(store, root, run, user, bench)
+        footprints = {}
+        for user in _user_dirs(root / "memory" / run, bench):
+            statement, footprints[user] = _snapshot_statement(store, root, run, user, bench)
+            yield [statement]
+        for mode, k, out_dir in (("dump_all", 0, run), ("retrieve", RETRIEVE_K, run + RETRIEVE_SUFFIX)):
+            for user in _user_files(root / "output" / out_dir / "recon_judge", bench):
+                yield _reconstruction_statements(root, f"output/{out_dir}/recon_judge/{user}.json", run, mode, k,
+                                                 user, footprints.get(user))
+            for user in _user_files(root / "output" / out_dir / "attribution", bench):
+                yield _attribution_statements(root, f"output/{out_dir}/attribution/{user}.json", run, mode, k, user)
+    for user in _user_files(root / "output" / ORACLE_DIR, bench):
+        yield _oracle_statements(root, f"output/{ORACLE_DIR}/{user}.json", user, bench)
+
+
+def _user_dirs(base: Path, bench: Benchmark) -> list[str]:
+    names = sorted(d.name for d in base.iterdir() if d.is_dir()) if base.is_dir() else []
+    _known_users(names, base, bench)
+    return names
+
+
+def _user_files(base: Path, bench: Benchmark) -> list[str]:
+    names = sorted(p.stem for p in base.glob("*.json")) if base.is_dir() else []
+    _known_users(names, base, bench)
+    return names
+
+
+def _known_users(names: list[str], base: Path, bench: Benchmark) -> None:
+    known = {u.id for u in bench.users}
+    for name in names:
+        if name not in known:
+            raise BadInput(f"{name} is not a user of benchmark {bench.name!r}", file=str(base / name), user=name)
+
+
+def _episode_statements(store: Store, root: Path, run: str, user: str, bench: Benchmark) -> list[Statement]:
+    n_tasks = len(bench.tasks.get(user, ()))
+    rows: list[Statement] = []
+    for path in sorted((root / "history" / run / user).glob("episode_*.json"), key=_episode_number):
+        index = _episode_number(path)
+        label = f"history/{run}/{user}/{path.name}"
+        if not 1 <= index <= n_tasks:
+            raise BadInput(f"episode {index} but the user has {n_tasks} tasks", file=label, user=user)
+        data = _object(read_json(path, label), label, user)
+        per_pref = _per_pref(root / "pref_judge" / run / user / path.name, f"pref_judge/{run}/{user}/{path.name}", user)
+        end_reason = data.get("end_reason")
+        if end_reason not in END_REASONS:
+            raise BadInput(f"{end_reason!r}, expected one of {', '.join(END_REASONS)}", file=label, user=user,
+                           field="end_reason")
+        turns = data.get("turns")
+        if not isinstance(turns, list):
+            raise BadInput("missing list of turns", file=label, user=user, field="turns")
+        episode = Episode(run, user, index, str(data.get("task") or ""),
+                          [_turn(raw, i, label, user, per_pref) for i, raw in enumerate(turns)], end_reason,
+                          data.get("error"))
+        rows += store.episode_statements(episode, _number(data.get("final_preference_score"), label, user,
+                                                          "final_preference_score"))
+    return rows
+
+
+def _turn(raw, position: int, label: str, user: str, per_pref: dict[int, list]) -> Turn:
+    field = f"turns[{position}]"
+    raw = _object(raw, label, user, field)
+    agent = raw.get("agent_response")
+    if not isinstance(agent, str):
+        raise BadInput("missing text", file=label, user=user, field=f"{field}.agent_response")
+    index = raw.get("turn", position + 1)
+    simulator = raw.get("user_simulator") or {}
+    evaluator = raw.get("preference_evaluator") or {}
+    return Turn(index, agent, simulator.get("feedback_type"), simulator.get("text"),
+                _number(evaluator.get("score"), label, user, f"{field}.preference_evaluator.score"),
+                per_pref.get(index, []), bool(simulator.get("fallback", False)))
+
+
+def _per_pref(path: Path, label: str, user: str) -> dict[int, list]:
+    """Per-turn per-preference judgments of the pref_judge record, if the release has one."""
+    if not path.exists():
+        return {}
+    data = _object(read_json(path, label), label, user)
+    return {t.get("turn"): t.get("per_pref") or [] for t in data.get("turns") or [] if isinstance(t, dict)}
+
+
+def _snapshot_statement(store: Store, root: Path, run: str, user: str, bench: Benchmark) -> tuple[Statement, dict]:
+    """The final store as a snapshot after the user's last task; returns its footprint too."""
+    label = f"memory/{run}/{user}/memories.json"
+    data = _object(read_json(root / label, label), label, user)
+    memories = data.get("memories")
+    if not isinstance(memories, list) or not all(isinstance(m, dict) for m in memories):
+        raise BadInput("missing list of memory objects", file=label, user=user, field="memories")
+    last_task = len(bench.tasks.get(user, ()))
+    footprint = {"n_items": len(memories), "chars": sum(len(str(m.get("content", ""))) for m in memories)}
+    return store.snapshot_statement(run, user, last_task, {"items": memories}, memories), footprint
+
+
+def _details(root: Path, label: str, user: str) -> list[dict]:
+    data = _object(read_json(root / label, label), label, user)
+    details = data.get("details")
+    if not isinstance(details, list):
+        raise BadInput("missing list of details", file=label, user=user, field="details")
+    for i, detail in enumerate(details):
+        detail = _object(detail, label, user, f"details[{i}]")
+        for key in ("category", "dimension"):
+            if not isinstance(detail.get(key), str):
+                raise BadInput("missing text", file=label, user=user, field=f"details[{i}].{key}")
+    return details
+
+
+def _reconstruction_statements(root: Path, label: str, run: str, mode: str, k: int, user: str,
+                               footprint: dict | None) -> list[Statement]:
+    rows = []
+    for i, d in enumerate(_details(root, label, user)):
+        score = _number(d.get("score"), label, user, f"details[{i}].score")
+        predicted = d.get("predicted")
+        # Our own exports say the status; published records only imply it.
+        status = d.get("status") if d.get("status") in STATUSES else (
+            "ok" if isinstance(predicted, str) and score is not None else "failed")
+        evidence = {"items": d.get("retrieved_memories") or []} if mode == "retrieve" else (footprint or {})
+        rows.append(("INSERT INTO reconstructions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (run, mode, k, "default", user, d["category"], d["dimension"], str(d.get("explanation") or ""),
+                      str(d.get("ground_truth") or ""), dumps(evidence), predicted if isinstance(predicted, str) else None,
+                      d.get("slot_fill_reason"), score, d.get("judge_reason"), status,
+                      d.get("error") or (None if status == "ok" else "imported record without a prediction or score"))))
+    return rows
+
+
+def _attribution_statements(root: Path, label: str, run: str, mode: str, k: int, user: str) -> list[Statement]:
+    rows = []
+    for i, d in enumerate(_details(root, label, user)):
+        attribution = _object(d.get("attribution"), label, user, f"details[{i}].attribution")
+        category = attribution.get("category")
+        if not isinstance(category, str):
+            raise BadInput("missing label", file=label, user=user, field=f"details[{i}].attribution.category")
+        rows.append(("INSERT INTO attributions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (run, mode, k, "default", user, d["category"], d["dimension"], category,
+                      _number(attribution.get("score", d.get("score")), label, user, f"details[{i}].attribution.score"),
+                      dumps(attribution.get("stages") or []), attribution.get("ep_index"),
+                      str(attribution.get("note") or ""))))
+    return rows
+
+
+def _oracle_statements(root: Path, label: str, user: str, bench: Benchmark) -> list[Statement]:
+    """Stage-0 verdicts, keyed like the ones attribution writes: by the targeted task's text hash."""
+    task_of = {t.target_dimension: t.text for t in bench.tasks.get(user, ())}
+    rows = []
+    for dimension, verdict in sorted(_object(read_json(root / label, label), label, user).items()):
+        verdict = _object(verdict, label, user, dimension)
+        if dimension not in task_of:
+            raise BadInput("no task of the user targets this dimension", file=label, user=user, field=dimension)
+        can_invite = verdict.get("can_invite")
+        rows.append(("INSERT OR REPLACE INTO oracle VALUES (?,?,?,?,?,?)",
+                     (bench.name, user, dimension, text_hash(task_of[dimension]),
+                      int(can_invite) if isinstance(can_invite, bool) else None, str(verdict.get("reason") or ""))))
+    return rows
+
+
+def _episode_number(path: Path) -> int:
+    match = EPISODE_FILE.fullmatch(path.name)
+    if match is None:
+        raise BadInput("expected episode_<i>.json", file=str(path))
+    return int(match.group(1))
+
+
+def _object(value, label: str, user: str, field: str | None = None) -> dict:
+    if not isinstance(value, dict):
+        raise BadInput("expected a JSON object", file=label, user=user, field=field)
+    return value
+
+
+def _number(value, label: str, user: str, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadInput(f"expected a number or null, got {value!r}", file=label, user=user, field=field)
+    return float(value)

@@ -1,2 +1,102 @@
-"""Commands: system_cmds."""
-COMMANDS: list = []
+"""Commands: serve (the embedded model server in the foreground) and cache stats / merge."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import orjson
+from rich.table import Table
+
+from memaudit.cli.common import console, current_settings, global_options, out, run
+from memaudit.errors import BadInput
+
+
+def serve_command(engine: str, *, port: int, threads: int, model_path: Path | None, model: str | None) -> list[str]:
+    """The server process to run: llama.cpp with the bundled model, or a hand-over to `vllm serve`."""
+    if engine == "vllm":
+        if not model:
+            raise BadInput("--engine vllm needs --model NAME (the model vLLM should load)", field="model")
+        vllm = shutil.which("vllm")
+        if vllm is None:
+            raise BadInput("vLLM is not installed here (it needs a GPU machine: pip install vllm); "
+                           "use --engine llamacpp for the embedded model", field="engine")
+        return [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", model]
+    from memaudit.llm.server import server_command
+    return server_command(port, threads=threads, model_path=model_path)
+
+
+@click.command("serve")
+@click.option("--port", type=int, default=8080, show_default=True)
+@click.option("--threads", type=int, default=2, show_default=True, help="CPU threads for llama.cpp")
+@click.option("--model-path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="another GGUF instead of the bundled SmolLM2-135M-Instruct")
+@click.option("--engine", type=click.Choice(["llamacpp", "vllm"]), default="llamacpp", show_default=True)
+@global_options
+def serve(port, threads, model_path, engine):
+    """Run an OpenAI-compatible model server on loopback in the foreground (Ctrl-C stops it)."""
+    model = (click.get_current_context().obj or {}).get("model")
+    cmd = serve_command(engine, port=port, threads=threads, model_path=model_path, model=model)
+    console.print(f"serving on http://127.0.0.1:{port}/v1  (use --base-url http://127.0.0.1:{port}/v1"
+                  f"{' --backend llamacpp' if engine == 'llamacpp' else ' --backend vllm'})", highlight=False)
+    proc = subprocess.Popen(cmd)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait()
+        raise
+    if code != 0:
+        sys.exit(code)
+
+
+@click.group("cache")
+def cache():
+    """The call cache in the store: statistics, and merging caches from other machines."""
+
+
+@cache.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+@global_options
+def stats(as_json):
+    """Per role: calls stored, failures, bytes, tokens, and cache hits/misses of artifacts."""
+    rows = run(_with_store, current_settings(), _stats)
+    if as_json:
+        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return
+    table = Table("role", "stored", "failed", "bytes", "prompt tok", "completion tok", "hits", "misses")
+    for r in rows:
+        table.add_row(r["role"], *(f"{r[c]:,}" for c in ("stored", "failed", "bytes", "prompt_tokens",
+                                                         "completion_tokens", "hits", "misses")))
+    out.print(table)
+
+
+@cache.command("merge")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@global_options
+def merge(sources):
+    """Add the calls and embeddings of other stores (SRC...) to this store; safe to repeat."""
+    for r in run(_with_store, current_settings(), _merge, list(sources)):
+        click.echo(f"{r['source']}: {r['calls_added']} calls added, {r['failures_replaced']} recorded failures "
+                   f"replaced by answers, {r['embeddings_added']} embeddings added")
+
+
+async def _with_store(settings, fn, *args):
+    from memaudit.store import open_store
+    async with open_store(settings.db) as store:
+        return await fn(store, *args)
+
+
+async def _stats(store):
+    from memaudit.llm.maintenance import cache_stats
+    return await cache_stats(store)
+
+
+async def _merge(store, sources):
+    from memaudit.llm.maintenance import merge_caches
+    return await merge_caches(store, sources)
+
+
+COMMANDS = [serve, cache]

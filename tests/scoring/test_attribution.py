@@ -1,0 +1,83 @@
+"""Failure attribution: every label's path, the shared oracle, stage failures."""
+from __future__ import annotations
+
+import pytest
+
+from memaudit.scoring.attribution import attribute_runs
+from memaudit.scoring.recovery import score_runs
+from tests.scoring.recorded import record, requests_for, runtime, script
+
+pytestmark = pytest.mark.anyio
+
+
+def slot(body) -> str:
+    text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    marker = "Slot: " if "Slot: " in text else "- slot: "
+    return text.split(marker, 1)[1].split("\n", 1)[0]
+
+
+def scripted(fake):
+    """skill_memory_dim_1 recovered; 2 task design; 3 memory; 4 agent; 5 simulator; 6 a broken stage."""
+    script(fake)
+    fake.on("recovery_judge", lambda b: {"score": 1.0 if slot(b) == "skill_memory_dim_1" else 0.0, "reason": "r"})
+    fake.on("oracle", lambda b: {"can_invite": slot(b) != "skill_memory_dim_2", "reason": "oracle says"})
+    fake.on("disclosure", lambda b: "{broken" if slot(b) == "skill_memory_dim_6" else
+            {"disclosed": slot(b) == "skill_memory_dim_3", "evidence": "a quote", "reason": "disclosure says"})
+    fake.on("elicitation", lambda b: {"label": "agent_elicitation_failure" if slot(b) == "skill_memory_dim_4"
+                                      else "simulator_too_strict", "evidence": "", "reason": "who stalled"})
+    return fake
+
+
+EXPECTED = {"skill_memory_dim_1": "ok", "skill_memory_dim_2": "task_design_failure",
+            "skill_memory_dim_3": "memory_failure", "skill_memory_dim_4": "agent_elicitation_failure",
+            "skill_memory_dim_5": "simulator_too_strict", "skill_memory_dim_6": "unclassified"}
+
+
+async def test_every_label_path_and_one_oracle_call_shared_by_systems_and_modes(settings, fake):
+    scripted(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full", "nomem"), users=1, tasks=6)
+        await score_runs(rt, ["longctx_full", "nomem"], ["dump_all", "retrieve"])
+        await attribute_runs(rt, ["longctx_full", "nomem"], ["dump_all", "retrieve"])
+        rows = {(a.run, a.mode, a.dimension): a for run in ("longctx_full", "nomem")
+                for a in await rt.store.load_attributions(run)}
+        oracle = await rt.store.fetchall("SELECT * FROM oracle")
+    assert {(run, mode) for run, mode, _ in rows} == {("longctx_full", "dump_all"), ("longctx_full", "retrieve"),
+                                                      ("nomem", "dump_all")}
+    for (run, mode, dimension), a in rows.items():
+        assert a.label == EXPECTED.get(dimension, "no_targeted_task"), (run, mode, dimension)
+    a = rows[("nomem", "dump_all", "skill_memory_dim_3")]
+    assert [s["name"] for s in a.stages] == ["oracle", "disclosure"] and a.stages[1]["evidence"] == "a quote"
+    assert a.ep_index == 3
+    stalled = rows[("nomem", "dump_all", "skill_memory_dim_5")]
+    assert [s["stage"] for s in stalled.stages] == [0, 1, 2] and stalled.stages[2]["reason"] == "who stalled"
+    broken = rows[("nomem", "dump_all", "skill_memory_dim_6")]
+    assert "invalid output from disclosure" in broken.note
+    # Five targets below 0.75 have a task: one oracle call each, however many systems and modes.
+    assert len(requests_for(fake, "oracle")) == 5 and len(oracle) == 5
+
+
+async def test_overflow_and_failed_reconstructions(settings, fake):
+    scripted(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=2)
+        await score_runs(rt, ["longctx_full"], ["dump_all"], context_window=300)
+        fake.on("recovery_judge", lambda b: {"score": 0.3, "reason": "off grid"})
+        await score_runs(rt, ["longctx_full"], ["retrieve"])
+        await attribute_runs(rt, ["longctx_full"], ["dump_all", "retrieve"])
+        dump = await rt.store.load_attributions("longctx_full", "dump_all")
+        retrieve = await rt.store.load_attributions("longctx_full", "retrieve")
+    assert {a.label for a in dump} == {"overflow"} and len(dump) == 31
+    assert {a.label for a in retrieve} == {"unclassified"}
+    assert all(a.note.startswith("reconstruction failed") for a in retrieve)
+
+
+async def test_attribution_resumes(settings, fake):
+    scripted(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("nomem",), users=1, tasks=6)
+        await score_runs(rt, ["nomem"], ["dump_all"])
+        await attribute_runs(rt, ["nomem"], ["dump_all"])
+        before = len(fake.requests)
+        await attribute_runs(rt, ["nomem"], ["dump_all"])
+    assert len(fake.requests) == before

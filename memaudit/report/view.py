@@ -1,0 +1,573 @@
+"""`memaudit view`: a static HTML report that makes the audit auditable.
+
+Page tree (every page small; a 50-user × 5-system release gives a few thousand files):
+
+    index.html                              Tables 2/3/4, footprint, gap, tokens, charts, users
+    runs/<run>.html                         per-user A, C, D, footprint, B per pass
+    runs/<run>/<pass>.html                  per-user B per category, attribution counts
+    runs/<run>/<pass>/<label>.html          the targets behind one Table 4 count (or overflow/failed)
+    runs/<run>/episodes/<user>.html         that user's episodes in this run
+    runs/<run>/memory/<user>.html           that user's final memory store
+    users/<bench>/<user>.html               every bank entry × every run and pass
+    users/<bench>/<user>/<dimension>.html   one target: task, transcripts, evidence, prediction,
+                                            judge, attribution stages
+
+Every Table 2/3/4 cell links one level down, and each level links further down to the target
+page, whose transcript turns carry anchors. The report reads the store only; it never calls a
+model. Output is deterministic: sorted iteration, no timestamps.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from memaudit.report import data
+from memaudit.report.data import Pass, Summary
+from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
+                                  score_class, slug, stacked_chart, table)
+from memaudit.scoring.tables import compute_tables
+from memaudit.store import Store, dumps
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
+
+INDEX = "index.html"
+LABEL_MARKS = {"ok": "", "memory_failure": "M", "task_design_failure": "T", "agent_elicitation_failure": "A",
+               "simulator_too_strict": "U", "no_targeted_task": "N", "unclassified": "?", "overflow": "O"}
+MODE_COLOURS = {"dump_all": "#1f5f8b", "retrieve": "#e07a2f"}
+
+
+async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> Path:
+    """Write the report for `runs` (default: every run in the store) into out_dir; returns index.html."""
+    out = Path(out_dir)
+    selected = await data.select_runs(store, runs)
+    summary = await data.load_summary(store, selected)
+    tables = await compute_tables(store, [r["run"] for r in selected])
+    writer = _Writer(out)
+    writer.copy_assets()
+    writer.write(INDEX, _index_page(summary, tables))
+    for run in summary.runs:
+        writer.write(_run_page(run["run"]), _run_overview(summary, run))
+        for p in summary.run_passes(run["run"]):
+            writer.write(_pass_page(p), _pass_overview(summary, run, p))
+            for name, targets in _target_lists(summary, p).items():
+                writer.write(_list_page(p, name), _target_list(summary, run, p, name, targets))
+    for bench, users in summary.users.items():
+        bench_runs = [r for r in summary.runs if r["bench"] == bench]
+        for user in users:
+            if not any(user["user_id"] in summary.run_users(r) for r in bench_runs):
+                continue
+            await _write_user(store, writer, summary, bench, bench_runs, user)
+    return out / INDEX
+
+
+class _Writer:
+    def __init__(self, root: Path):
+        self.root = root
+
+    def copy_assets(self) -> None:
+        target = self.root / "assets"
+        target.mkdir(parents=True, exist_ok=True)
+        source = resources.files("memaudit.report") / "assets"
+        for item in sorted(source.iterdir(), key=lambda i: i.name):
+            if item.is_file():
+                (target / item.name).write_bytes(item.read_bytes())
+
+    def write(self, rel: str, text: str) -> None:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+# -- page paths --------------------------------------------------------------------------------
+def _run_page(run: str) -> str:
+    return f"runs/{slug(run)}.html"
+
+
+def _pass_page(p: Pass) -> str:
+    return f"runs/{slug(p.run)}/{p.slug}.html"
+
+
+def _list_page(p: Pass, name: str) -> str:
+    return f"runs/{slug(p.run)}/{p.slug}/{slug(name)}.html"
+
+
+def _episodes_page(run: str, user: str) -> str:
+    return f"runs/{slug(run)}/episodes/{slug(user)}.html"
+
+
+def _memory_page(run: str, user: str) -> str:
+    return f"runs/{slug(run)}/memory/{slug(user)}.html"
+
+
+def _user_page(bench: str, user: str) -> str:
+    return f"users/{slug(bench)}/{slug(user)}.html"
+
+
+def _target_page(bench: str, user: str, dimension: str) -> str:
+    return f"users/{slug(bench)}/{slug(user)}/{slug(dimension)}.html"
+
+
+def _pass_anchor(p: Pass) -> str:
+    return f"{slug(p.run)}-{p.slug}"
+
+
+def _turn_anchor(run: str, task_idx: int, turn: int) -> str:
+    return f"{slug(run)}-e{task_idx}-t{turn}"
+
+
+# -- index -------------------------------------------------------------------------------------
+def _index_page(summary: Summary, tables: dict) -> str:
+    runs = {r["run"]: r for r in summary.runs}
+    parts = [_runs_section(summary)]
+    parts.append(_table2(summary, tables.get("table2") or [], runs))
+    parts.append(_table3(summary, tables.get("table3") or []))
+    parts.append(_table4(summary, tables.get("table4") or []))
+    for key, title in (("footprint", "Footprint distribution"), ("gap", "Per-user dump − retrieve gap"),
+                       ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B")):
+        parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(tables.get(key) or []))
+    parts.append(_users_section(summary))
+    return page(INDEX, "memaudit audit report", "\n".join(parts))
+
+
+def _runs_section(summary: Summary) -> str:
+    rows = []
+    for r in summary.runs:
+        cfg = r["config"] or {}
+        rows.append([link(INDEX, _run_page(r["run"]), esc(r["run"])), esc(r["system"]), esc(r["bench"]),
+                     esc(r["origin"]), f'<td class="n">{len(summary.run_users(r))}</td>',
+                     esc(", ".join(f"{k}={cfg[k]}" for k in ("tasks", "max_turns", "k", "tag") if k in cfg))])
+    return ("<h2>Runs</h2>" + table(["run", "system", "benchmark", "origin", "users", "config"], rows)
+            + '<p class="note">Every number below links to the rows it was computed from; follow the links '
+              "down to a single target and the transcript turns that did or did not reveal it.</p>")
+
+
+def _partial(row: dict) -> str:
+    flag = row.get("partial")
+    return ' <span class="badge partial">partial</span>' if flag else ""
+
+
+def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
+    body, charts = [], []
+    for row in rows:
+        known = row["run"] in runs
+        to_run = (lambda text: link(INDEX, _run_page(row["run"]), text)) if known else (lambda text: text)
+        cells = [to_run(esc(row["run"])) + _partial(row), esc(row.get("system")),
+                 to_run(str(row.get("users", "—"))), to_run(num(row.get("A"), 1)), to_run(num(row.get("D"), 2)),
+                 to_run(num(row.get("C"), 2))]
+        bars = []
+        for mode in ("dump_all", "retrieve"):
+            p = summary.find_pass(row["run"], mode, row.get("retrieve_k"))
+            text = mean_std(row.get(f"B_{mode}"), row.get(f"B_{mode}_std"))
+            cells.append(link(INDEX, _pass_page(p), text) if p else text)
+            bars.append((mode, row.get(f"B_{mode}"), row.get(f"B_{mode}_std")))
+        cells += [to_run(num(row.get("items"), 1)), to_run(num(row.get("chars"), 1))]
+        for mode in ("dump_all", "retrieve"):
+            p = summary.find_pass(row["run"], mode, row.get("retrieve_k"))
+            count = row.get(f"overflow_{mode}")
+            text = "—" if count is None else str(count)
+            cells.append(link(INDEX, _list_page(p, "status-overflow"), text) if p and count else text)
+        body.append([f'<td class="n">{c}</td>' if i > 1 else c for i, c in enumerate(cells)])
+        charts.append((row["run"], bars))
+    headers = ["run", "system", "users", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
+               "overflow full", "overflow top-k"]
+    return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
+            + table(headers, body, "nums")
+            + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
+
+
+def _table3(summary: Summary, rows: list[dict]) -> str:
+    body = []
+    for row in rows:
+        p = summary.find_pass(row["run"], row["mode"], row.get("k"))
+        cells = [esc(row["run"]) + _partial(row), esc(row.get("system")), esc(row["mode"])]
+        for key in (*CATEGORIES, "overall"):
+            text = mean_std(row.get(key), row.get(f"{key}_std"))
+            cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text, anchor=key) if p else text}</td>')
+        body.append(cells)
+    return ("<h2>Table 3 · recovery per category</h2>"
+            + table(["run", "system", "mode", *CATEGORIES, "overall"], body, "nums"))
+
+
+def _table4(summary: Summary, rows: list[dict]) -> str:
+    body, stacks = [], []
+    for row in rows:
+        p = summary.find_pass(row["run"], row["mode"], row.get("k"))
+        cells = [esc(row["run"]) + _partial(row), esc(row.get("system")), esc(row["mode"])]
+        for label in ATTRIBUTION_LABELS:
+            count = row.get(label)
+            text = "—" if count is None else str(count)
+            cells.append(f'<td class="n">{link(INDEX, _list_page(p, label), text) if p and count else text}</td>')
+        cells.append(f'<td class="n">{num(row.get("recovery_rate"))}</td>')
+        body.append(cells)
+        stacks.append((f"{row['run']} · {row['mode']}", {lb: row.get(lb) or 0 for lb in ATTRIBUTION_LABELS}))
+    return ("<h2>Table 4 · failure attribution</h2>"
+            + table(["run", "system", "mode", *ATTRIBUTION_LABELS, "recovery rate"], body, "nums")
+            + '<p class="note">recovery rate = ok / (ok + memory_failure).</p>'
+            + (stacked_chart("Attribution of every target", stacks, LABEL_COLOURS) if stacks else ""))
+
+
+def _generic_table(rows: list[dict]) -> str:
+    """A table of any list of flat rows; nested per-user breakdowns are left to the drill-down pages."""
+    if not rows:
+        return '<p class="muted">nothing recorded</p>'
+    keys = sorted({k for row in rows for k, v in row.items() if not isinstance(v, dict)},
+                  key=lambda k: (k not in ("run", "system", "role", "mode"), k))
+    return table(keys, [[f'<td class="n">{_value(row.get(k))}</td>' if i else esc(row.get(k))
+                         for i, k in enumerate(keys)] for row in rows], "nums")
+
+
+def _value(value) -> str:
+    if isinstance(value, float):
+        return num(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    return "—" if value is None else esc(value)
+
+
+def _users_section(summary: Summary) -> str:
+    parts = ["<h2>Users</h2>"]
+    for bench, users in summary.users.items():
+        bench_runs = [r for r in summary.runs if r["bench"] == bench]
+        shown = [u for u in users if any(u["user_id"] in summary.run_users(r) for r in bench_runs)]
+        items = "".join(f"<li>{link(INDEX, _user_page(bench, u['user_id']), esc(u['user_id']))}</li>" for u in shown)
+        parts.append(f"<h3>benchmark {esc(bench)}</h3><ul class=\"links\">{items}</ul>")
+    return "".join(parts)
+
+
+# -- run and pass pages ------------------------------------------------------------------------
+def _run_overview(summary: Summary, run: dict) -> str:
+    path = _run_page(run["run"])
+    passes = summary.run_passes(run["run"])
+    rows = []
+    for user in summary.run_users(run):
+        m = summary.metrics[run["run"]].get(user)
+        episodes = _episodes_page(run["run"], user)
+        row = [link(path, _user_page(run["bench"], user), esc(user)),
+               link(path, episodes, f"{m.episodes if m else 0} episodes")]
+        row += [link(path, episodes, text) for text in
+                (num(m.A * 100 if m else None, 1), num(m and m.C, 2), num(m and m.D, 2))]
+        row += [link(path, _memory_page(run["run"], user), num(m and m.items, 0)), num(m and m.chars, 1)]
+        for p in passes:
+            rec = summary.recovery[p].get(user)
+            row.append(link(path, _user_page(run["bench"], user), num(rec and rec.B), anchor=_pass_anchor(p)))
+        rows.append([c if i < 2 else f'<td class="n">{c}</td>' for i, c in enumerate(row)])
+    cfg = dl([("system", esc(run["system"])), ("benchmark", esc(run["bench"])), ("origin", esc(run["origin"])),
+              ("config", f"<code>{esc(dumps(run['config']))}</code>")])
+    pass_links = " · ".join(link(path, _pass_page(p), esc(p.name)) for p in passes) or "not scored"
+    headers = ["user", "episodes", "A (%)", "C", "D (/5)", "items", "chars/item", *[f"B {p.name}" for p in passes]]
+    return page(path, f"run {run['run']}",
+                cfg + f"<p>scoring passes: {pass_links}</p><h2>Per user</h2>" + table(headers, rows, "nums")
+                + '<p class="note">A = satisfied episodes / all; C = mean assistant replies per episode; D = mean of '
+                  "scorable turn preference scores; items/chars from the final memory snapshot; B category-balanced, "
+                  "overflow counted as 0, failed left out.</p>",
+                [(INDEX, "report")])
+
+
+def _pass_overview(summary: Summary, run: dict, p: Pass) -> str:
+    path = _pass_page(p)
+    rows, counts = [], {}
+    for user in summary.run_users(run):
+        rec = summary.recovery[p].get(user)
+        cells = [link(path, _user_page(run["bench"], user), esc(user), anchor=_pass_anchor(p))]
+        for category in CATEGORIES:
+            value = rec.categories.get(category) if rec else None
+            cells.append(f'<td class="n {score_class(value)}">{num(value)}</td>')
+        statuses = [r["status"] for r in summary.scores[p].get(user, {}).values()]
+        cells.append(f'<td class="n">{num(rec and rec.B)}</td>')
+        cells += [f'<td class="n">{statuses.count(s)}</td>' for s in ("ok", "overflow", "failed")]
+        rows.append(cells)
+    for name, targets in _target_lists(summary, p).items():
+        counts[name] = len(targets)
+    list_links = " · ".join(f"{link(path, _list_page(p, name), esc(name))} ({n})" for name, n in counts.items())
+    headers = ["user", *CATEGORIES, "B", "ok", "overflow", "failed"]
+    ids = "".join(f'<span id="{c}"></span>' for c in (*CATEGORIES, "overall"))
+    return page(path, f"{run['run']} · {p.name}",
+                f"<p>targets by attribution label or status: {list_links or 'none'}</p>{ids}"
+                + "<h2>Per user and category</h2>" + table(headers, rows, "nums"),
+                [(INDEX, "report"), (_run_page(run["run"]), run["run"])])
+
+
+def _target_lists(summary: Summary, p: Pass) -> dict[str, list[tuple[str, str]]]:
+    """Targets (user, dimension) per attribution label, plus those whose reconstruction overflowed or failed."""
+    lists: dict[str, list[tuple[str, str]]] = {}
+    for user, labels in sorted(summary.labels[p].items()):
+        for dimension, label in sorted(labels.items()):
+            lists.setdefault(label, []).append((user, dimension))
+    for user, scored in sorted(summary.scores[p].items()):
+        for dimension, row in sorted(scored.items()):
+            if row["status"] in ("overflow", "failed"):
+                lists.setdefault(f"status-{row['status']}", []).append((user, dimension))
+    order = [*ATTRIBUTION_LABELS, "status-overflow", "status-failed"]
+    return {name: lists[name] for name in sorted(lists, key=lambda n: (order.index(n) if n in order else 99, n))}
+
+
+def _target_list(summary: Summary, run: dict, p: Pass, name: str, targets: list[tuple[str, str]]) -> str:
+    path = _list_page(p, name)
+    rows = []
+    for user, dimension in targets:
+        row = summary.scores[p].get(user, {}).get(dimension, {})
+        rows.append([link(path, _user_page(run["bench"], user), esc(user)), esc(row.get("category", "")),
+                     link(path, _target_page(run["bench"], user, dimension), esc(dimension), anchor=_pass_anchor(p)),
+                     f'<td class="n {score_class(row.get("score"))}">{num(row.get("score"), 2)}</td>',
+                     esc(row.get("status", "")), esc(row.get("label", ""))])
+    return page(path, f"{run['run']} · {p.name} · {name}",
+                f"<p>{len(targets)} targets.</p>"
+                + table(["user", "category", "dimension", "score", "status", "prediction"], rows),
+                [(INDEX, "report"), (_run_page(run["run"]), run["run"]), (_pass_page(p), p.name)])
+
+
+# -- user pages --------------------------------------------------------------------------------
+async def _write_user(store: Store, writer: _Writer, summary: Summary, bench: str, runs: list[dict],
+                      user: dict) -> None:
+    uid = user["user_id"]
+    runs = [r for r in runs if uid in summary.run_users(r)]
+    detail = await data.load_user_detail(store, [r["run"] for r in runs], uid)
+    writer.write(_user_page(bench, uid), _user_grid(summary, bench, runs, user))
+    for run in runs:
+        writer.write(_episodes_page(run["run"], uid), _episode_list(bench, run, user, detail))
+        snapshot = await store.last_snapshot(run["run"], uid)
+        writer.write(_memory_page(run["run"], uid), _memory_store(bench, run, uid, snapshot))
+    tasks_by_dim: dict[str, list[dict]] = {}
+    for task in user["tasks"]:
+        tasks_by_dim.setdefault(task["target_dimension"], []).append(task)
+    entries = {e["dimension"]: e for e in user["bank"]}
+    for dimension in sorted(set(entries) | set(tasks_by_dim)):
+        writer.write(_target_page(bench, uid, dimension),
+                     _target(summary, bench, runs, user, entries.get(dimension), dimension,
+                             tasks_by_dim.get(dimension, []), detail))
+
+
+def _grid_cell(path: str, bench: str, uid: str, p: Pass, dimension: str, row: dict | None,
+               label: str | None) -> str:
+    if row is None:
+        return '<td class="cell snone">—</td>'
+    status = row["status"]
+    if status == "overflow":
+        cls, text = "ovf", "overflow"
+    elif status == "failed":
+        cls, text = "fail", "failed"
+    else:
+        cls, text = score_class(row["score"]), num(row["score"], 2)
+    mark = LABEL_MARKS.get(label or "", label or "")
+    text += f'<span class="mark">{esc(mark)}</span>' if mark else ""
+    title = f' title="{esc(label)}"' if label else ""
+    return (f'<td class="cell {cls}"{title}>'
+            f'{link(path, _target_page(bench, uid, dimension), text, anchor=_pass_anchor(p))}</td>')
+
+
+def _user_grid(summary: Summary, bench: str, runs: list[dict], user: dict) -> str:
+    uid = user["user_id"]
+    path = _user_page(bench, uid)
+    passes = [p for r in runs for p in summary.run_passes(r["run"])]
+    rows = []
+    for category in CATEGORIES:
+        for entry in (e for e in user["bank"] if e["category"] == category):
+            dim = entry["dimension"]
+            cells = [esc(category), link(path, _target_page(bench, uid, dim), esc(dim)), esc(entry["short"])]
+            cells += [_grid_cell(path, bench, uid, p, dim, summary.scores[p].get(uid, {}).get(dim),
+                                 summary.labels[p].get(uid, {}).get(dim)) for p in passes]
+            rows.append(cells)
+    b_row = ["", "<b>B</b>", ""] + [
+        f'<td class="cell" id="{_pass_anchor(p)}"><b>{num(_user_b(summary, p, uid))}</b></td>' for p in passes]
+    rows.append(b_row)
+    headers = ["category", "dimension", "ground truth", *[f"{p.run} · {p.name}" for p in passes]]
+    legend = ", ".join(f"{m} = {lb}" for lb, m in LABEL_MARKS.items() if m)
+    episode_links = " · ".join(link(path, _episodes_page(r["run"], uid), esc(r["run"])) for r in runs)
+    return page(path, f"user {uid}",
+                _persona(user["persona"]) + f"<p>episodes per run: {episode_links}</p>"
+                + "<h2>Bank entries across systems and access modes</h2>" + table(headers, rows, "grid")
+                + f'<p class="note">Cells: judge score (colour by rubric level), striped = overflow, dark = failed; '
+                  f"letter = attribution label ({esc(legend)}). Each cell opens the target's page.</p>",
+                [(INDEX, "report")])
+
+
+def _user_b(summary: Summary, p: Pass, uid: str) -> float | None:
+    rec = summary.recovery[p].get(uid)
+    return rec.B if rec else None
+
+
+def _persona(persona) -> str:
+    if not isinstance(persona, dict) or not persona:
+        return ""
+    pairs = [(str(k), esc(v if isinstance(v, str) else dumps(v))) for k, v in sorted(persona.items())]
+    return f"<details><summary>persona</summary>{dl(pairs)}</details>"
+
+
+def _episode_list(bench: str, run: dict, user: dict, detail: dict) -> str:
+    uid = user["user_id"]
+    path = _episodes_page(run["run"], uid)
+    tasks = {t["idx"]: t for t in user["tasks"]}
+    rows = []
+    for (run_name, idx), ep in sorted(detail["episodes"].items()):
+        if run_name != run["run"]:
+            continue
+        task = tasks.get(idx)
+        scores = [t["preference_score"] for t in ep["turns"] if t["preference_score"] is not None]
+        target = (link(path, _target_page(bench, uid, task["target_dimension"]), esc(task["target_dimension"]),
+                       anchor=f"{slug(run['run'])}-e{idx}") if task else "—")
+        rows.append([f'<td class="n">{idx}</td>', esc(ep["task"]), target, esc(ep["end_reason"]),
+                     f'<td class="n">{ep["n_turns"]}</td>',
+                     f'<td class="n">{num(sum(scores) / len(scores), 2) if scores else "—"}</td>'])
+    return page(path, f"{run['run']} · {uid} · episodes",
+                table(["#", "task", "target (opens the transcript)", "end", "turns", "mean preference"], rows),
+                [(INDEX, "report"), (_run_page(run["run"]), run["run"]), (_user_page(bench, uid), uid)])
+
+
+def _memory_store(bench: str, run: dict, uid: str, snapshot: dict | None) -> str:
+    path = _memory_page(run["run"], uid)
+    if snapshot is None:
+        body = '<p class="muted">no memory snapshot recorded</p>'
+    else:
+        items = "".join(f"<li>{_item(item)}</li>" for item in snapshot["items"])
+        body = (f"<p>{snapshot['n_items']} items, {num(snapshot['avg_chars'], 1)} chars/item, after task "
+                f"{snapshot['task_idx']}.</p><ol class=\"items\">{items}</ol>")
+    return page(path, f"{run['run']} · {uid} · final memory", body,
+                [(INDEX, "report"), (_run_page(run["run"]), run["run"]), (_user_page(bench, uid), uid)])
+
+
+def _item(item) -> str:
+    if not isinstance(item, dict):
+        return esc(dumps(item))
+    rest = {k: v for k, v in item.items() if k != "content"}
+    fields = f'<div class="muted">{esc(dumps(rest))}</div>' if rest else ""
+    return f"{esc(item.get('content', ''))}{fields}"
+
+
+# -- target page -------------------------------------------------------------------------------
+def _target(summary: Summary, bench: str, runs: list[dict], user: dict, entry: dict | None, dimension: str,
+            tasks: list[dict], detail: dict) -> str:
+    uid = user["user_id"]
+    path = _target_page(bench, uid, dimension)
+    head = [("dimension", esc(dimension))]
+    if entry:
+        head += [("category", esc(entry["category"])), ("ground truth", f"<b>{esc(entry['short'])}</b>"),
+                 ("explanation", esc(entry["explanation"]))]
+    else:
+        head.append(("bank", '<span class="muted">not in this user\'s bank</span>'))
+    for task in tasks:
+        head += [(f"task {task['idx']}", esc(task["text"])), ("rationale", esc(task["rationale"]))]
+    if not tasks:
+        head.append(("task", '<span class="muted">no task targets this dimension</span>'))
+    parts = [f'<div class="card">{dl(head)}</div>', _target_summary(path, runs, summary, uid, dimension)]
+    recons = detail["recons"].get(dimension, [])
+    for run in runs:
+        parts.append(f'<h2 id="{slug(run["run"])}">{esc(run["run"])} <span class="muted">({esc(run["system"])})'
+                     "</span></h2>")
+        cited: dict[int, list[str]] = {}
+        for r in (r for r in recons if r["run"] == run["run"]):
+            p = Pass(r["run"], r["mode"], r["k"])
+            attribution = detail["attributions"].get((r["run"], r["mode"], r["k"], dimension))
+            parts.append(_reconstruction(path, run, uid, p, r, attribution))
+            for turn, why in _cited_turns(attribution, detail, run["run"], tasks).items():
+                cited.setdefault(turn, []).extend(why)
+        for task in tasks:
+            episode = detail["episodes"].get((run["run"], task["idx"]))
+            parts.append(_transcript(run["run"], task["idx"], episode, cited))
+    return page(path, f"{uid} · {dimension}", "\n".join(parts),
+                [(INDEX, "report"), (_user_page(bench, uid), uid)])
+
+
+def _target_summary(path: str, runs: list[dict], summary: Summary, uid: str, dimension: str) -> str:
+    rows = []
+    for run in runs:
+        for p in summary.run_passes(run["run"]):
+            row = summary.scores[p].get(uid, {}).get(dimension)
+            if row is None:
+                continue
+            label = summary.labels[p].get(uid, {}).get(dimension)
+            rows.append([link(path, _run_page(run["run"]), esc(run["run"])),
+                         link(path, path, esc(p.name), anchor=_pass_anchor(p)),
+                         f'<td class="n {score_class(row["score"])}">{num(row["score"], 2)}</td>',
+                         esc(row["status"]), esc(row["label"]), esc(label or "")])
+    if not rows:
+        return '<p class="muted">not scored in any selected run</p>'
+    return table(["run", "pass", "score", "status", "prediction", "attribution"], rows)
+
+
+def _reconstruction(path: str, run: dict, uid: str, p: Pass, r: dict, attribution: dict | None) -> str:
+    evidence = r["evidence"] or {}
+    if p.mode == "dump_all":
+        memory = link(path, _memory_page(run["run"], uid), "the whole final store")
+        shown = (f"{memory}: {esc(evidence.get('n_items', '?'))} items, "
+                 f"{esc(evidence.get('chars', '?'))} characters")
+    else:
+        items = evidence.get("items") or []
+        shown = (f"top-{p.k} retrieved items ({len(items)})<ol class=\"items\">"
+                 + "".join(f"<li>{_item(i)}</li>" for i in items) + "</ol>") if items else "no items retrieved"
+    rows = [("status", esc(r["status"]) + (f' <span class="muted">{esc(r["error"])}</span>' if r["error"] else "")),
+            ("memory read", shown),
+            ("prediction", f"<b>{esc(r['label'])}</b>" if r["label"] is not None else "—"),
+            ("reader's reason", esc(r["reason"])),
+            ("judge score", f'<span class="badge {score_class(r["score"])}">{num(r["score"], 2)}</span>'),
+            ("judge's reason", esc(r["judge_reason"]))]
+    if attribution:
+        rows.append(("attribution", f"<b>{esc(attribution['label'])}</b>"
+                     + (f" · episode {attribution['ep_index']}" if attribution["ep_index"] is not None else "")
+                     + (f' <span class="muted">{esc(attribution["note"])}</span>' if attribution["note"] else "")))
+        rows += [(f"stage {_stage_name(i, s)}", _stage(s)) for i, s in enumerate(attribution["stages"] or [])]
+    return f'<div class="pass" id="{_pass_anchor(p)}"><h3>{esc(p.name)}</h3>{dl(rows)}</div>'
+
+
+def _stage_name(position: int, stage) -> str:
+    if isinstance(stage, dict):
+        for key in ("stage", "name"):
+            if key in stage:
+                return str(stage[key])
+    return str(position)
+
+
+def _stage(stage) -> str:
+    if not isinstance(stage, dict):
+        return f"<pre>{esc(dumps(stage))}</pre>"
+    return dl([(k, esc(v) if isinstance(v, str) else f"<code>{esc(dumps(v))}</code>")
+               for k, v in sorted(stage.items()) if k not in ("stage",)])
+
+
+def _cited_turns(attribution: dict | None, detail: dict, run: str, tasks: list[dict]) -> dict[int, list[str]]:
+    """Turns an attribution stage points at: by a turn number, or by quoting their text."""
+    if not attribution:
+        return {}
+    turns = [t for task in tasks for t in (detail["episodes"].get((run, task["idx"])) or {}).get("turns", [])]
+    cited: dict[int, list[str]] = {}
+    for i, stage in enumerate(attribution["stages"] or []):
+        name = f"{attribution['mode']} stage {_stage_name(i, stage)}"
+        for key, value in _leaves(stage):
+            if "turn" in key and isinstance(value, int) and not isinstance(value, bool):
+                cited.setdefault(value, []).append(name)
+            elif isinstance(value, str) and len(value.strip()) >= 12:
+                quote = value.strip().strip('"“”').lower()
+                for t in turns:
+                    if quote in (t["user_text"] or "").lower() or quote in t["assistant"].lower():
+                        cited.setdefault(t["turn"], []).append(name)
+    return cited
+
+
+def _leaves(value, key: str = ""):
+    if isinstance(value, dict):
+        for k, v in sorted(value.items()):
+            yield from _leaves(v, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v, key)
+    else:
+        yield key, value
+
+
+def _transcript(run: str, task_idx: int, episode: dict | None, cited: dict[int, list[str]]) -> str:
+    anchor = f"{slug(run)}-e{task_idx}"
+    if episode is None:
+        return f'<p id="{anchor}" class="muted">episode {task_idx}: not run</p>'
+    turns = []
+    for t in episode["turns"]:
+        why = sorted(set(cited.get(t["turn"], [])))
+        note = f'<div class="muted">cited by {esc(", ".join(why))}</div>' if why else ""
+        fallback = ' <span class="badge">simulator fallback</span>' if t["fallback"] else ""
+        score = "unscorable" if t["preference_score"] is None else f"preference {num(t['preference_score'], 2)}"
+        turns.append(
+            f'<div class="turn{" cited" if why else ""}" id="{_turn_anchor(run, task_idx, t["turn"])}">'
+            f'<div class="who">turn {t["turn"]}<br>assistant</div><div class="text">{esc(t["assistant"])}'
+            f'<div class="muted">{score}</div></div>'
+            f'<div class="who">user<br><span class="badge">{esc(t["feedback_type"])}</span></div>'
+            f'<div class="text">{esc(t["user_text"])}{fallback}{note}</div></div>')
+    summary = (f"transcript of episode {task_idx}: {esc(episode['end_reason'])}, {episode['n_turns']} turns"
+               + (f" ({esc(episode['error'])})" if episode["error"] else ""))
+    return f'<details open id="{anchor}"><summary>{summary}</summary>{"".join(turns)}</details>'

@@ -16,10 +16,6 @@ from memaudit.cli.common import current_settings, global_options, run
 from memaudit.errors import BadInput
 from memaudit.runtime import open_runtime
 
-# Systems whose search calls a model (memt's ReAct policy); the others only need embeddings.
-SEARCH_NEEDS_MODEL = ("memt",)
-
-
 def read_store(path: Path) -> list[dict]:
     try:
         data = orjson.loads(path.read_bytes())
@@ -54,7 +50,8 @@ def read_queries(path: Path) -> list[dict]:
 
 
 async def search_store(settings, system: str, memories: list[dict], queries: list[dict], k: int) -> list[dict]:
-    async with open_runtime(settings, needs_model=system in SEARCH_NEEDS_MODEL) as rt:
+    # Only memt's search calls a model (its ReAct policy); the runtime starts a server on first use.
+    async with open_runtime(settings) as rt:
         adapter = get_adapter(system)(AdapterContext(rt.llm, rt.embedder, scope=f"search/{system}"))
         await adapter.load_items(memories)
         return [{"id": q["id"], "results": [item.to_json() for item in await adapter.search(q["query"], k)]}

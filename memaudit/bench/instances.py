@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memaudit.bench.files import read_json
-from memaudit.bench.pool import load_pool, parse_pool
+from memaudit.bench.pool import BUNDLED_POOL, load_pool, parse_pool
 from memaudit.bench.validate import check_benchmark
 from memaudit.errors import BadInput
 from memaudit.types import BankEntry, Benchmark, PoolEntry, Task, User
@@ -161,6 +161,11 @@ def _read_tasks(path: Path, label: str, user_id: str, problems: list[str]) -> tu
     return tuple(tasks)
 
 
+def _sample_pool() -> Path | None:
+    """The sample's own pool file, else the bundled pool its banks were drawn from."""
+    return None if (SAMPLE_DIR / POOL_FILE).exists() else BUNDLED_POOL
+
+
 def _text(record: dict, key: str) -> str:
     """A text field; anything else (missing, null, a number) reads as empty and fails the checks."""
     value = record.get(key)
@@ -174,7 +179,7 @@ async def resolve_bench(store, ref: str) -> Benchmark:
         stored = await store.load_benchmark(SAMPLE_NAME)
         if stored is not None:
             return stored
-        bench = load_release_benchmark(SAMPLE_DIR, name=SAMPLE_NAME)
+        bench = load_release_benchmark(SAMPLE_DIR, name=SAMPLE_NAME, pool_path=_sample_pool())
         await store.save_benchmark(bench)
         return bench
     if Path(ref).is_dir():
@@ -199,9 +204,10 @@ async def resolve_bench(store, ref: str) -> Benchmark:
 async def validate_bench(store, ref: str, *, pool_path: str | Path | None = None,
                          tasks_dir: str | None = None) -> list[str]:
     """Every problem of the benchmark `ref` (same references as resolve_bench); nothing is imported."""
-    if ref == SAMPLE_NAME or Path(ref).is_dir():
-        root = SAMPLE_DIR if ref == SAMPLE_NAME else Path(ref)
-        return read_release(root, tasks_dir=tasks_dir, pool_path=pool_path)[1]
+    if ref == SAMPLE_NAME:
+        return read_release(SAMPLE_DIR, name=SAMPLE_NAME, pool_path=pool_path or _sample_pool())[1]
+    if Path(ref).is_dir():
+        return read_release(ref, tasks_dir=tasks_dir, pool_path=pool_path)[1]
     bench = await store.load_benchmark(ref)
     if bench is None:
         raise BadInput(f"unknown benchmark {ref!r}: not a directory, nor a benchmark in the store", field="bench")

@@ -1,0 +1,128 @@
+"""import-release from the published layout, and export back into it."""
+from __future__ import annotations
+
+import hashlib
+
+import orjson
+import pytest
+
+from memaudit.bench.release import export_runs, import_release
+from memaudit.errors import BadInput
+from memaudit.llm.cache import text_hash
+from memaudit.store import open_store
+from tests.bench.release_fixture import write_release
+
+RUNS = ("amem_pooled_50", "memt_memonly_pooled_50", "nomem_pooled_50")
+pytestmark = pytest.mark.anyio
+
+
+async def _table_counts(store):
+    tables = ("benchmarks", "users", "tasks", "runs", "episodes", "turns", "snapshots", "reconstructions",
+              "attributions", "oracle")
+    return {t: (await store.fetchone(f"SELECT COUNT(*) AS n FROM {t}"))["n"] for t in tables}
+
+
+async def test_import_release_reads_every_raw_record(tmp_path):
+    root = write_release(tmp_path / "pub", users=2, runs=RUNS, turns=3)
+    async with open_store(tmp_path / "s.db") as store:
+        assert await import_release(store, root) == sorted(RUNS)
+        run = await store.get_run("memt_memonly_pooled_50")
+        assert (run["system"], run["bench"], run["origin"]) == ("memt", "pub", "import")
+        assert run["config"]["users"] == ["user_001", "user_002"]
+        counts = await _table_counts(store)
+        assert counts["episodes"] == 3 * 2 * 31 and counts["snapshots"] == 3 * 2
+        assert counts["reconstructions"] == (3 + 2) * 2 * 31  # nomem has no retrieve report
+        assert counts["attributions"] == counts["reconstructions"] and counts["oracle"] == 2 * 31
+
+        episode = orjson.loads((root / "history/amem_pooled_50/user_002/episode_7.json").read_bytes())
+        [loaded] = [e for e in await store.load_episodes("amem_pooled_50", "user_002") if e.task_index == 7]
+        assert loaded.end_reason == episode["end_reason"] and len(loaded.turns) == len(episode["turns"])
+        assert [t.preference_score for t in loaded.turns] == [t["preference_evaluator"]["score"] for t in episode["turns"]]
+        assert loaded.turns[0].per_pref == [{"idx": 0, "score": 4}]
+
+        snap = await store.last_snapshot("amem_pooled_50", "user_001")
+        assert snap["task_idx"] == 31 and snap["n_items"] == 3 and snap["avg_chars"] == 60
+
+        recon = orjson.loads((root / "output/amem_pooled_50_retrieve/recon_judge/user_001.json").read_bytes())
+        loaded = await store.load_reconstructions("amem_pooled_50", "retrieve", user_id="user_001")
+        assert {r.k for r in loaded} == {5} and {r.status for r in loaded} == {"ok"}
+        by_dim = {r.dimension: r for r in loaded}
+        for d in recon["details"]:
+            assert by_dim[d["dimension"]].score == d["score"] and by_dim[d["dimension"]].label == d["predicted"]
+        assert by_dim["skill_axis_0"].evidence["items"][0]["id"] == "m0"
+        dump = await store.load_reconstructions("amem_pooled_50", "dump_all", user_id="user_001")
+        assert {r.k for r in dump} == {0} and dump[0].evidence == {"n_items": 3, "chars": 180}
+
+        labels = {a.label for a in await store.load_attributions("amem_pooled_50")}
+        assert labels <= {"ok", "memory_failure"}
+        bench = await store.load_benchmark("pub")
+        task = bench.tasks["user_001"][0]
+        row = await store.fetchone("SELECT can_invite FROM oracle WHERE user_id='user_001' AND dimension=? AND task_hash=?",
+                                   (task.target_dimension, text_hash(task.text)))
+        assert row["can_invite"] == 0  # the fixture's task 1 of every fifth is false
+
+
+@pytest.mark.parametrize("damage, named", [
+    (lambda r: (r / "history/amem_pooled_50/user_002/episode_5.json").write_text('{"user_id": "user_0'),
+     "history/amem_pooled_50/user_002/episode_5.json"),
+    (lambda r: (r / "memory/nomem_pooled_50/user_001/memories.json").write_text("[]"),
+     "memory/nomem_pooled_50/user_001/memories.json"),
+    (lambda r: (r / "output/amem_pooled_50_retrieve/attribution/user_002.json").write_text('{"details": [{}]}'),
+     "output/amem_pooled_50_retrieve/attribution/user_002.json"),
+    (lambda r: (r / "history/amem_pooled_50/user_009").mkdir(), "user_009"),
+    (lambda r: (r / "benchmark_data/CustomTasksPooledFinal/user_001.json").unlink(), "user_001"),
+])
+async def test_a_damaged_file_is_named_and_nothing_is_written(tmp_path, damage, named):
+    root = write_release(tmp_path / "pub", users=2, runs=("amem_pooled_50", "nomem_pooled_50"))
+    damage(root)
+    async with open_store(tmp_path / "s.db") as store:
+        before = await _table_counts(store)
+        with pytest.raises(BadInput, match=named):
+            await import_release(store, root)
+        assert await _table_counts(store) == before
+
+
+async def test_importing_twice_is_refused(tmp_path):
+    root = write_release(tmp_path / "pub", users=1, runs=("mem0_pooled_50",))
+    async with open_store(tmp_path / "s.db") as store:
+        await import_release(store, root)
+        with pytest.raises(BadInput, match="already in the store"):
+            await import_release(store, root)
+
+
+def _tree_digest(root):
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def test_export_round_trips_and_is_byte_identical(tmp_path):
+    root = write_release(tmp_path / "pub", users=2, runs=("amem_pooled_50", "nomem_pooled_50"))
+    async with open_store(tmp_path / "a.db") as store:
+        await import_release(store, root)
+        assert await export_runs(store, None, tmp_path / "out1") == ["amem_pooled_50", "nomem_pooled_50"]
+        await export_runs(store, None, tmp_path / "out2")
+        originals = {r: await store.load_reconstructions(r) for r in ("amem_pooled_50", "nomem_pooled_50")}
+        episodes = await store.load_episodes("amem_pooled_50")
+    assert _tree_digest(tmp_path / "out1") == _tree_digest(tmp_path / "out2")
+    out = tmp_path / "out1"
+    episode = orjson.loads((out / "history/amem_pooled_50/user_001/episode_1.json").read_bytes())
+    assert set(episode) == {"user_id", "task", "ground_truth", "end_reason", "final_preference_score", "turns"}
+    assert set(episode["turns"][0]) == {"turn", "agent_response", "user_simulator", "preference_evaluator"}
+    recon = orjson.loads((out / "output/amem_pooled_50_retrieve/recon_judge/user_001.json").read_bytes())
+    assert set(recon["per_category"]) == {"skill_memory", "knowledge_memory", "episodic_memory", "self_model",
+                                          "assistance_preference"}
+    assert (out / "output/_task_design_oracle/user_002.json").exists()
+    assert not list(out.rglob("*_merged.json"))
+
+    async with open_store(tmp_path / "b.db") as store:
+        assert await import_release(store, out, name="again") == ["amem_pooled_50", "nomem_pooled_50"]
+        for run, recons in originals.items():
+            assert await store.load_reconstructions(run) == recons
+        assert await store.load_episodes("amem_pooled_50") == episodes
+        assert len(await store.load_attributions("amem_pooled_50")) == 2 * 2 * 31
+
+
+async def test_export_refuses_unknown_runs(tmp_path):
+    async with open_store(tmp_path / "s.db") as store:
+        with pytest.raises(BadInput, match="no such run"):
+            await export_runs(store, ["nope"], tmp_path / "out")

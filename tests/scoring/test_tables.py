@@ -221,3 +221,57 @@ def test_cli_json_only_and_errors(tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("memaudit: error:") and "nope" in err and "\n" not in err
+
+
+def test_imported_release_tables_match_its_raw_files(tmp_path):
+    """Table 2, 3 and 4 of an imported release equal what its raw per-user files say."""
+    from memaudit.bench.release_import import import_release
+    from tests.bench.release_fixture import write_release
+
+    root = write_release(tmp_path / "release", users=4, runs=("amem_pooled_4", "nomem_pooled_4"), turns=4, seed=3)
+
+    async def go():
+        store = await Store.open(tmp_path / "imported.db")
+        try:
+            await import_release(store, root)
+            return await compute_tables(store, bootstrap=200)
+        finally:
+            await store.close()
+    t = anyio.run(go)
+
+    def load(path):
+        return orjson.loads(path.read_bytes())
+
+    users = [f"user_{i:03d}" for i in range(1, 5)]
+    per_user = {"A": [], "D": [], "C": [], "B": [], "items": [], "chars": []}
+    counts = {"ok": 0, "memory_failure": 0}
+    for u in users:
+        episodes = [load(root / "history" / "amem_pooled_4" / u / f"episode_{i}.json") for i in range(1, 32)]
+        per_user["A"].append(sum(e["end_reason"] == "satisfied" for e in episodes) / 31)
+        per_user["C"].append(sum(len(e["turns"]) for e in episodes) / 31)
+        scores = [t["preference_evaluator"]["score"] for e in episodes for t in e["turns"]
+                  if t["preference_evaluator"]["score"] is not None]
+        per_user["D"].append(sum(scores) / len(scores))
+        memories = load(root / "memory" / "amem_pooled_4" / u / "memories.json")["memories"]
+        per_user["items"].append(len(memories))
+        per_user["chars"].append(sum(len(m["content"]) for m in memories) / len(memories))
+        details = load(root / "output" / "amem_pooled_4" / "recon_judge" / f"{u}.json")["details"]
+        means = [statistics.mean(d["score"] for d in details if d["category"] == c) for c in CATEGORIES]
+        per_user["B"].append(statistics.mean(means))
+        for d in load(root / "output" / "amem_pooled_4" / "attribution" / f"{u}.json")["details"]:
+            counts[d["attribution"]["category"]] += 1
+
+    amem = by_run(t["table2"], run="amem_pooled_4")[0]
+    assert amem["A"] == pytest.approx(100 * statistics.mean(per_user["A"]))
+    for key in ("D", "C", "items", "chars"):
+        assert amem[key] == pytest.approx(statistics.mean(per_user[key])), key
+    assert amem["B_dump_all"] == pytest.approx(statistics.mean(per_user["B"]))
+    assert amem["B_dump_all_std"] == pytest.approx(statistics.stdev(per_user["B"]))
+    assert amem["B_retrieve"] is not None and amem["tokens"] is None and amem["B_retrieve_per_Mtok"] is None
+    nomem = by_run(t["table2"], run="nomem_pooled_4")[0]
+    assert nomem["B_retrieve"] is None and nomem["items"] == 0
+    row4 = by_run(t["table4"], run="amem_pooled_4", mode="dump_all")[0]
+    assert (row4["ok"], row4["memory_failure"]) == (counts["ok"], counts["memory_failure"])
+    assert row4["recovery_rate"] == pytest.approx(counts["ok"] / (counts["ok"] + counts["memory_failure"]))
+    assert by_run(t["table3"], run="amem_pooled_4", mode="dump_all")[0]["overall"] == pytest.approx(amem["B_dump_all"])
+    assert {(c["a"], c["b"]) for c in t["comparisons"] if c["mode"] == "dump_all"} == {("amem_pooled_4", "nomem_pooled_4")}

@@ -101,11 +101,13 @@ def bar_chart(title: str, groups: list[tuple[str, list[tuple[str, float | None, 
                 parts.append(f'<rect x="{label_w}" y="{y + 1}" width="{w:.1f}" height="{bar_h - 2}" '
                              f'fill="{series_colours.get(series, "#777")}"><title>{esc(group)} {esc(series)}: '
                              f'{mean:.3f}</title></rect>')
+                end = label_w + w
                 if std:
                     lo, hi = label_w + max(mean - std, 0) * plot_w, label_w + min(mean + std, 1) * plot_w
                     mid = y + bar_h / 2
                     parts.append(f'<line x1="{lo:.1f}" y1="{mid:.1f}" x2="{hi:.1f}" y2="{mid:.1f}" class="err"/>')
-                parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + bar_h - 3}" class="val">{mean:.3f}</text>')
+                    end = max(end, hi)
+                parts.append(f'<text x="{end + 4:.1f}" y="{y + bar_h - 3}" class="val">{mean:.3f}</text>')
             else:
                 parts.append(f'<text x="{label_w + 4}" y="{y + bar_h - 3}" class="val">not scored</text>')
             y += bar_h

@@ -18,6 +18,7 @@ model. Output is deterministic: sorted iteration, no timestamps.
 """
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -32,6 +33,9 @@ from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
 INDEX = "index.html"
 LABEL_MARKS = {"ok": "", "memory_failure": "M", "task_design_failure": "T", "agent_elicitation_failure": "A",
                "simulator_too_strict": "U", "no_targeted_task": "N", "unclassified": "?", "overflow": "O"}
+TABLE4_HEADERS = {"ok": "Recovered", "memory_failure": "Memory", "task_design_failure": "Task",
+                  "agent_elicitation_failure": "Agent", "simulator_too_strict": "User", "no_targeted_task": "No task",
+                  "unclassified": "Unclassified", "overflow": "Overflow"}
 MODE_COLOURS = {"dump_all": "#1f5f8b", "retrieve": "#e07a2f"}
 
 
@@ -134,7 +138,7 @@ def _runs_section(summary: Summary) -> str:
         cfg = r["config"] or {}
         rows.append([link(INDEX, _run_page(r["run"]), esc(r["run"])), esc(r["system"]), esc(r["bench"]),
                      esc(r["origin"]), f'<td class="n">{len(summary.run_users(r))}</td>',
-                     esc(", ".join(f"{k}={cfg[k]}" for k in ("tasks", "max_turns", "k", "tag") if k in cfg))])
+                     esc(", ".join(f"{k}={cfg[k]}" for k in ("tasks", "max_turns", "k", "tag") if cfg.get(k) is not None))])
     return ("<h2>Runs</h2>" + table(["run", "system", "benchmark", "origin", "users", "config"], rows)
             + '<p class="note">Every number below links to the rows it was computed from; follow the links '
               "down to a single target and the transcript turns that did or did not reveal it.</p>")
@@ -174,11 +178,15 @@ def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
 
 
+def _mode_name(row: dict) -> str:
+    return f"{row['mode']} k={row['k']}" if row.get("k") else row["mode"]
+
+
 def _table3(summary: Summary, rows: list[dict]) -> str:
     body = []
     for row in rows:
         p = summary.find_pass(row["run"], row["mode"], row.get("k"))
-        cells = [esc(row["run"]) + _partial(row), esc(row.get("system")), esc(row["mode"])]
+        cells = [esc(row["run"]) + _partial(row), esc(row.get("system")), esc(_mode_name(row))]
         for key in (*CATEGORIES, "overall"):
             text = mean_std(row.get(key), row.get(f"{key}_std"))
             cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text, anchor=key) if p else text}</td>')
@@ -191,17 +199,19 @@ def _table4(summary: Summary, rows: list[dict]) -> str:
     body, stacks = [], []
     for row in rows:
         p = summary.find_pass(row["run"], row["mode"], row.get("k"))
-        cells = [esc(row["run"]) + _partial(row), esc(row.get("system")), esc(row["mode"])]
+        cells = [esc(row["run"]) + _partial(row), esc(row.get("system")), esc(_mode_name(row))]
         for label in ATTRIBUTION_LABELS:
             count = row.get(label)
             text = "—" if count is None else str(count)
             cells.append(f'<td class="n">{link(INDEX, _list_page(p, label), text) if p and count else text}</td>')
         cells.append(f'<td class="n">{num(row.get("recovery_rate"))}</td>')
         body.append(cells)
-        stacks.append((f"{row['run']} · {row['mode']}", {lb: row.get(lb) or 0 for lb in ATTRIBUTION_LABELS}))
+        if any(row.get(lb) for lb in ATTRIBUTION_LABELS):
+            stacks.append((f"{row['run']} · {_mode_name(row)}", {lb: row[lb] for lb in ATTRIBUTION_LABELS}))
+    legend = ", ".join(f"{short} = {label}" for label, short in TABLE4_HEADERS.items())
     return ("<h2>Table 4 · failure attribution</h2>"
-            + table(["run", "system", "mode", *ATTRIBUTION_LABELS, "recovery rate"], body, "nums")
-            + '<p class="note">recovery rate = ok / (ok + memory_failure).</p>'
+            + table(["run", "system", "mode", *TABLE4_HEADERS.values(), "recovery rate"], body, "nums")
+            + f'<p class="note">{esc(legend)}; recovery rate = Recovered / (Recovered + Memory).</p>'
             + (stacked_chart("Attribution of every target", stacks, LABEL_COLOURS) if stacks else ""))
 
 
@@ -444,7 +454,9 @@ def _target(summary: Summary, bench: str, runs: list[dict], user: dict, entry: d
     else:
         head.append(("bank", '<span class="muted">not in this user\'s bank</span>'))
     for task in tasks:
-        head += [(f"task {task['idx']}", esc(task["text"])), ("rationale", esc(task["rationale"]))]
+        head.append((f"task {task['idx']}", esc(task["text"])))
+        if task["rationale"]:
+            head.append(("rationale", esc(task["rationale"])))
     if not tasks:
         head.append(("task", '<span class="muted">no task targets this dimension</span>'))
     parts = [f'<div class="card">{dl(head)}</div>', _target_summary(path, runs, summary, uid, dimension)]
@@ -452,16 +464,15 @@ def _target(summary: Summary, bench: str, runs: list[dict], user: dict, entry: d
     for run in runs:
         parts.append(f'<h2 id="{slug(run["run"])}">{esc(run["run"])} <span class="muted">({esc(run["system"])})'
                      "</span></h2>")
-        cited: dict[int, list[str]] = {}
+        citations = []
         for r in (r for r in recons if r["run"] == run["run"]):
             p = Pass(r["run"], r["mode"], r["k"])
             attribution = detail["attributions"].get((r["run"], r["mode"], r["k"], dimension))
             parts.append(_reconstruction(path, run, uid, p, r, attribution))
-            for turn, why in _cited_turns(attribution, detail, run["run"], tasks).items():
-                cited.setdefault(turn, []).extend(why)
+            citations += _citations(attribution)
         for task in tasks:
             episode = detail["episodes"].get((run["run"], task["idx"]))
-            parts.append(_transcript(run["run"], task["idx"], episode, cited))
+            parts.append(_transcript(run["run"], task, episode, citations))
     return page(path, f"{uid} · {dimension}", "\n".join(parts),
                 [(INDEX, "report"), (_user_page(bench, uid), uid)])
 
@@ -508,37 +519,38 @@ def _reconstruction(path: str, run: dict, uid: str, p: Pass, r: dict, attributio
 
 
 def _stage_name(position: int, stage) -> str:
-    if isinstance(stage, dict):
-        for key in ("stage", "name"):
-            if key in stage:
-                return str(stage[key])
-    return str(position)
+    if not isinstance(stage, dict):
+        return str(position)
+    number, name = stage.get("stage", position), stage.get("name")
+    return f"{number} · {name}" if name else str(number)
 
 
 def _stage(stage) -> str:
     if not isinstance(stage, dict):
         return f"<pre>{esc(dumps(stage))}</pre>"
     return dl([(k, esc(v) if isinstance(v, str) else f"<code>{esc(dumps(v))}</code>")
-               for k, v in sorted(stage.items()) if k not in ("stage",)])
+               for k, v in sorted(stage.items()) if k not in ("stage", "name")])
 
 
-def _cited_turns(attribution: dict | None, detail: dict, run: str, tasks: list[dict]) -> dict[int, list[str]]:
-    """Turns an attribution stage points at: by a turn number, or by quoting their text."""
+def _citations(attribution: dict | None) -> list[tuple[str, int | None, str | None]]:
+    """What each attribution stage points at in the transcript: (stage, turn number, quoted text)."""
     if not attribution:
-        return {}
-    turns = [t for task in tasks for t in (detail["episodes"].get((run, task["idx"])) or {}).get("turns", [])]
-    cited: dict[int, list[str]] = {}
+        return []
+    found = []
     for i, stage in enumerate(attribution["stages"] or []):
         name = f"{attribution['mode']} stage {_stage_name(i, stage)}"
         for key, value in _leaves(stage):
             if "turn" in key and isinstance(value, int) and not isinstance(value, bool):
-                cited.setdefault(value, []).append(name)
-            elif isinstance(value, str) and len(value.strip()) >= 12:
-                quote = value.strip().strip('"“”').lower()
-                for t in turns:
-                    if quote in (t["user_text"] or "").lower() or quote in t["assistant"].lower():
-                        cited.setdefault(t["turn"], []).append(name)
-    return cited
+                found.append((name, value, None))
+            elif ("evidence" in key or "quote" in key) and isinstance(value, str) and _quote(value):
+                found.append((name, None, _quote(value)))
+    return found
+
+
+def _quote(text: str) -> str:
+    """A stage's quote as it appears in the transcript: no surrounding quote marks or speaker prefix."""
+    text = text.strip().strip('"“”\'').strip()
+    return re.sub(r"^(user|assistant)\s*:\s*", "", text, flags=re.IGNORECASE)
 
 
 def _leaves(value, key: str = ""):
@@ -552,22 +564,47 @@ def _leaves(value, key: str = ""):
         yield key, value
 
 
-def _transcript(run: str, task_idx: int, episode: dict | None, cited: dict[int, list[str]]) -> str:
-    anchor = f"{slug(run)}-e{task_idx}"
+def _marked(text: str | None, quotes: list[str]) -> str:
+    """Escaped text with every quoted passage wrapped in <mark>."""
+    text = text or ""
+    lower = text.lower()
+    spans = sorted((i, i + len(q)) for q in quotes if (i := lower.find(q.lower())) >= 0)
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out, pos = [], 0
+    for start, end in merged:
+        out += [esc(text[pos:start]), f"<mark>{esc(text[start:end])}</mark>"]
+        pos = end
+    return "".join(out) + esc(text[pos:])
+
+
+def _transcript(run: str, task: dict, episode: dict | None, citations: list) -> str:
+    anchor = f"{slug(run)}-e{task['idx']}"
     if episode is None:
-        return f'<p id="{anchor}" class="muted">episode {task_idx}: not run</p>'
-    turns = []
-    for t in episode["turns"]:
-        why = sorted(set(cited.get(t["turn"], [])))
+        return f'<p id="{anchor}" class="muted">episode {task["idx"]}: not run in this run</p>'
+    quotes = [q for _, _, q in citations if q]
+
+    def line(turn: int, who: str, text: str | None, extra: str = "") -> str:
+        lower = (text or "").lower()
+        why = sorted({name for name, n, q in citations if n == turn or (q and q.lower() in lower)})
+        cls = " cited" if why else ""
         note = f'<div class="muted">cited by {esc(", ".join(why))}</div>' if why else ""
-        fallback = ' <span class="badge">simulator fallback</span>' if t["fallback"] else ""
+        return f'<div class="who{cls}">{who}</div><div class="text{cls}">{_marked(text, quotes)}{extra}{note}</div>'
+
+    rows = [f'<div class="turn" id="{_turn_anchor(run, task["idx"], 0)}">'
+            + line(0, "task<br>user", episode["task"]) + "</div>"]
+    for t in episode["turns"]:
         score = "unscorable" if t["preference_score"] is None else f"preference {num(t['preference_score'], 2)}"
-        turns.append(
-            f'<div class="turn{" cited" if why else ""}" id="{_turn_anchor(run, task_idx, t["turn"])}">'
-            f'<div class="who">turn {t["turn"]}<br>assistant</div><div class="text">{esc(t["assistant"])}'
-            f'<div class="muted">{score}</div></div>'
-            f'<div class="who">user<br><span class="badge">{esc(t["feedback_type"])}</span></div>'
-            f'<div class="text">{esc(t["user_text"])}{fallback}{note}</div></div>')
-    summary = (f"transcript of episode {task_idx}: {esc(episode['end_reason'])}, {episode['n_turns']} turns"
+        fallback = ' <span class="badge">simulator fallback</span>' if t["fallback"] else ""
+        rows.append(f'<div class="turn" id="{_turn_anchor(run, task["idx"], t["turn"])}">'
+                    + line(t["turn"], f"turn {t['turn']}<br>assistant", t["assistant"],
+                           f'<div class="muted">{score}</div>')
+                    + line(t["turn"], f'user<br><span class="badge">{esc(t["feedback_type"])}</span>',
+                           t["user_text"], fallback) + "</div>")
+    summary = (f"transcript of episode {task['idx']}: {esc(episode['end_reason'])}, {episode['n_turns']} turns"
                + (f" ({esc(episode['error'])})" if episode["error"] else ""))
-    return f'<details open id="{anchor}"><summary>{summary}</summary>{"".join(turns)}</details>'
+    return f'<details open id="{anchor}"><summary>{summary}</summary>{"".join(rows)}</details>'

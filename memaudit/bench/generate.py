@@ -1,0 +1,363 @@
+"""`memaudit generate`: new benchmark users, persona -> bank -> tasks, through the model client.
+
+Per user (users run concurrently, each user's steps in order):
+1. persona: a schema'd profile, seeded with spread-out starting facts (age group, region, work);
+2. bank: per category, exactly the required number of entries picked from the dimension pool;
+   names, duplicates, the 15-word short and the 2-4 sentence explanation are checked in code and
+   a failed check goes back to the model (the client's repair loop, then fresh samples);
+3. tasks: one per bank entry, categories interleaved, each written knowing the user's earlier
+   tasks and unused scenes; then a blind critic (task text and category only) and, while it says
+   "fishing", an editor rewrite, up to EDIT_BUDGET times. Every verdict and revision is kept in
+   the task record.
+Finished users are saved one file each under <out>/generation/ (resume skips them); the release
+layout is written from those files at the end and read back through the validator.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import anyio
+import orjson
+
+from memaudit.bench.files import read_json, write_json
+from memaudit.bench.instances import TASKS_ROOT, read_release
+from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
+from memaudit.bench.release import write_benchmark
+from memaudit.bench.release_export import EXPORT_TASKS_DIR
+from memaudit.errors import BadInput, InvalidOutput, MemauditError
+from memaudit.llm.cache import derive_seed
+from memaudit.roles import ask
+from memaudit.types import BANK_COUNTS, CATEGORIES, BankEntry, Benchmark, PoolEntry, Task, User
+
+WORK_DIR = "generation"          # per-user records of finished users: what resume looks at
+EDIT_BUDGET = 3                  # editor rewrites per task before we keep the last version
+BANK_SAMPLES = 3                 # fresh samples per category once the client's repair budget is spent
+SHORT_MAX_WORDS = 15
+SCENES = ("household", "health", "finance", "travel", "shopping", "social", "tech", "hobbies", "food",
+          "work", "transport")
+
+AGE_GROUPS = ("18-24", "25-34", "35-44", "45-54", "55-64", "65-74", "75-84")
+REGIONS = ("the Pacific Northwest", "California", "the Mountain West", "the Southwest", "Texas",
+           "the Great Plains", "the Upper Midwest", "the Great Lakes region", "the Deep South", "Appalachia",
+           "Florida", "the Mid-Atlantic", "New England", "Alaska or Hawaii")
+WORK = ("a skilled trade", "health care", "teaching", "retail or food service", "office administration",
+        "farming or ranching", "software or IT", "trucking or logistics", "public service", "arts or media",
+        "running a small business", "studying", "retired", "caring for family at home", "manufacturing",
+        "science or engineering")
+
+STR = {"type": "string", "minLength": 1}
+
+
+def _strings(lo: int, hi: int) -> dict:
+    return {"type": "array", "items": STR, "minItems": lo, "maxItems": hi}
+
+
+def _object(**props) -> dict:
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+
+PERSONA_SCHEMA = _object(age={"type": "integer", "minimum": 18, "maximum": 99}, age_group=STR, gender=STR,
+                         location=STR, career=STR, status=STR, values=_strings(3, 6), life_attitude=STR,
+                         coping_style=STR, personal_stories=_strings(2, 4), interests=_strings(3, 6))
+TASK_SCHEMA = _object(task=STR, rationale=STR, scene={"type": "string", "enum": list(SCENES)})
+
+
+def bank_schema(category_pool: list[PoolEntry], count: int) -> dict:
+    entry = _object(dimension={"type": "string", "enum": [p.name for p in category_pool]}, short=STR,
+                    explanation=STR)
+    return _object(entries={"type": "array", "items": entry, "minItems": count, "maxItems": count})
+
+
+@dataclass
+class GenerationReport:
+    written: list[str] = field(default_factory=list)      # users in the release, in order
+    generated: list[str] = field(default_factory=list)    # users made by this invocation
+    resumed: list[str] = field(default_factory=list)      # users found finished and skipped
+    failures: dict[str, str] = field(default_factory=dict)
+    edits: int = 0                                        # editor rewrites over all new tasks
+    still_fishing: int = 0                                # tasks kept after the budget was spent
+    problems: list[str] = field(default_factory=list)     # validator findings on the written release
+
+
+# -- checks done in code (fed back to the model as a problem sentence) ------------------------------
+def sentences(text: str) -> int:
+    return len([s for s in re.split(r"(?<=[.!?])[\"')\]]*\s+", text.strip()) if s.strip()])
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def bank_check(category: str, count: int, names: set[str], taken: set[str]) -> Callable[[dict], str | None]:
+    def check(data: dict) -> str | None:
+        entries = data["entries"]
+        if len(entries) != count:
+            return f"give exactly {count} entries, not {len(entries)}"
+        seen: set[str] = set()
+        for i, e in enumerate(entries):
+            name = e["dimension"]
+            if name not in names:
+                return f"entries[{i}].dimension {name!r} is not in the list for {category}; copy a name exactly"
+            if name in seen or name in taken:
+                return f"entries[{i}].dimension {name!r} is used twice; pick {count} different dimensions"
+            seen.add(name)
+            n = len(words(e["short"]))
+            if n > SHORT_MAX_WORDS:
+                return f"entries[{i}].short has {n} words; use at most {SHORT_MAX_WORDS}"
+            s = sentences(e["explanation"])
+            if not 2 <= s <= 4:
+                return f"entries[{i}].explanation has {s} sentence(s); write 2 to 4 sentences"
+        return None
+    return check
+
+
+PROBES = re.compile(r"\b(what (am i|are you|i'm) (good|bad) at|tell me about a time|how do (i|you) (like|prefer)|"
+                    r"ask me (about|what)|my (strengths|weaknesses)|describe (myself|me|yourself)|"
+                    r"remember when i|do you know me)\b", re.I)
+
+
+def task_check(entry: BankEntry) -> Callable[[dict], str | None]:
+    name_phrase = " ".join(words(entry.dimension.replace("_", " ")))
+    short_words = words(entry.short)
+    short_grams = {" ".join(short_words[i:i + 4]) for i in range(len(short_words) - 3)}
+
+    def check(data: dict) -> str | None:
+        text = data["task"]
+        n = sentences(text)
+        if not 1 <= n <= 3:
+            return f"the task has {n} sentences; write 1 to 3"
+        flat = " ".join(words(text))
+        if name_phrase and name_phrase in flat:
+            return f"the task uses the words of the hidden dimension ({name_phrase!r}); describe a situation instead"
+        task_words = flat.split()
+        grams = {" ".join(task_words[i:i + 4]) for i in range(len(task_words) - 3)}
+        if grams & short_grams:
+            return "the task repeats words of the hidden answer; the person must reveal it only in later replies"
+        if PROBES.search(text):
+            return "the task asks about the person directly; ask for help with a situation instead"
+        return None
+    return check
+
+
+# -- one user ------------------------------------------------------------------------------------
+def persona_hints(seed: int, index: int) -> str:
+    """Starting facts for the index-th user: a seeded rotation through age groups, regions and kinds
+    of work, so a batch of users spreads out instead of collapsing onto one typical person."""
+    picks = []
+    for label, options in (("age group", AGE_GROUPS), ("region", REGIONS), ("work", WORK)):
+        order = list(options)
+        random.Random(derive_seed(seed, "persona_hints", label)).shuffle(order)
+        picks.append(f"- {label}: {order[index % len(order)]}")
+    return "\n".join(picks)
+
+
+def interleave(bank: list[BankEntry]) -> list[BankEntry]:
+    """Task order: categories in turn (skill, knowledge, episodic, self, assistance, skill, ...)."""
+    by_cat = {c: [e for e in bank if e.category == c] for c in CATEGORIES}
+    out = []
+    for r in range(max(BANK_COUNTS.values())):
+        out.extend(by_cat[c][r] for c in CATEGORIES if r < len(by_cat[c]))
+    return out
+
+
+class UserGenerator:
+    def __init__(self, rt, pool: dict[str, list[PoolEntry]], user_id: str, index: int):
+        self.llm, self.pool, self.uid, self.index = rt.llm, pool, user_id, index
+        self.stage = "persona"
+        self.edits = 0
+        self.still_fishing = 0
+
+    async def run(self) -> dict:
+        persona = await self.persona()
+        self.stage = "bank"
+        bank = await self.bank(persona)
+        self.stage = "tasks"
+        tasks = await self.tasks(persona, bank)
+        return {"user_id": self.uid, "persona": persona,
+                "bank": [{"category": e.category, "dimension": e.dimension, "short": e.short,
+                          "explanation": e.explanation, "source": e.source} for e in bank],
+                "tasks": tasks}
+
+    async def persona(self) -> dict:
+        result = await ask(self.llm, "persona_gen", schema=PERSONA_SCHEMA, seed_parts=(self.uid,),
+                           user_id=self.uid, hints=persona_hints(self.llm.settings.seed, self.index))
+        return result.data
+
+    async def bank(self, persona: dict) -> list[BankEntry]:
+        bank: list[BankEntry] = []
+        persona_text = _json(persona)
+        for category in CATEGORIES:
+            options = self.pool[category]
+            count = BANK_COUNTS[category]
+            taken = {e.dimension for e in bank}
+            chosen = "\n".join(f"- {e.category}/{e.dimension}: {e.short}" for e in bank) or "none yet"
+            listing = "\n".join(f"{p.name} — {p.axis}" for p in options if p.name not in taken)
+            check = bank_check(category, count, {p.name for p in options}, taken)
+            data = None
+            for sample in range(BANK_SAMPLES):
+                try:
+                    result = await ask(self.llm, "bank_gen", schema=bank_schema(options, count), check=check,
+                                       sample=sample, seed_parts=(self.uid, category), persona=persona_text,
+                                       category=category, definition=CATEGORY_DEFINITIONS[category], count=count,
+                                       dimensions=listing, chosen=chosen)
+                except InvalidOutput:
+                    if sample == BANK_SAMPLES - 1:
+                        raise
+                    continue
+                data = result.data
+                break
+            source = {p.name: p.source for p in options}
+            bank += [BankEntry(category, e["dimension"], e["short"].strip(), e["explanation"].strip(),
+                               source[e["dimension"]]) for e in data["entries"]]
+        return bank
+
+    async def tasks(self, persona: dict, bank: list[BankEntry]) -> list[dict]:
+        persona_text = _json(persona)
+        axes = {p.name: p.axis for entries in self.pool.values() for p in entries}
+        records: list[dict] = []
+        for idx, entry in enumerate(interleave(bank), start=1):
+            used = [r["scene"] for r in records]
+            earlier = "\n".join(f"- [{r['scene']}] {r['task']}" for r in records) or "none yet"
+            fresh = ", ".join(s for s in SCENES if s not in used) or "all scenes used; pick the best fit"
+            target = dict(persona=persona_text, category=entry.category,
+                          definition=CATEGORY_DEFINITIONS[entry.category], dimension=entry.dimension,
+                          axis=axes.get(entry.dimension, ""), short=entry.short)
+            result = await ask(self.llm, "task_gen", schema=TASK_SCHEMA, check=task_check(entry),
+                               seed_parts=(self.uid, idx), explanation=entry.explanation, earlier=earlier,
+                               fresh_scenes=fresh, **target)
+            records.append(await self.review(idx, entry, result.data, target))
+        return records
+
+    async def review(self, idx: int, entry: BankEntry, draft: dict, target: dict) -> dict:
+        """Critic -> editor loop. Returns the task record with every verdict and revision."""
+        text, rationale = draft["task"], draft["rationale"]
+        verdicts: list[dict] = []
+        revisions: list[dict] = []
+        note = ""
+        for round_ in range(EDIT_BUDGET + 1):
+            critic = await ask(self.llm, "critic", seed_parts=(self.uid, idx, round_), task=text,
+                               category=entry.category, definition=CATEGORY_DEFINITIONS[entry.category])
+            verdicts.append({"round": round_, **critic.data})
+            if critic.data["verdict"] == "neutral":
+                note = "neutral at first review" if round_ == 0 else f"neutral after {round_} edit(s)"
+                break
+            if round_ == EDIT_BUDGET:
+                note = f"budget spent: still fishing after {EDIT_BUDGET} edit(s); last version kept"
+                self.still_fishing += 1
+                break
+            critique = f"guessed trait: {critic.data['guessed_trait']}; {critic.data['reason']}"
+            try:
+                edited = await ask(self.llm, "editor", check=task_check(entry), seed_parts=(self.uid, idx, round_),
+                                   task=text, critique=critique, **target)
+            except InvalidOutput as exc:
+                revisions.append({"round": round_ + 1, "error": exc.problem})
+                note = f"editor output invalid ({exc.problem}); last version kept, still fishing"
+                self.still_fishing += 1
+                break
+            self.edits += 1
+            text, rationale = edited.data["task"], edited.data["rationale"]
+            revisions.append({"round": round_ + 1, "task": text, "rationale": rationale})
+        record = {"task": text, "rationale": rationale, "target_category": entry.category,
+                  "target_dimension": entry.dimension, "target_short": entry.short,
+                  "scene": draft["scene"], "critic_verdicts": verdicts, "pipeline_note": note}
+        if revisions:
+            record["revisions"] = revisions
+            record["original_task"] = draft["task"]
+        return record
+
+
+# -- the whole batch -----------------------------------------------------------------------------
+def user_ids(n: int) -> list[str]:
+    return [f"user_{i:03d}" for i in range(1, n + 1)]
+
+
+async def generate(rt, n_users: int, out_dir: str | Path, *, tasks_dir: str = EXPORT_TASKS_DIR,
+                   pool_path: str | Path | None = None,
+                   progress: Callable[[str, str], None] | None = None) -> GenerationReport:
+    """Generate (or resume) `n_users` users into `out_dir` in the release layout."""
+    if n_users < 1:
+        raise BadInput("--users must be at least 1", field="users")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", tasks_dir):
+        raise BadInput(f"not a plain directory name: {tasks_dir!r}", field="tasks-dir")
+    out = Path(out_dir)
+    work = out / WORK_DIR
+    pool = load_pool(pool_path)
+    report = GenerationReport()
+    say = progress or (lambda user, message: None)
+    ids = user_ids(n_users)
+    records: dict[str, dict] = {}
+    for uid in ids:
+        if (work / f"{uid}.json").exists():
+            records[uid] = read_json(work / f"{uid}.json", f"{WORK_DIR}/{uid}.json")
+            report.resumed.append(uid)
+
+    async def one(index: int, uid: str) -> None:
+        gen = UserGenerator(rt, pool, uid, index)
+        try:
+            record = await gen.run()
+        except MemauditError as exc:
+            report.failures[uid] = f"{gen.stage}: {exc}"
+            say(uid, f"failed at {gen.stage}: {exc}")
+            return
+        _write_atomic(work / f"{uid}.json", record)
+        records[uid] = record
+        report.generated.append(uid)
+        report.edits += gen.edits
+        report.still_fishing += gen.still_fishing
+        say(uid, f"done: {len(record['tasks'])} tasks, {gen.edits} edit(s)")
+
+    async with anyio.create_task_group() as tg:
+        for index, uid in enumerate(ids):
+            if uid not in records:
+                tg.start_soon(one, index, uid)
+
+    report.generated.sort()
+    report.written = [uid for uid in ids if uid in records]
+    if report.written:
+        bench = _benchmark(out.resolve().name, [records[u] for u in report.written], pool,
+                           f"memaudit generate (model {rt.llm.settings.role('generator').model}, "
+                           f"seed {rt.llm.settings.seed})")
+        _write_release(bench, out, tasks_dir)
+        report.problems = read_release(out, tasks_dir=tasks_dir)[1]
+    return report
+
+
+def _benchmark(name: str, records: list[dict], pool, source: str) -> Benchmark:
+    users, tasks = [], {}
+    for r in records:
+        bank = tuple(BankEntry(e["category"], e["dimension"], e["short"], e["explanation"], e.get("source", ""))
+                     for e in r["bank"])
+        users.append(User(r["user_id"], r["persona"], bank))
+        tasks[r["user_id"]] = tuple(
+            Task(r["user_id"], i, t["task"], t["target_category"], t["target_dimension"], t["target_short"],
+                 t["rationale"], {k: v for k, v in t.items() if k not in
+                                  ("task", "rationale", "target_category", "target_dimension", "target_short")})
+            for i, t in enumerate(r["tasks"], start=1))
+    return Benchmark(name, tuple(users), tasks, pool, source)
+
+
+def _write_release(bench: Benchmark, out: Path, tasks_dir: str) -> None:
+    """The release layout via the shared writer; the task files then move to the chosen directory."""
+    write_benchmark(bench, out)
+    if tasks_dir == EXPORT_TASKS_DIR:
+        return
+    written, target = out / TASKS_ROOT / EXPORT_TASKS_DIR, out / TASKS_ROOT / tasks_dir
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(written.glob("*.json")):
+        os.replace(path, target / path.name)
+    written.rmdir()
+
+
+def _write_atomic(path: Path, data) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    write_json(tmp, data)
+    os.replace(tmp, path)
+
+
+def _json(value) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2).decode()

@@ -1,0 +1,45 @@
+"""Commands: generate — new benchmark users (persona -> bank -> tasks) in the release layout."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from memaudit.cli.common import console, current_settings, global_options, out, run
+from memaudit.errors import MemauditError
+
+
+@click.command("generate")
+@click.option("--users", "n_users", type=int, required=True, help="how many users (user_001 … user_N)")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="output directory (release layout); rerunning resumes")
+@click.option("--tasks-dir", default="tasks", show_default=True, help="name of the directory under benchmark_data/")
+@click.option("--pool", "pool_path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="dimension pool JSON (default: the bundled pool)")
+@global_options
+def generate(n_users, out_dir, tasks_dir, pool_path):
+    """Generate benchmark users with the anti-fishing critic/editor loop (--seed sets the base seed)."""
+    report = run(_generate, current_settings(), n_users, out_dir, tasks_dir, pool_path)
+    out.print(f"{out_dir}: {len(report.written)} users written ({len(report.generated)} new, "
+              f"{len(report.resumed)} resumed); {report.edits} editor rewrite(s), "
+              f"{report.still_fishing} task(s) still fishing after the budget", highlight=False)
+    for problem in report.problems:
+        console.print(f"validation: {problem}", highlight=False, markup=False)
+    if report.failures:
+        lines = "; ".join(f"{u}: {why}" for u, why in sorted(report.failures.items()))
+        raise MemauditError(f"{len(report.failures)} user(s) failed, rerun to retry them: {lines}")
+    if report.problems:
+        raise MemauditError(f"the written benchmark has {len(report.problems)} validation problem(s)")
+
+
+async def _generate(settings, n_users, out_dir, tasks_dir, pool_path):
+    from memaudit.bench.generate import generate as generate_users
+    from memaudit.runtime import open_runtime
+
+    async with open_runtime(settings) as rt:
+        return await generate_users(rt, n_users, out_dir, tasks_dir=tasks_dir, pool_path=pool_path,
+                                    progress=lambda user, msg: console.print(f"{user}: {msg}", highlight=False,
+                                                                             markup=False))
+
+
+COMMANDS = [generate]

@@ -96,7 +96,8 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
                     key = f"{run}:{user}:{idx}:{t}"
                     rows["calls"].append(call_rows(key, "agent", 900, 120, 300))
                     rows["call_uses"].append((run, f"episode:{user}:{idx}", key, "agent", 0))
-            rows["snapshots"].append(snapshot_row(run, user, 31, int(rng.integers(50, 200)), float(rng.normal(400, 50))))
+            items, chars = int(rng.integers(50, 200)), float(rng.normal(400, 50))
+            rows["snapshots"].append(snapshot_row(run, user, 31, items, chars))
             for mode in MODES:
                 k = 0 if mode == "dump_all" else 5
                 for variant in variants:

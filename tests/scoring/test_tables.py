@@ -25,7 +25,8 @@ B3 = (6 * 0.25 / 7 + 4 * 0.25) / 5
 
 def scored(run, mode, per_user: dict, k=None, variant="default", overflow=(), failed=()):
     return [recon_row(run, mode, u, c, d, None if (u, d) in overflow + failed else score,
-                      "overflow" if (u, d) in overflow else "failed" if (u, d) in failed else "ok", k=k, variant=variant)
+                      "overflow" if (u, d) in overflow else "failed" if (u, d) in failed else "ok",
+                      k=k, variant=variant)
             for u, score in per_user.items() for c, d in dimensions()]
 
 
@@ -274,4 +275,5 @@ def test_imported_release_tables_match_its_raw_files(tmp_path):
     assert (row4["ok"], row4["memory_failure"]) == (counts["ok"], counts["memory_failure"])
     assert row4["recovery_rate"] == pytest.approx(counts["ok"] / (counts["ok"] + counts["memory_failure"]))
     assert by_run(t["table3"], run="amem_pooled_4", mode="dump_all")[0]["overall"] == pytest.approx(amem["B_dump_all"])
-    assert {(c["a"], c["b"]) for c in t["comparisons"] if c["mode"] == "dump_all"} == {("amem_pooled_4", "nomem_pooled_4")}
+    pairs = {(c["a"], c["b"]) for c in t["comparisons"] if c["mode"] == "dump_all"}
+    assert pairs == {("amem_pooled_4", "nomem_pooled_4")}

@@ -2,6 +2,7 @@
 rescoring and the reproducibility check."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -136,7 +137,7 @@ def replay(runs):
     difference = run(replay_runs, current_settings(), _split(runs))
     if difference is not None:
         click.echo(difference)
-        raise click.exceptions.Exit(1)
+        sys.exit(1)  # click returns Exit codes from main() without exiting; a difference must fail the shell
     click.echo("identical")
 
 

@@ -8,9 +8,9 @@
     Stage 2 who stalled               -> agent_elicitation_failure | simulator_too_strict
     a stage that fails                -> unclassified (the error in the note)
 
-The oracle sees only the task text, dimension, short and explanation, so its verdict is stored in
-the `oracle` table keyed by (bench, user, dimension, task-text hash) and shared by every system and
-mode. Evidence quotes and reasons of every stage are kept in `stages`.
+The oracle sees only the task text, dimension, short and explanation, so one verdict (one model
+call) is shared by every system and mode; verdicts are recorded in the `oracle` table keyed by
+(bench, user, dimension, task-text hash). Evidence quotes and reasons of every stage are kept in `stages`.
 """
 from __future__ import annotations
 
@@ -65,18 +65,16 @@ def _about(recon: Reconstruction) -> dict:
 
 
 async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: Task) -> dict:
-    """Stage 0, read from the shared oracle table when another system or mode already asked."""
+    """Stage 0. Its seed and prompt depend only on the user, dimension, target and task text, so
+    the call cache (and single-flight) make one model call serve every system and mode. Each run
+    still goes through the client, never straight to the oracle table, so every run that uses the
+    verdict is charged its tokens whatever order the runs were attributed in (replay compares
+    token usage); the table is the shared record of the verdicts."""
     task_hash = text_hash(task.text)
-    key = (bench, recon.user_id, recon.dimension, task_hash)
-    row = await rt.store.fetchone(
-        "SELECT can_invite, reason FROM oracle WHERE bench=? AND user_id=? AND dimension=? AND task_hash=?", key)
-    if row is not None:
-        if row["can_invite"] is None:
-            raise StageFailed(f"oracle verdict recorded as unparsable: {row['reason']}")
-        return {"can_invite": bool(row["can_invite"]), "reason": row["reason"]}
     data = await _ask(rt, "oracle", (recon.user_id, recon.dimension, task_hash), task=task.text, **_about(recon))
     await rt.store.write([("INSERT OR IGNORE INTO oracle VALUES (?,?,?,?,?,?)",
-                           (*key, int(data["can_invite"]), data["reason"]))])
+                           (bench, recon.user_id, recon.dimension, task_hash, int(data["can_invite"]),
+                            data["reason"]))])
     return data
 
 

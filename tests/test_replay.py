@@ -1,0 +1,67 @@
+"""Replay: a recorded rollout, scoring (both modes, a rescoring variant) and attribution are
+re-executed from the cache alone and compared artifact by artifact."""
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from memaudit.cli import main
+from memaudit.errors import CacheMiss
+from memaudit.replay import replay_runs
+from memaudit.scoring.attribution import attribute_runs
+from memaudit.scoring.recovery import score_runs
+from memaudit.scoring.rescore import rescore_runs
+from memaudit.store import open_store
+from tests.scoring.recorded import record, runtime, script
+
+pytestmark = pytest.mark.anyio
+FLAGS = ["--base-url", "http://fake.test/v1", "--model", "fake-model", "--backend", "openai"]
+
+
+async def recorded(settings, fake):
+    script(fake)
+    async with runtime(settings, fake) as rt:
+        runs = await record(rt, ("longctx_full", "nomem"), users=2, tasks=2)
+        await score_runs(rt, runs, ["dump_all", "retrieve"], ks=(2, 5))
+        await rescore_runs(rt, runs, "judge2", judge_model="judge-2")
+        await attribute_runs(rt, runs, ["dump_all", "retrieve"])
+    return runs
+
+
+async def test_replay_is_identical_after_a_recorded_run(settings, fake):
+    await recorded(settings, fake)
+    requests = len(fake.requests)
+    assert await replay_runs(settings) is None
+    assert await replay_runs(settings, ["nomem"]) is None
+    assert len(fake.requests) == requests  # no model was contacted
+
+
+async def test_replay_reports_a_tampered_row(settings, fake):
+    await recorded(settings, fake)
+    async with open_store(settings.db) as store:
+        await store.write([("UPDATE reconstructions SET label='tampered' WHERE run='nomem' AND mode='dump_all' "
+                            "AND user_id='user_002' AND dimension='self_model_dim_1'", ())])
+    found = await replay_runs(settings)
+    assert found.startswith("reconstructions ") and "'self_model_dim_1'" in found
+    assert "column label: recorded 'tampered' vs replayed" in found
+
+
+async def test_replay_without_the_calls_is_a_cache_miss_naming_the_role(settings, fake):
+    await recorded(settings, fake)
+    async with open_store(settings.db) as store:
+        await store.write([("DELETE FROM calls WHERE role='recovery_judge'", ())])
+    with pytest.raises(CacheMiss, match="cache miss for role recovery_judge"):
+        await replay_runs(settings)
+
+
+async def test_replay_command_prints_identical_or_the_difference(settings, fake, capsys):
+    # The command runs its own event loop: call it from a worker thread.
+    await recorded(settings, fake)
+    await anyio.to_thread.run_sync(main, ["--db", str(settings.db), *FLAGS, "replay"])
+    assert capsys.readouterr().out.strip() == "identical"
+    async with open_store(settings.db) as store:
+        await store.write([("UPDATE turns SET user_text='edited' WHERE run='longctx_full' AND turn=1", ())])
+    with pytest.raises(SystemExit) as exit_info:
+        await anyio.to_thread.run_sync(main, ["--db", str(settings.db), *FLAGS, "replay", "--runs", "longctx_full"])
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().out.startswith("turns {'run': 'longctx_full'")

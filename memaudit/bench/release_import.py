@@ -9,6 +9,7 @@ raises BadInput naming it, and nothing is written.
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 from typing import Iterator
 
@@ -41,7 +42,11 @@ async def import_release(store: Store, path: str | Path, *, name: str | None = N
     for run in runs:
         if await store.get_run(run) is not None:
             raise BadInput(f"run {run!r} is already in the store", file=str(root))
-    await store.write_stream(_statements(store, root, bench, runs, save_bench=stored is None))
+    where: dict[str, str] = {}
+    try:
+        await store.write_stream(_statements(store, root, bench, runs, where, save_bench=stored is None))
+    except sqlite3.IntegrityError as exc:  # e.g. a turn number or a dimension given twice in one record
+        raise BadInput(f"duplicate or inconsistent record ({exc})", file=where.get("file", str(root))) from None
     return runs
 
 
@@ -57,8 +62,10 @@ def release_runs(root: Path) -> list[str]:
     return sorted(runs)
 
 
-def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], *,
+def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], where: dict[str, str], *,
                 save_bench: bool) -> Iterator[list[Statement]]:
+    """Row batches, one per file (one per user directory for episodes); `where["file"]` names the
+    source of the batch being written, for errors the database raises."""
     if save_bench:
         yield store.benchmark_statements(bench)
     for run in runs:
@@ -68,6 +75,7 @@ def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], *,
         yield [("INSERT INTO runs(run, system, bench, origin, config, prompt_hashes) VALUES (?,?,?,?,?,?)",
                 (run, system_of(run), bench.name, "import", dumps(config), dumps({})))]
         for user in users:
+            where["file"] = f"history/{run}/{user}"
             yield _episode_statements(store, root, run, user, bench)
         footprints = {}
         for user in _user_dirs(root / "memory" / run, bench):
@@ -75,10 +83,11 @@ def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], *,
             yield [statement]
         for mode, k, out_dir in (("dump_all", 0, run), ("retrieve", RETRIEVE_K, run + RETRIEVE_SUFFIX)):
             for user in _user_files(root / "output" / out_dir / "recon_judge", bench):
-                yield _reconstruction_statements(root, f"output/{out_dir}/recon_judge/{user}.json", run, mode, k,
-                                                 user, footprints.get(user))
+                where["file"] = label = f"output/{out_dir}/recon_judge/{user}.json"
+                yield _reconstruction_statements(root, label, run, mode, k, user, footprints.get(user))
             for user in _user_files(root / "output" / out_dir / "attribution", bench):
-                yield _attribution_statements(root, f"output/{out_dir}/attribution/{user}.json", run, mode, k, user)
+                where["file"] = label = f"output/{out_dir}/attribution/{user}.json"
+                yield _attribution_statements(root, label, run, mode, k, user)
     for user in _user_files(root / "output" / ORACLE_DIR, bench):
         yield _oracle_statements(root, f"output/{ORACLE_DIR}/{user}.json", user, bench)
 

@@ -62,6 +62,12 @@ async def test_import_release_reads_every_raw_record(tmp_path):
         assert row["can_invite"] == 0  # the fixture's task 1 of every fifth is false
 
 
+def _duplicate_first_detail(path):
+    data = orjson.loads(path.read_bytes())
+    data["details"].append(data["details"][0])
+    path.write_bytes(orjson.dumps(data))
+
+
 @pytest.mark.parametrize("damage, named", [
     (lambda r: (r / "history/amem_pooled_50/user_002/episode_5.json").write_text('{"user_id": "user_0'),
      "history/amem_pooled_50/user_002/episode_5.json"),
@@ -70,6 +76,8 @@ async def test_import_release_reads_every_raw_record(tmp_path):
     (lambda r: (r / "output/amem_pooled_50_retrieve/attribution/user_002.json").write_text('{"details": [{}]}'),
      "output/amem_pooled_50_retrieve/attribution/user_002.json"),
     (lambda r: (r / "history/amem_pooled_50/user_009").mkdir(), "user_009"),
+    (lambda r: _duplicate_first_detail(r / "output/amem_pooled_50/recon_judge/user_001.json"),
+     "output/amem_pooled_50/recon_judge/user_001.json"),
     (lambda r: (r / "benchmark_data/CustomTasksPooledFinal/user_001.json").unlink(), "user_001"),
 ])
 async def test_a_damaged_file_is_named_and_nothing_is_written(tmp_path, damage, named):
@@ -126,3 +134,31 @@ async def test_export_refuses_unknown_runs(tmp_path):
     async with open_store(tmp_path / "s.db") as store:
         with pytest.raises(BadInput, match="no such run"):
             await export_runs(store, ["nope"], tmp_path / "out")
+
+
+async def test_tables_recompute_the_published_figures_from_the_imported_raw_records(tmp_path):
+    from statistics import mean
+
+    from memaudit.scoring.tables import compute_tables
+
+    root = write_release(tmp_path / "pub", users=3, runs=("amem_pooled_50",), turns=4)
+    async with open_store(tmp_path / "s.db") as store:
+        await import_release(store, root)
+        tables = await compute_tables(store, bootstrap=0)
+    [row] = tables["table2"]
+
+    completion, b_retrieve = [], []
+    for i in range(1, 4):
+        user = f"user_{i:03d}"
+        episodes = [orjson.loads((root / f"history/amem_pooled_50/{user}/episode_{t}.json").read_bytes())
+                    for t in range(1, 32)]
+        completion.append(sum(e["end_reason"] == "satisfied" for e in episodes) / 31)
+        details = orjson.loads((root / f"output/amem_pooled_50_retrieve/recon_judge/{user}.json").read_bytes())["details"]
+        by_category = {}
+        for d in details:
+            by_category.setdefault(d["category"], []).append(d["score"])
+        b_retrieve.append(mean(mean(v) for v in by_category.values()))
+    assert row["run"] == "amem_pooled_50" and row["users"] == 3
+    assert row["A"] == pytest.approx(100 * mean(completion))
+    assert row["B_retrieve"] == pytest.approx(mean(b_retrieve))
+    assert row["items"] == 3 and row["chars"] == 60

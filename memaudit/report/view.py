@@ -178,6 +178,13 @@ def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
 
 
+def _run_mode_cells(row: dict, p: Pass | None) -> list[str]:
+    """The first cells of a Table 3/4 row: run (to its page), system, mode (to the pass page)."""
+    mode = esc(_mode_name(row))
+    return [link(INDEX, _run_page(row["run"]), esc(row["run"])) + _partial(row), esc(row.get("system")),
+            link(INDEX, _pass_page(p), mode) if p else mode]
+
+
 def _mode_name(row: dict) -> str:
     return f"{row['mode']} k={row['k']}" if row.get("k") else row["mode"]
 
@@ -186,7 +193,7 @@ def _table3(summary: Summary, rows: list[dict]) -> str:
     body = []
     for row in rows:
         p = summary.find_pass(row["run"], row["mode"], row.get("k"))
-        cells = [esc(row["run"]) + _partial(row), esc(row.get("system")), esc(_mode_name(row))]
+        cells = _run_mode_cells(row, p)
         for key in (*CATEGORIES, "overall"):
             text = mean_std(row.get(key), row.get(f"{key}_std"))
             cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text, anchor=key) if p else text}</td>')
@@ -199,7 +206,7 @@ def _table4(summary: Summary, rows: list[dict]) -> str:
     body, stacks = [], []
     for row in rows:
         p = summary.find_pass(row["run"], row["mode"], row.get("k"))
-        cells = [esc(row["run"]) + _partial(row), esc(row.get("system")), esc(_mode_name(row))]
+        cells = _run_mode_cells(row, p)
         for label in ATTRIBUTION_LABELS:
             count = row.get(label)
             text = "—" if count is None else str(count)

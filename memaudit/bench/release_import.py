@@ -70,8 +70,12 @@ def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], whe
         yield store.benchmark_statements(bench)
     for run in runs:
         users = _user_dirs(root / "history" / run, bench)
-        config = {"users": users, "tasks": None, "max_turns": 25, "k": RETRIEVE_K, "tag": None,
-                  "imported_from": root.resolve().name}
+        ran = {u: len(list((root / "history" / run / u).glob("episode_*.json"))) for u in users}
+        most = max(ran.values(), default=0)
+        # A run of the first N tasks only (ours, exported with --tasks N) stays marked partial.
+        partial = 0 < most < min((len(bench.tasks.get(u, ())) for u in users), default=0)
+        config = {"users": users, "tasks": most if partial else None, "max_turns": 25, "k": RETRIEVE_K,
+                  "tag": None, "imported_from": root.resolve().name}
         yield [("INSERT INTO runs(run, system, bench, origin, config, prompt_hashes) VALUES (?,?,?,?,?,?)",
                 (run, system_of(run), bench.name, "import", dumps(config), dumps({})))]
         for user in users:
@@ -79,7 +83,8 @@ def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], whe
             yield _episode_statements(store, root, run, user, bench)
         footprints = {}
         for user in _user_dirs(root / "memory" / run, bench):
-            statement, footprints[user] = _snapshot_statement(store, root, run, user, bench)
+            statement, footprints[user] = _snapshot_statement(store, root, run, user, ran.get(user) or
+                                                              len(bench.tasks.get(user, ())))
             yield [statement]
         for mode, k, out_dir in (("dump_all", 0, run), ("retrieve", RETRIEVE_K, run + RETRIEVE_SUFFIX)):
             for user in _user_files(root / "output" / out_dir / "recon_judge", bench):
@@ -158,14 +163,13 @@ def _per_pref(path: Path, label: str, user: str) -> dict[int, list]:
     return {t.get("turn"): t.get("per_pref") or [] for t in data.get("turns") or [] if isinstance(t, dict)}
 
 
-def _snapshot_statement(store: Store, root: Path, run: str, user: str, bench: Benchmark) -> tuple[Statement, dict]:
+def _snapshot_statement(store: Store, root: Path, run: str, user: str, last_task: int) -> tuple[Statement, dict]:
     """The final store as a snapshot after the user's last task; returns its footprint too."""
     label = f"memory/{run}/{user}/memories.json"
     data = _object(read_json(root / label, label), label, user)
     memories = data.get("memories")
     if not isinstance(memories, list) or not all(isinstance(m, dict) for m in memories):
         raise BadInput("missing list of memory objects", file=label, user=user, field="memories")
-    last_task = len(bench.tasks.get(user, ()))
     footprint = {"n_items": len(memories), "chars": sum(len(str(m.get("content", ""))) for m in memories)}
     return store.snapshot_statement(run, user, last_task, {"items": memories}, memories), footprint
 

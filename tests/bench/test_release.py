@@ -162,3 +162,13 @@ async def test_tables_recompute_the_published_figures_from_the_imported_raw_reco
     assert row["A"] == pytest.approx(100 * mean(completion))
     assert row["B_retrieve"] == pytest.approx(mean(b_retrieve))
     assert row["items"] == 3 and row["chars"] == 60
+
+
+async def test_a_run_of_the_first_tasks_only_stays_partial(tmp_path):
+    root = write_release(tmp_path / "pub", users=1, runs=("mem0_pooled_50",))
+    for i in range(5, 32):
+        (root / f"history/mem0_pooled_50/user_001/episode_{i}.json").unlink()
+    async with open_store(tmp_path / "s.db") as store:
+        await import_release(store, root)
+        assert (await store.get_run("mem0_pooled_50"))["config"]["tasks"] == 4
+        assert (await store.last_snapshot("mem0_pooled_50", "user_001"))["task_idx"] == 4

@@ -9,7 +9,7 @@ from memaudit.cli.common import current_settings, global_options, run
 from memaudit.scoring import stats
 from memaudit.scoring.plots import write_plots
 from memaudit.scoring.robustness import compare_variants
-from memaudit.scoring.tables import SECTIONS, compute_tables, render, render_csv_section, select_runs
+from memaudit.scoring.tables import compute_tables, csv_sections, render, render_csv_section, select_runs
 from memaudit.store import open_store
 
 FORMATS = ("md", "latex", "csv", "json")
@@ -23,7 +23,7 @@ async def _tables(db: Path, runs, fmt: str, out_dir: Path | None, only: str | No
         if compare:
             tables["robustness"] = await compare_variants(store, await select_runs(store, runs), compare)
     if only:
-        tables = {only: tables[only]}
+        tables = {name: rows for name, rows in tables.items() if name in (only, "robustness")}
     if out_dir is not None:
         _write_all(tables, out_dir)
     text = render(tables, fmt)
@@ -35,10 +35,8 @@ def _write_all(tables: dict, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for fmt, ext in EXTENSIONS.items():
         (out_dir / f"tables.{ext}").write_text(render(tables, fmt))
-    for name in SECTIONS:
-        rows = tables.get(name)
-        if rows:
-            (out_dir / f"{name}.csv").write_text(render_csv_section(rows if isinstance(rows, list) else rows["modes"]))
+    for name, rows in csv_sections(tables):
+        (out_dir / f"{name}.csv").write_text(render_csv_section(rows))
     if "table3" in tables and "gap" in tables:
         write_plots(tables, out_dir)
 

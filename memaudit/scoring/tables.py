@@ -438,11 +438,20 @@ def render_csv_section(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def _render_csv(tables: dict) -> str:
-    parts = []
+def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
+    """(name, rows) of every table present; robustness splits into its summary and per-mode rows."""
+    sections = []
     for name in SECTIONS:
-        if tables.get(name) is None:
+        rows = tables.get(name)
+        if rows is None:
             continue
-        rows = tables[name] if isinstance(tables[name], list) else tables[name]["modes"]
-        parts.append(f"# {name}\n" + render_csv_section(rows))
-    return "\n".join(parts)
+        if name == "robustness":
+            sections.append((name, [{k: v for k, v in rows.items() if k != "modes"}]))
+            sections.append(("robustness_modes", rows["modes"]))
+        else:
+            sections.append((name, rows))
+    return sections
+
+
+def _render_csv(tables: dict) -> str:
+    return "\n".join(f"# {name}\n" + render_csv_section(rows) for name, rows in csv_sections(tables))

@@ -116,6 +116,8 @@ def test_partial_from_a_targeted_scoring_pass(tmp_path):
 def test_table3_category_means_and_k_sweep(tmp_path):
     t = tables_of(tmp_path)
     dump = by_run(t["table3"], run="amem_x", mode="dump_all")[0]
+    assert {"run", "system", "mode", "overall", *CATEGORIES, *(f"{c}_std" for c in CATEGORIES),
+            *(f"{c}_ci95" for c in CATEGORIES)} <= set(dump)
     assert dump["k"] is None and dump["users"] == 3
     assert dump["skill_memory"] == pytest.approx((1.0 + 0.5 + 1.5 / 7) / 3)
     assert dump["self_model"] == pytest.approx((1.0 + 0.5 + 0.25) / 3)
@@ -129,6 +131,7 @@ def test_table3_category_means_and_k_sweep(tmp_path):
 def test_table4_counts_and_recovery_rate(tmp_path):
     t = tables_of(tmp_path)
     row = by_run(t["table4"], run="amem_x", mode="dump_all")[0]
+    assert {"run", "system", "mode", "recovery_rate", *ATTRIBUTION_LABELS} <= set(row)
     assert {label: row[label] for label in ATTRIBUTION_LABELS} == {
         "ok": 5, "memory_failure": 3, "task_design_failure": 1, "agent_elicitation_failure": 0,
         "simulator_too_strict": 0, "no_targeted_task": 0, "unclassified": 0, "overflow": 1}

@@ -9,14 +9,16 @@ import orjson
 from memaudit.errors import BadInput
 
 
-def read_json(path: Path, label: str):
-    """Parse one JSON file; a missing, truncated or malformed file is a BadInput naming `label`."""
+def read_json(path: Path, label: str, user: str | None = None):
+    """Parse one JSON file; a missing, truncated or malformed file is a BadInput whose message
+    starts with `label` (and the user, when known), like every problem line of a validation."""
+    where = f"{label}: user {user}" if user else label
     try:
         return orjson.loads(path.read_bytes())
     except FileNotFoundError:
-        raise BadInput("file not found", file=label) from None
+        raise BadInput(f"{where}: file not found") from None
     except orjson.JSONDecodeError as exc:
-        raise BadInput(f"malformed JSON ({exc})", file=label) from None
+        raise BadInput(f"{where}: malformed JSON ({exc})") from None
 
 
 def write_json(path: Path, data) -> None:

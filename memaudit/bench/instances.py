@@ -139,9 +139,9 @@ def _read_tasks(path: Path, label: str, user_id: str, problems: list[str]) -> tu
         problems.append(f"{label}: user {user_id}: missing task file for a user of the bank")
         return None
     try:
-        data = read_json(path, label)
+        data = read_json(path, label, user_id)
     except BadInput as exc:
-        problems.append(f"{str(exc)} (user {user_id})")
+        problems.append(str(exc))
         return None
     where = f"{label}: user {user_id}"
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):

@@ -124,7 +124,7 @@ def _episode_statements(store: Store, root: Path, run: str, user: str, bench: Be
         label = f"history/{run}/{user}/{path.name}"
         if not 1 <= index <= n_tasks:
             raise BadInput(f"episode {index} but the user has {n_tasks} tasks", file=label, user=user)
-        data = _object(read_json(path, label), label, user)
+        data = _object(read_json(path, label, user), label, user)
         per_pref = _per_pref(root / "pref_judge" / run / user / path.name, f"pref_judge/{run}/{user}/{path.name}", user)
         end_reason = data.get("end_reason")
         if end_reason not in END_REASONS:
@@ -159,14 +159,14 @@ def _per_pref(path: Path, label: str, user: str) -> dict[int, list]:
     """Per-turn per-preference judgments of the pref_judge record, if the release has one."""
     if not path.exists():
         return {}
-    data = _object(read_json(path, label), label, user)
+    data = _object(read_json(path, label, user), label, user)
     return {t.get("turn"): t.get("per_pref") or [] for t in data.get("turns") or [] if isinstance(t, dict)}
 
 
 def _snapshot_statement(store: Store, root: Path, run: str, user: str, last_task: int) -> tuple[Statement, dict]:
     """The final store as a snapshot after the user's last task; returns its footprint too."""
     label = f"memory/{run}/{user}/memories.json"
-    data = _object(read_json(root / label, label), label, user)
+    data = _object(read_json(root / label, label, user), label, user)
     memories = data.get("memories")
     if not isinstance(memories, list) or not all(isinstance(m, dict) for m in memories):
         raise BadInput("missing list of memory objects", file=label, user=user, field="memories")
@@ -175,7 +175,7 @@ def _snapshot_statement(store: Store, root: Path, run: str, user: str, last_task
 
 
 def _details(root: Path, label: str, user: str) -> list[dict]:
-    data = _object(read_json(root / label, label), label, user)
+    data = _object(read_json(root / label, label, user), label, user)
     details = data.get("details")
     if not isinstance(details, list):
         raise BadInput("missing list of details", file=label, user=user, field="details")
@@ -224,7 +224,7 @@ def _oracle_statements(root: Path, label: str, user: str, bench: Benchmark) -> l
     """Stage-0 verdicts, keyed like the ones attribution writes: by the targeted task's text hash."""
     task_of = {t.target_dimension: t.text for t in bench.tasks.get(user, ())}
     rows = []
-    for dimension, verdict in sorted(_object(read_json(root / label, label), label, user).items()):
+    for dimension, verdict in sorted(_object(read_json(root / label, label, user), label, user).items()):
         verdict = _object(verdict, label, user, dimension)
         if dimension not in task_of:
             raise BadInput("no task of the user targets this dimension", file=label, user=user, field=dimension)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import sqlite3
 from dataclasses import dataclass
 
 import orjson
@@ -76,7 +75,7 @@ async def select_runs(store: Store, runs: list[str] | None) -> list[str]:
     if missing:
         raise BadInput(f"unknown run(s) {', '.join(missing)}; in the store: {', '.join(known) or 'none'}",
                        field="runs")
-    return list(runs)
+    return list(dict.fromkeys(runs))  # a run named twice is reported once
 
 
 async def load_run(store: Store, run: str, variant: str = "default") -> RunData:
@@ -97,11 +96,7 @@ async def is_partial(store: Store, info: dict, variant: str) -> bool:
         "SELECT MAX(n) AS n FROM (SELECT COUNT(*) AS n FROM tasks WHERE bench=? GROUP BY user_id)", (info["bench"],))
     if tasks is not None and row["n"] is not None and tasks < row["n"]:
         return True
-    try:  # score_passes arrives with migration 002; a store without it has no targeted passes
-        passes = await store.fetchall("SELECT config FROM score_passes WHERE run=? AND variant=?",
-                                      (info["run"], variant))
-    except sqlite3.OperationalError:
-        return False
+    passes = await store.fetchall("SELECT config FROM score_passes WHERE run=? AND variant=?", (info["run"], variant))
     return any((loads(p["config"]) or {}).get("dims") == "targeted" for p in passes)
 
 

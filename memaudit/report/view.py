@@ -127,7 +127,7 @@ def _index_page(summary: Summary, tables: dict) -> str:
     parts.append(_table4(summary, tables.get("table4") or []))
     for key, title in (("footprint", "Footprint distribution"), ("gap", "Per-user dump − retrieve gap"),
                        ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B")):
-        parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(tables.get(key) or []))
+        parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(summary, tables.get(key) or []))
     parts.append(_users_section(summary))
     return page(INDEX, "memaudit audit report", "\n".join(parts))
 
@@ -222,19 +222,30 @@ def _table4(summary: Summary, rows: list[dict]) -> str:
             + (stacked_chart("Attribution of every target", stacks, LABEL_COLOURS) if stacks else ""))
 
 
-def _generic_table(rows: list[dict]) -> str:
+def _generic_table(summary: Summary, rows: list[dict]) -> str:
     """A table of any list of flat rows; nested per-user breakdowns are left to the drill-down pages."""
     if not rows:
         return '<p class="muted">nothing recorded</p>'
+    lead = ("run", "system", "mode", "role", "a", "b")
     keys = sorted({k for row in rows for k, v in row.items() if not isinstance(v, dict)},
-                  key=lambda k: (k not in ("run", "system", "role", "mode"), k))
-    return table(keys, [[f'<td class="n">{_value(row.get(k))}</td>' if i else esc(row.get(k))
-                         for i, k in enumerate(keys)] for row in rows], "nums")
+                  key=lambda k: (lead.index(k) if k in lead else len(lead), k))
+    runs = {r["run"] for r in summary.runs}
+
+    def cell(key: str, value) -> str:
+        if key == "run" and value in runs:
+            return link(INDEX, _run_page(value), esc(value))
+        if isinstance(value, (int, float, list)) and not isinstance(value, bool) or value is None:
+            return f'<td class="n">{_value(value)}</td>'
+        return esc(value)
+
+    return table(keys, [[cell(k, row.get(k)) for k in keys] for row in rows])
 
 
 def _value(value) -> str:
     if isinstance(value, float):
         return num(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
     if isinstance(value, list):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     return "—" if value is None else esc(value)

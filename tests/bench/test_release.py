@@ -172,3 +172,32 @@ async def test_a_run_of_the_first_tasks_only_stays_partial(tmp_path):
         await import_release(store, root)
         assert (await store.get_run("mem0_pooled_50"))["config"]["tasks"] == 4
         assert (await store.last_snapshot("mem0_pooled_50", "user_001"))["task_idx"] == 4
+
+
+async def test_a_rollout_exports_byte_identically_and_reimports(tmp_path, settings, fake):
+    from dataclasses import replace
+
+    from memaudit.bench.instances import load_release_benchmark
+    from memaudit.embed import Embedder
+    from memaudit.rollout.runner import run_rollout
+    from memaudit.runtime import open_runtime
+    from tests.rollout.conftest import fake_encoder
+
+    bench = load_release_benchmark(write_release(tmp_path / "rel", users=2), name="fx")
+    fake.on_text(lambda body: f"A plan after {len(body['messages'])} messages.")
+    episodes = {}
+    for name in ("a", "b"):
+        async with open_runtime(replace(settings, db=tmp_path / f"{name}.db"), transport=fake.transport(),
+                                embedder=Embedder(None, encoder=fake_encoder)) as rt:
+            await rt.store.save_benchmark(bench)
+            await run_rollout(rt, bench, ["longctx_full"], tasks=2, max_turns=2, progress=False)
+            await export_runs(rt.store, None, tmp_path / f"out_{name}")
+            episodes[name] = await rt.store.load_episodes("longctx_full")
+    assert _tree_digest(tmp_path / "out_a") == _tree_digest(tmp_path / "out_b")
+
+    async with open_store(tmp_path / "c.db") as store:
+        assert await import_release(store, tmp_path / "out_a") == ["longctx_full"]
+        assert await store.load_episodes("longctx_full") == episodes["a"]
+        assert (await store.get_run("longctx_full"))["config"]["tasks"] == 2
+        snapshot = await store.last_snapshot("longctx_full", "user_001")
+        assert snapshot["task_idx"] == 2 and snapshot["n_items"] > 0

@@ -53,11 +53,13 @@ def page(path: str, title: str, body: str, crumbs: Iterable[tuple[str, str]] = (
 
 
 def table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
-    """Headers are plain text (escaped here); row cells are already HTML."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    """Headers are plain text (escaped here; long snake_case names may break after an underscore);
+    row cells are already HTML. Wide tables scroll sideways instead of stretching the page."""
+    head = "".join(f"<th>{esc(h).replace('_', '_<wbr>')}</th>" for h in headers)
     body = "\n".join("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in row) + "</tr>"
                      for row in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>'
+    return (f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n'
+            "</tbody></table></div>")
 
 
 def num(value, digits: int = 3) -> str:

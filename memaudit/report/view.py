@@ -51,8 +51,9 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
     for run in summary.runs:
         writer.write(_run_page(run["run"]), _run_overview(summary, run))
         for p in summary.run_passes(run["run"]):
-            writer.write(_pass_page(p), _pass_overview(summary, run, p))
-            for name, targets in _target_lists(summary, p).items():
+            lists = _target_lists(summary, p)
+            writer.write(_pass_page(p), _pass_overview(summary, run, p, lists))
+            for name, targets in lists.items():
                 writer.write(_list_page(p, name), _target_list(summary, run, p, name, targets))
     for bench, users in summary.users.items():
         bench_runs = [r for r in summary.runs if r["bench"] == bench]
@@ -60,12 +61,17 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
             if not any(user["user_id"] in summary.run_users(r) for r in bench_runs):
                 continue
             await _write_user(store, writer, summary, bench, bench_runs, user)
+    writer.remove_stale()
     return out / INDEX
 
 
 class _Writer:
+    """Writes pages under the report root and remembers them, so pages left over from an earlier
+    report into the same directory (other runs, other users) can be removed."""
+
     def __init__(self, root: Path):
         self.root = root
+        self.written: set[Path] = set()
 
     def copy_assets(self) -> None:
         target = self.root / "assets"
@@ -79,6 +85,13 @@ class _Writer:
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
+        self.written.add(path)
+
+    def remove_stale(self) -> None:
+        for tree in ("runs", "users"):
+            for path in sorted((self.root / tree).rglob("*.html")):
+                if path not in self.written:
+                    path.unlink()
 
 
 # -- page paths --------------------------------------------------------------------------------
@@ -114,8 +127,12 @@ def _pass_anchor(p: Pass) -> str:
     return f"{slug(p.run)}-{p.slug}"
 
 
+def _episode_anchor(run: str, task_idx: int) -> str:
+    return f"{slug(run)}-e{task_idx}"
+
+
 def _turn_anchor(run: str, task_idx: int, turn: int) -> str:
-    return f"{slug(run)}-e{task_idx}-t{turn}"
+    return f"{_episode_anchor(run, task_idx)}-t{turn}"
 
 
 # -- index -------------------------------------------------------------------------------------
@@ -196,7 +213,7 @@ def _table3(summary: Summary, rows: list[dict]) -> str:
         cells = _run_mode_cells(row, p)
         for key in (*CATEGORIES, "overall"):
             text = mean_std(row.get(key), row.get(f"{key}_std"))
-            cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text, anchor=key) if p else text}</td>')
+            cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text) if p else text}</td>')
         body.append(cells)
     return ("<h2>Table 3 · recovery per category</h2>"
             + table(["run", "system", "mode", *CATEGORIES, "overall"], body, "nums"))
@@ -290,9 +307,9 @@ def _run_overview(summary: Summary, run: dict) -> str:
                 [(INDEX, "report")])
 
 
-def _pass_overview(summary: Summary, run: dict, p: Pass) -> str:
+def _pass_overview(summary: Summary, run: dict, p: Pass, lists: dict[str, list]) -> str:
     path = _pass_page(p)
-    rows, counts = [], {}
+    rows = []
     for user in summary.run_users(run):
         rec = summary.recovery[p].get(user)
         cells = [link(path, _user_page(run["bench"], user), esc(user), anchor=_pass_anchor(p))]
@@ -303,13 +320,11 @@ def _pass_overview(summary: Summary, run: dict, p: Pass) -> str:
         cells.append(f'<td class="n">{num(rec and rec.B)}</td>')
         cells += [f'<td class="n">{statuses.count(s)}</td>' for s in ("ok", "overflow", "failed")]
         rows.append(cells)
-    for name, targets in _target_lists(summary, p).items():
-        counts[name] = len(targets)
-    list_links = " · ".join(f"{link(path, _list_page(p, name), esc(name))} ({n})" for name, n in counts.items())
+    list_links = " · ".join(f"{link(path, _list_page(p, name), esc(name))} ({len(targets)})"
+                            for name, targets in lists.items())
     headers = ["user", *CATEGORIES, "B", "ok", "overflow", "failed"]
-    ids = "".join(f'<span id="{c}"></span>' for c in (*CATEGORIES, "overall"))
     return page(path, f"{run['run']} · {p.name}",
-                f"<p>targets by attribution label or status: {list_links or 'none'}</p>{ids}"
+                f"<p>targets by attribution label or status: {list_links or 'none'}</p>"
                 + "<h2>Per user and category</h2>" + table(headers, rows, "nums"),
                 [(INDEX, "report"), (_run_page(run["run"]), run["run"])])
 
@@ -431,7 +446,7 @@ def _episode_list(bench: str, run: dict, user: dict, detail: dict) -> str:
         task = tasks.get(idx)
         scores = [t["preference_score"] for t in ep["turns"] if t["preference_score"] is not None]
         target = (link(path, _target_page(bench, uid, task["target_dimension"]), esc(task["target_dimension"]),
-                       anchor=f"{slug(run['run'])}-e{idx}") if task else "—")
+                       anchor=_episode_anchor(run["run"], idx)) if task else "—")
         rows.append([f'<td class="n">{idx}</td>', esc(ep["task"]), target, esc(ep["end_reason"]),
                      f'<td class="n">{ep["n_turns"]}</td>',
                      f'<td class="n">{num(sum(scores) / len(scores), 2) if scores else "—"}</td>'])
@@ -601,7 +616,7 @@ def _marked(text: str | None, quotes: list[str]) -> str:
 
 
 def _transcript(run: str, task: dict, episode: dict | None, citations: list) -> str:
-    anchor = f"{slug(run)}-e{task['idx']}"
+    anchor = _episode_anchor(run, task["idx"])
     if episode is None:
         return f'<p id="{anchor}" class="muted">episode {task["idx"]}: not run in this run</p>'
     quotes = [q for _, _, q in citations if q]

@@ -77,8 +77,10 @@ async def test_output_is_deterministic_and_limited_to_chosen_runs(tmp_path):
     second = {p.relative_to(tmp_path / "report"): p.read_bytes() for p in (tmp_path / "report").rglob("*") if p.is_file()}
     assert first == second
 
-    only = await _report(tmp_path / "only", ["nomem"])
-    assert "nomem" in only.read_text() and not (only.parent / "runs/mem0.html").exists()
+    only = await _report(tmp_path, ["nomem"])  # into the same directory: mem0's pages go
+    assert "nomem" in only.read_text() and "mem0" not in only.read_text()
+    assert not (only.parent / "runs/mem0.html").exists()
+    assert "mem0" not in (only.parent / "users/synthetic/user_001/cooking_skill.html").read_text()
 
 
 @pytest.mark.anyio

@@ -191,7 +191,7 @@ def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
     headers = ["run", "system", "users", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
                "overflow full", "overflow top-k"]
     return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
-            + table(headers, body, "nums")
+            + table(headers, body)
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
 
 
@@ -216,7 +216,7 @@ def _table3(summary: Summary, rows: list[dict]) -> str:
             cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text) if p else text}</td>')
         body.append(cells)
     return ("<h2>Table 3 · recovery per category</h2>"
-            + table(["run", "system", "mode", *CATEGORIES, "overall"], body, "nums"))
+            + table(["run", "system", "mode", *CATEGORIES, "overall"], body))
 
 
 def _table4(summary: Summary, rows: list[dict]) -> str:
@@ -234,7 +234,7 @@ def _table4(summary: Summary, rows: list[dict]) -> str:
             stacks.append((f"{row['run']} · {_mode_name(row)}", {lb: row[lb] for lb in ATTRIBUTION_LABELS}))
     legend = ", ".join(f"{short} = {label}" for label, short in TABLE4_HEADERS.items())
     return ("<h2>Table 4 · failure attribution</h2>"
-            + table(["run", "system", "mode", *TABLE4_HEADERS.values(), "recovery rate"], body, "nums")
+            + table(["run", "system", "mode", *TABLE4_HEADERS.values(), "recovery rate"], body)
             + f'<p class="note">{esc(legend)}; recovery rate = Recovered / (Recovered + Memory).</p>'
             + (stacked_chart("Attribution of every target", stacks, LABEL_COLOURS) if stacks else ""))
 
@@ -292,15 +292,15 @@ def _run_overview(summary: Summary, run: dict) -> str:
                 (num(m.A * 100 if m else None, 1), num(m and m.C, 2), num(m and m.D, 2))]
         row += [link(path, _memory_page(run["run"], user), num(m and m.items, 0)), num(m and m.chars, 1)]
         for p in passes:
-            rec = summary.recovery[p].get(user)
-            row.append(link(path, _user_page(run["bench"], user), num(rec and rec.B), anchor=_pass_anchor(p)))
+            row.append(link(path, _user_page(run["bench"], user), num(_recovery(summary, p, user)),
+                            anchor=_pass_anchor(p)))
         rows.append([c if i < 2 else f'<td class="n">{c}</td>' for i, c in enumerate(row)])
     cfg = dl([("system", esc(run["system"])), ("benchmark", esc(run["bench"])), ("origin", esc(run["origin"])),
               ("config", f"<code>{esc(dumps(run['config']))}</code>")])
     pass_links = " · ".join(link(path, _pass_page(p), esc(p.name)) for p in passes) or "not scored"
     headers = ["user", "episodes", "A (%)", "C", "D (/5)", "items", "chars/item", *[f"B {p.name}" for p in passes]]
     return page(path, f"run {run['run']}",
-                cfg + f"<p>scoring passes: {pass_links}</p><h2>Per user</h2>" + table(headers, rows, "nums")
+                cfg + f"<p>scoring passes: {pass_links}</p><h2>Per user</h2>" + table(headers, rows)
                 + '<p class="note">A = satisfied episodes / all; C = mean assistant replies per episode; D = mean of '
                   "scorable turn preference scores; items/chars from the final memory snapshot; B category-balanced, "
                   "overflow counted as 0, failed left out.</p>",
@@ -311,21 +311,21 @@ def _pass_overview(summary: Summary, run: dict, p: Pass, lists: dict[str, list])
     path = _pass_page(p)
     rows = []
     for user in summary.run_users(run):
-        rec = summary.recovery[p].get(user)
-        cells = [link(path, _user_page(run["bench"], user), esc(user), anchor=_pass_anchor(p))]
+        grid = _user_page(run["bench"], user)
+        cells = [link(path, grid, esc(user), anchor=_pass_anchor(p))]
         for category in CATEGORIES:
-            value = rec.categories.get(category) if rec else None
-            cells.append(f'<td class="n {score_class(value)}">{num(value)}</td>')
+            value = _recovery(summary, p, user, category)
+            cells.append(f'<td class="n {score_class(value)}">{link(path, grid, num(value), anchor=category)}</td>')
         statuses = [r["status"] for r in summary.scores[p].get(user, {}).values()]
-        cells.append(f'<td class="n">{num(rec and rec.B)}</td>')
+        cells.append(f'<td class="n">{link(path, grid, num(_recovery(summary, p, user)), anchor=_pass_anchor(p))}</td>')
         cells += [f'<td class="n">{statuses.count(s)}</td>' for s in ("ok", "overflow", "failed")]
         rows.append(cells)
     list_links = " · ".join(f"{link(path, _list_page(p, name), esc(name))} ({len(targets)})"
                             for name, targets in lists.items())
-    headers = ["user", *CATEGORIES, "B", "ok", "overflow", "failed"]
+    headers = ["user", *CATEGORIES, "B", "judged", "overflow", "failed"]
     return page(path, f"{run['run']} · {p.name}",
                 f"<p>targets by attribution label or status: {list_links or 'none'}</p>"
-                + "<h2>Per user and category</h2>" + table(headers, rows, "nums"),
+                + "<h2>Per user and category</h2>" + table(headers, rows),
                 [(INDEX, "report"), (_run_page(run["run"]), run["run"])])
 
 
@@ -403,16 +403,18 @@ def _user_grid(summary: Summary, bench: str, runs: list[dict], user: dict) -> st
     passes = [p for r in runs for p in summary.run_passes(r["run"])]
     rows = []
     for category in CATEGORIES:
+        means = [_recovery(summary, p, uid, category) for p in passes]
+        rows.append([f'<td colspan="2" class="group" id="{category}">{esc(category)}</td>']
+                    + [f'<td class="cell group">{num(m)}</td>' for m in means])
         for entry in (e for e in user["bank"] if e["category"] == category):
             dim = entry["dimension"]
-            cells = [esc(category), link(path, _target_page(bench, uid, dim), esc(dim)), esc(entry["short"])]
+            cells = [link(path, _target_page(bench, uid, dim), esc(dim)), esc(entry["short"])]
             cells += [_grid_cell(path, bench, uid, p, dim, summary.scores[p].get(uid, {}).get(dim),
                                  summary.labels[p].get(uid, {}).get(dim)) for p in passes]
             rows.append(cells)
-    b_row = ["", "<b>B</b>", ""] + [
-        f'<td class="cell" id="{_pass_anchor(p)}"><b>{num(_user_b(summary, p, uid))}</b></td>' for p in passes]
-    rows.append(b_row)
-    headers = ["category", "dimension", "ground truth", *[f"{p.run} · {p.name}" for p in passes]]
+    rows.append(['<td colspan="2" class="group">B (category-balanced)</td>'] + [
+        f'<td class="cell group" id="{_pass_anchor(p)}">{num(_recovery(summary, p, uid))}</td>' for p in passes])
+    headers = ["dimension", "ground truth", *[f"{p.run} · {p.name}" for p in passes]]
     legend = ", ".join(f"{m} = {lb}" for lb, m in LABEL_MARKS.items() if m)
     episode_links = " · ".join(link(path, _episodes_page(r["run"], uid), esc(r["run"])) for r in runs)
     return page(path, f"user {uid}",
@@ -423,9 +425,12 @@ def _user_grid(summary: Summary, bench: str, runs: list[dict], user: dict) -> st
                 [(INDEX, "report")])
 
 
-def _user_b(summary: Summary, p: Pass, uid: str) -> float | None:
+def _recovery(summary: Summary, p: Pass, uid: str, category: str | None = None) -> float | None:
+    """A user's B in a pass, or the mean of one category."""
     rec = summary.recovery[p].get(uid)
-    return rec.B if rec else None
+    if rec is None:
+        return None
+    return rec.B if category is None else rec.categories.get(category)
 
 
 def _persona(persona) -> str:

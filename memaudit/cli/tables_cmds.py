@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from memaudit.cli.common import current_settings, global_options, run
+from memaudit.errors import BadInput
 from memaudit.scoring import stats
 from memaudit.scoring.robustness import compare_variants
 from memaudit.scoring.tables import compute_tables, csv_sections, render, render_csv_section, select_runs
@@ -17,6 +18,8 @@ EXTENSIONS = {"md": "md", "latex": "tex", "json": "json"}
 
 async def _tables(db: Path, runs, fmt: str, out_dir: Path | None, only: str | None, compare: str | None,
                   bootstrap: int, seed: int) -> None:
+    if not Path(db).exists():
+        raise BadInput("no store here; run a rollout or import-release first, or pass --db", file=str(db))
     async with open_store(db) as store:
         tables = await compute_tables(store, runs, bootstrap=bootstrap, seed=seed)
         if compare:

@@ -225,6 +225,10 @@ def test_cli_json_only_and_errors(tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("memaudit: error:") and "nope" in err and "\n" not in err
+    with pytest.raises(SystemExit):
+        main(["tables", "--db", str(tmp_path / "missing.db")])
+    assert "no store here" in capsys.readouterr().err
+    assert not (tmp_path / "missing.db").exists()
 
 
 def test_imported_release_tables_match_its_raw_files(tmp_path):

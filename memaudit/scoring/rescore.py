@@ -26,7 +26,7 @@ def variant_scorer(rt: Runtime, *, judge_model: str | None, judge_prompt: str | 
         path = Path(judge_prompt)
         if not path.is_file():
             raise BadInput("judge prompt file not found", file=str(path))
-        prompt = load_prompt(path.stem, path.parent.resolve())
+        prompt = load_prompt(path.stem, path.parent)
     return replace(scorer, reader=with_model(rt.llm, "slot_fill", reader_model),
                    judge=with_model(rt.llm, "recovery_judge", judge_model), judge_prompt=prompt)
 
@@ -46,6 +46,8 @@ async def rescore_runs(rt: Runtime, runs, variant: str, *, judge_model: str | No
         raise BadInput("a rescoring variant needs its own name, not 'default'", field="variant")
     if judge_model is None and judge_prompt is None and reader_model is None:
         raise BadInput("nothing to change: give --judge-model, --judge-prompt or --reader-model", field="variant")
+    if judge_prompt is not None:  # recorded absolute, so replay finds it from any directory
+        judge_prompt = str(Path(judge_prompt).resolve())
     scorer = variant_scorer(rt, judge_model=judge_model, judge_prompt=judge_prompt, reader_model=reader_model)
     rescore = {"from": DEFAULT_VARIANT, "judge_model": judge_model, "judge_prompt": judge_prompt,
                "reader_model": reader_model}

@@ -178,6 +178,9 @@ def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
         for mode in ("dump_all", "retrieve"):
             p = summary.find_pass(row["run"], mode, row.get("retrieve_k"))
             text = mean_std(row.get(f"B_{mode}"), row.get(f"B_{mode}_std"))
+            ci = row.get(f"B_{mode}_ci95")
+            if ci:
+                text = f'<span title="95% bootstrap interval over users: {_value(ci)}">{text}</span>'
             cells.append(link(INDEX, _pass_page(p), text) if p else text)
             bars.append((mode, row.get(f"B_{mode}"), row.get(f"B_{mode}_std")))
         cells += [to_run(num(row.get("items"), 1)), to_run(num(row.get("chars"), 1))]

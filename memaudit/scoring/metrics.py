@@ -5,8 +5,8 @@ C  mean assistant replies per episode, over all episodes and over satisfied ones
 D  mean of all scorable turn scores (turns.preference_score not NULL); None if there are none
 E  items in the user's last memory snapshot and the mean characters of their `content`
 B  per access mode and k: the mean of the five per-category means of the reconstruction scores
-   (category-balanced). `overflow` rows score 0 and are counted; `failed` rows are left out and
-   counted.
+   (category-balanced). `overflow` rows score 0 and are counted; `failed` rows (and `ok` rows
+   without a score) are left out and counted.
 
 Episodes that ended `failed` stay in A's and C's denominators (they are episodes the user did not
 finish) and are counted; simulator fallback turns are counted.

@@ -5,6 +5,12 @@
 Prints: harness overhead per call with a zero-latency transport (target <= 1 ms/call),
 wall time of 1,000 independent calls at concurrency 64 against a 100 ms fake (target within
 1.5x of 1000 * 0.1 / 64 s), and replay throughput over 100,000 cached calls (target >= 5,000/s).
+
+    .venv/bin/python bench/bench_client.py --embedded
+
+measures the real embedded server instead (SmolLM2-135M, 2 threads): a structured call with a
+~1.2k-token prompt, cold, then the same long prefix with a new question (prefix cache), then a
+short call.
 """
 from __future__ import annotations
 
@@ -104,7 +110,34 @@ async def replay(tmp: Path, n: int = 100_000) -> float:
     return n / took
 
 
+async def embedded(tmp: Path) -> None:
+    from memaudit.config import EMBEDDED_MODEL
+    from memaudit.llm.server import embedded_server
+    prefix = ("You help one traveller plan trips. They live in Ohio, like quiet towns, dislike long drives, "
+              "travel with a small dog, cook their own meals and keep to a modest budget. ") * 24
+    asks = [("cold, ~1.2k-token prompt", prefix, "Suggest one city for a weekend in May."),
+            ("same prefix, new question", prefix, "Suggest one city for a weekend in October."),
+            ("short prompt", "You answer briefly.", "Name one quiet lake town.")]
+    async with embedded_server(threads=2, log_path=tmp / "server.log") as url:
+        settings = load_settings(db=tmp / "embedded.db", base_url=url, model=EMBEDDED_MODEL, backend="llamacpp",
+                                 env={})
+        async with open_store(settings.db) as store:
+            llm = LLM(settings, store)
+            for label, system, question in asks:
+                start = time.perf_counter()
+                result = await llm.call("agent", [{"role": "system", "content": system},
+                                                  {"role": "user", "content": question}],
+                                        schema=SCHEMA, max_tokens=40)
+                print(f"embedded, {label}: {time.perf_counter() - start:.2f} s, "
+                      f"{result.usage.get('prompt_tokens')} prompt tokens")
+            await llm.aclose()
+
+
 async def main() -> None:
+    if "--embedded" in sys.argv:
+        with tempfile.TemporaryDirectory() as d:
+            await embedded(Path(d))
+        return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ms = await overhead(tmp)

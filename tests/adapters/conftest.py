@@ -64,3 +64,17 @@ def events(episodes=EPISODES, first_index: int = 1):
 async def play(adapter, episodes=EPISODES, first_index: int = 1) -> None:
     for event in events(episodes, first_index):
         await adapter.observe(event)
+
+
+def add_every_fact(body):
+    """mem0's decision call: ADD each new fact (so the store grows deterministically)."""
+    facts = body["messages"][-1]["content"].split("New facts:\n", 1)[1].splitlines()
+    return {"decisions": [{"fact": n, "event": "ADD", "id": "", "text": line.split(". ", 1)[1]}
+                          for n, line in enumerate(facts)]}
+
+
+def script(fake):
+    """Memory-side answers that make every system write; other roles keep the fake's defaults."""
+    fake.on("memory_mem0_extract", lambda body: {"facts": [body["messages"][-1]["content"].rsplit("\n", 1)[-1]]})
+    fake.on("memory_mem0_decide", add_every_fact)
+    return fake

@@ -7,23 +7,10 @@ import pytest
 
 from adapters.base import AgentContext, Event
 from adapters.registry import BUILTIN
-from tests.adapters.conftest import EPISODES, adapter_runtime, play
+from tests.adapters.conftest import EPISODES, adapter_runtime, play, script
 
 SYSTEMS = sorted(BUILTIN)
 QUERIES = ["knee injury from running", "how does the user like answers", "Python data analysis", "Munich"]
-
-
-def add_every_fact(body):
-    """mem0's decision call: ADD each new fact (so the store grows deterministically)."""
-    facts = body["messages"][-1]["content"].split("New facts:\n", 1)[1].splitlines()
-    return {"decisions": [{"fact": n, "event": "ADD", "id": "", "text": line.split(". ", 1)[1]}
-                          for n, line in enumerate(facts)]}
-
-
-def script(fake):
-    fake.on("memory_mem0_extract", lambda body: {"facts": [body["messages"][-1]["content"].rsplit("\n", 1)[-1]]})
-    fake.on("memory_mem0_decide", add_every_fact)
-    return fake
 
 
 @pytest.mark.parametrize("system", SYSTEMS)

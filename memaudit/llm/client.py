@@ -104,6 +104,10 @@ class LLM:
         flight = self._flights.get(key)
         if flight is not None:  # single-flight: an identical request is already on its way
             await flight.done.wait()
+            if isinstance(flight.error, anyio.get_cancelled_exc_class()):
+                # The caller that made the request was cancelled, not this one: ask again.
+                return await self.call(role, messages, temperature=temperature, max_tokens=max_tokens,
+                                       schema=schema, check=check, sample=sample, seed_parts=seed_parts)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)

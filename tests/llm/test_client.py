@@ -172,17 +172,24 @@ def test_always_garbage_raises_invalid_output_recorded_not_served(settings, fake
     assert again.value.raw == "{still not json" and len(fake.requests) == before
 
 
-def test_truncated_free_text_is_retried(settings, fake):
+def test_truncated_free_text_is_kept_and_flagged_but_truncated_json_is_repaired(settings, fake):
     sent = []
 
     async def handle(request):
         body = orjson.loads(request.content)
         sent.append(body)
-        finish = "length" if len(sent) == 1 else "stop"
-        return httpx.Response(200, json=completion(body, "a reply", finish))
+        if "response_format" in body:
+            text, finish = ('{"answer": "cut', "length") if len(sent) == 2 else ('{"answer": "4"}', "stop")
+        else:
+            text, finish = "a reply cut at the lim", "length"
+        return httpx.Response(200, json=completion(body, text, finish))
 
-    result = run_with_llm(settings, httpx.MockTransport(handle), lambda llm: call(llm, schema=None))
-    assert result.text == "a reply" and result.data is None and len(sent) == 2
+    async def both(llm):
+        return await call(llm, schema=None), await call(llm)
+    free, structured = run_with_llm(settings, httpx.MockTransport(handle), both)
+    assert free.text == "a reply cut at the lim" and free.usage["truncated"] == 1
+    assert structured.data == {"answer": "4"} and len(sent) == 3
+    assert "cut off at the token limit" in sent[2]["messages"][-1]["content"]
 
 
 # -- dialects ----------------------------------------------------------------------------------
@@ -396,3 +403,24 @@ def test_token_accounting_per_role(settings, fake):
     stats = run_with_llm(settings, fake.transport(), work)
     assert stats["agent"].calls == 1 and stats["agent"].cache_hits == 1
     assert stats["agent"].prompt_tokens > 0 and stats["simulator"].completion_tokens > 0
+
+
+def test_a_cancelled_leader_does_not_cancel_its_followers(settings):
+    fake = FakeOpenAI(latency=0.1)
+
+    async def work(llm):
+        results = []
+
+        async def leader():
+            with anyio.move_on_after(0.03):
+                await call(llm)
+
+        async def follower():
+            await anyio.sleep(0.01)
+            results.append(await call(llm))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(leader)
+            tg.start_soon(follower)
+        return results
+    results = run_with_llm(settings, fake.transport(), work)
+    assert len(results) == 1 and results[0].data is not None

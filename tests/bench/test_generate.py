@@ -8,7 +8,6 @@ import re
 
 import anyio
 import orjson
-import pytest
 
 from memaudit.bench.generate import (EDIT_BUDGET, BankEntry, bank_check, generate, sentences, task_check)
 from memaudit.bench.instances import load_release_benchmark, read_release

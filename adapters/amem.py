@@ -43,8 +43,9 @@ class AMem(IndexedMemory):
         self.bad_indices: list[dict] = []
 
     def rank_text(self, item: dict) -> str:
-        return (f"{item['content']} context: {item['context']} keywords: {', '.join(item['keywords'])} "
-                f"tags: {', '.join(item['tags'])}")
+        # .get: a published dump loaded for `memory search` may lack some of the fields.
+        return (f"{item['content']} context: {item.get('context', '')} "
+                f"keywords: {', '.join(item.get('keywords', []))} tags: {', '.join(item.get('tags', []))}")
 
     async def observe(self, event: Event) -> None:
         if event.kind not in SOURCE:

@@ -35,6 +35,9 @@ COLLECTIONS = ("turns", "facts", "experiences", "personas", "summary")
 WRITE_TOOLS = {"create_fact": "facts", "create_experience": "experiences",
                "update_persona": "personas", "update_summary": "summary"}
 SEARCH_TOOLS = {f"search_{name}": name for name in COLLECTIONS}
+# Singular spellings a dumped store may use for its collections.
+COLLECTION_ALIASES = {"turn": "turns", "fact": "facts", "experience": "experiences", "persona": "personas",
+                      "summaries": "summary", **{name: name for name in COLLECTIONS}}
 NEIGHBOURS = 3
 MAX_SEARCH_STEPS = 6
 
@@ -190,10 +193,12 @@ class MemT(MemoryAdapter):
         for n, raw in enumerate(items, 1):
             if not isinstance(raw, dict) or not isinstance(raw.get("content"), str):
                 raise BadInput(f"memory {n} needs a string 'content'", field="content")
-            if raw.get("category") not in COLLECTIONS:
+            collection = COLLECTION_ALIASES.get(raw.get("category"))
+            if collection is None:
                 raise BadInput(f"memory {n} has category {raw.get('category')!r}; expected one of "
                                f"{', '.join(COLLECTIONS)}", field="category")
             item = {key: value for key, value in raw.items() if key != "score"}
+            item["category"] = collection
             item["id"] = str(item["id"]) if item.get("id") is not None else self.new_id(item["content"])
             item.setdefault("metadata", {})
             grouped[item["category"]].append(item)

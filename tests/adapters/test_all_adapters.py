@@ -72,3 +72,23 @@ def test_failed_memory_call_is_counted_not_fatal(system, settings, fake):
             assert state["write_failures"] == 1
             assert state["failure_log"][0]["error"] == "InvalidOutput"
     anyio.run(main)
+
+
+@pytest.mark.parametrize("system", [s for s in SYSTEMS if s != "nomem"])
+def test_load_items_from_a_published_dump(system, settings, fake):
+    """A dumped store with only some native fields loads and searches; our own dump reloads as is."""
+    minimal = [{"id": f"m{n}", "content": text, "tags": ["x"], "category": "facts", "score": 0.3}
+               for n, text in enumerate(["Runs three times a week.", "Hurt a knee.", "Likes short answers."])]
+
+    async def main():
+        async with adapter_runtime(system, settings, script(fake)) as (make, rt):
+            loaded = make()
+            await loaded.load_items(minimal)
+            found = await loaded.search("knee", 2)
+            assert 1 <= len(found) <= 2 and "knee" in found[0].content
+            original = make()
+            await play(original)
+            reloaded = make()
+            await reloaded.load_items(original.dump())
+            assert reloaded.dump() == original.dump()
+    anyio.run(main)

@@ -36,6 +36,7 @@ def describe(note: dict) -> str:
 
 class AMem(IndexedMemory):
     name = "amem"
+    prompts = ("memory_amem_note", "memory_amem_evolve")
     extra_state = ("bad_indices",)
 
     def __init__(self, ctx):

@@ -58,6 +58,8 @@ class AdapterContext:
 class MemoryAdapter(ABC):
     name: ClassVar[str]
     supports_retrieve: ClassVar[bool] = True
+    # Prompt files (`prompts/<name>.md`) of the memory-side calls; runs record their sha256.
+    prompts: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: AdapterContext):
         self.ctx = ctx

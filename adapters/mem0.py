@@ -30,6 +30,7 @@ def numbered(lines: list[str]) -> str:
 
 class Mem0(IndexedMemory):
     name = "mem0"
+    prompts = ("memory_mem0_extract", "memory_mem0_decide")
     extra_state = ("history", "unknown_ids", "last_reply")
 
     def __init__(self, ctx):

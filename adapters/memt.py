@@ -50,6 +50,7 @@ SEARCH_SCHEMA = obj(action={"type": "string", "enum": [*SEARCH_TOOLS, "finish"]}
 
 class MemT(MemoryAdapter):
     name = "memt"
+    prompts = ("memory_memt_formation", "memory_memt_update", "memory_memt_search")
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -92,3 +92,14 @@ def test_load_items_from_a_published_dump(system, settings, fake):
             await reloaded.load_items(original.dump())
             assert reloaded.dump() == original.dump()
     anyio.run(main)
+
+
+def test_declared_prompts_exist_and_cover_every_memory_prompt():
+    from adapters.registry import get_adapter
+    from memaudit.config import REPO_ROOT
+    from memaudit.prompts import load_prompt
+
+    declared = {name for system in SYSTEMS for name in get_adapter(system).prompts}
+    for name in declared:
+        assert load_prompt(name, REPO_ROOT / "prompts").header
+    assert declared == {p.stem for p in (REPO_ROOT / "prompts").glob("memory_*.md")}

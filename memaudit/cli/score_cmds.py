@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, out, run
+from memaudit.cli.common import current_settings, global_options, run
 from memaudit.errors import BadInput
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
@@ -45,8 +45,8 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
         for r in rows:
             mean = "n/a" if r["mean"] is None else f"{r['mean']:.3f}"
             k = "" if r["mode"] == "dump_all" else f" k={r['k']}"
-            out.print(f"{run_id} {r['mode']}{k} [{variant}]: {r['n']} targets, {r['ok']} ok, {r['overflow']} overflow, "
-                      f"{r['failed']} failed, flat mean score {mean}", highlight=False)
+            click.echo(f"{run_id} {r['mode']}{k} ({variant}): {r['n']} targets, {r['ok']} ok, {r['overflow']} overflow, "
+                       f"{r['failed']} failed, flat mean score {mean}")
 
 
 @click.command("score")
@@ -98,7 +98,7 @@ async def _attribute(settings, modes, runs):
                 counts.setdefault((r["mode"], r["k"]), []).append(f"{r['label']} {r['n']}")
             for (m, k), parts in counts.items():
                 suffix = "" if m == "dump_all" else f" k={k}"
-                out.print(f"{run_id} {m}{suffix}: {', '.join(parts)}", highlight=False)
+                click.echo(f"{run_id} {m}{suffix}: {', '.join(parts)}")
 
 
 @click.command("rescore")

@@ -45,8 +45,8 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
         for r in rows:
             mean = "n/a" if r["mean"] is None else f"{r['mean']:.3f}"
             k = "" if r["mode"] == "dump_all" else f" k={r['k']}"
-            click.echo(f"{run_id} {r['mode']}{k} ({variant}): {r['n']} targets, {r['ok']} ok, {r['overflow']} overflow, "
-                       f"{r['failed']} failed, flat mean score {mean}")
+            click.echo(f"{run_id} {r['mode']}{k} ({variant}): {r['n']} targets, {r['ok']} ok, "
+                       f"{r['overflow']} overflow, {r['failed']} failed, flat mean score {mean}")
 
 
 @click.command("score")

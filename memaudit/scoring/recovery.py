@@ -131,11 +131,12 @@ class UserMemory:
     block: str                       # the whole store, serialised with native fields
     adapter: MemoryAdapter | None    # restored, for retrieve
 
-    async def surface(self, mode: str, k: int, entry: BankEntry) -> tuple[str, dict]:
-        """The read operator: (memory text for the reader, evidence for the row)."""
-        if mode == "dump_all":
+    async def surface(self, recon: Reconstruction) -> tuple[str, dict]:
+        """The read operator for the row's target: (memory text for the reader, evidence for the row)."""
+        if recon.mode == "dump_all":
             return self.block, {"n_items": len(self.items), "chars": len(self.block)}
-        found = [item.to_json() for item in await self.adapter.search(retrieval_query(entry.category, entry.dimension), k)]
+        query = retrieval_query(recon.category, recon.dimension)
+        found = [item.to_json() for item in await self.adapter.search(query, recon.k)]
         return dumps(found), {"items": found}
 
 
@@ -228,10 +229,10 @@ def targets(bench: Benchmark, user: User, done: set[int], dims: str) -> list[Ban
     return [e for e in user.bank if e.dimension in ran]
 
 
-def blank_row(run: str, mode: str, k: int, variant: str, user_id: str, entry: BankEntry,
-              evidence: dict) -> Reconstruction:
+def blank_row(run: str, mode: str, k: int, variant: str, user_id: str, entry: BankEntry) -> Reconstruction:
+    """The row before reading: every outcome below replaces status (and fills what it produced)."""
     return Reconstruction(run, mode, k, variant, user_id, entry.category, entry.dimension, entry.explanation,
-                          entry.short, evidence, None, None, None, None, "failed")
+                          entry.short, {}, None, None, None, None, "failed")
 
 
 async def existing_keys(store: Store, run: str, variant: str) -> set[tuple]:
@@ -286,15 +287,15 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
             continue
         memory = await open_memory(rt, run, user.id, with_adapter=any(m == "retrieve" for m, _, _ in todo))
         for mode, k, entry in todo:
-            jobs.append(partial(_score_target, rt, scorer, memory, blank_row(run_id, mode, k, variant, user.id, entry, {}),
-                                entry, window, answer_tokens))
+            jobs.append(partial(_score_target, rt, scorer, memory, blank_row(run_id, mode, k, variant, user.id, entry),
+                                window, answer_tokens))
     return jobs
 
 
-async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction, entry: BankEntry,
+async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction,
                         window: int | None, answer_tokens: int) -> None:
     with rt.llm.collect() as uses:
-        text, evidence = await memory.surface(recon.mode, recon.k, entry)
+        text, evidence = await memory.surface(recon)
         recon = await fill_and_judge(scorer, replace(recon, evidence=evidence), text, window, answer_tokens)
     await save_reconstruction(rt.store, recon, uses)
 

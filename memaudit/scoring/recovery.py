@@ -85,6 +85,9 @@ def with_model(llm: LLM, role: str, model: str | None) -> LLM:
     if model is None:
         return llm
     settings = llm.settings
+    if not settings.role(role).base_urls:  # the embedded server serves its one bundled model only
+        raise BadInput(f"another model for {role} needs an endpoint: give --base-url or a [roles] section "
+                       "in --config", field="model")
     group = role_group(role)
     section = {**settings.role_sections.get(group, {}), "model": model}
     clone = copy.copy(llm)

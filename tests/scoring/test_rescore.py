@@ -81,3 +81,14 @@ async def test_rescore_needs_a_default_pass_and_a_change(settings, fake):
             await rescore_runs(rt, ["nomem"], "v")
         with pytest.raises(BadInput, match="not 'default'"):
             await rescore_runs(rt, ["nomem"], "default", judge_model="m")
+
+
+async def test_another_judge_model_needs_an_endpoint(settings, fake):
+    from dataclasses import replace
+    script(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("nomem",), users=1, tasks=1)
+        await score_runs(rt, ["nomem"], ["dump_all"])
+        rt.llm.settings = replace(rt.llm.settings, base_url=None)  # as with the embedded server
+        with pytest.raises(BadInput, match="needs an endpoint"):
+            await rescore_runs(rt, ["nomem"], "v", judge_model="m")

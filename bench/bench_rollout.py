@@ -31,7 +31,7 @@ from memaudit.errors import BadInput  # noqa: E402
 from memaudit.rollout import runner  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
 from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Task, User  # noqa: E402
-from tests.fakes.http_server import scripted_fake  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 
 LATENCY = 0.05
 USERS, TASKS = 3, 31
@@ -67,8 +67,7 @@ def second_turn_satisfies(body: dict) -> dict:
 
 
 async def main() -> None:
-    fake = scripted_fake().on("simulator", second_turn_satisfies)
-    fake.latency = LATENCY
+    fake = FakeOpenAI(latency=LATENCY).on("simulator", second_turn_satisfies)
     fake.on_text(lambda body: f"A plan written after reading {len(body['messages'])} messages.")
     chains: dict[tuple[str, str], int] = defaultdict(int)
     overhead: list[float] = []

@@ -40,9 +40,7 @@ ROLE_SPECS: dict[str, RoleSpec] = {
     "agent": RoleSpec("agent", None, 0.7, 400),
     "simulator": RoleSpec("simulator", obj(feedback_type={"type": "string", "enum": list(FEEDBACK_TYPES)},
                                            text=NONEMPTY), 0.85, 250),
-    "pref_judge": RoleSpec("pref_judge", obj(ratings={"type": "array", "items": obj(
-        idx={"type": "integer"}, score={"type": "string", "enum": ["1", "2", "3", "4", "5", "na"]})},
-        summary=STR), 0.0, 300),
+    "pref_judge": RoleSpec("pref_judge", None, 0.0, 300),  # schema per call: rollout/pref_judge.py
     "slot_fill": RoleSpec("slot_fill", obj(label=NONEMPTY, reason=STR), 0.0, 160),
     "recovery_judge": RoleSpec("recovery_judge", obj(score={"type": "number"}, reason=STR), 0.0, 160,
                                _on_rubric),

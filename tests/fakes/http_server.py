@@ -3,9 +3,7 @@ subprocess (`--base-url http://127.0.0.1:P/v1`).
 
 In a test:      with serve(FakeOpenAI()) as url: ...
 Stand-alone:    python -m tests.fakes.http_server --port P --latency 0.05
-
-The stand-alone server scripts the preference judge to rate every numbered preference, so rollouts
-against it score turns instead of failing the judge's one-rating-each check."""
+                (prints its base URL; answers are FakeOpenAI's schema-driven defaults)"""
 from __future__ import annotations
 
 import argparse
@@ -23,15 +21,10 @@ PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
 
 
 def rate_every_preference(body: dict) -> dict:
-    """A pref_judge answer with one rating per `[n]` preference line of the prompt."""
+    """A pref_judge answer that varies with the prompt: one rating per `[n]` preference line."""
     prompt = body["messages"][-1]["content"]
     count = len(PREFERENCE_LINE.findall(prompt))
-    return {"ratings": [{"idx": i, "score": str(1 + (len(prompt) + i) % 5)} for i in range(1, count + 1)],
-            "summary": "rated"}
-
-
-def scripted_fake(latency: float = 0.0) -> FakeOpenAI:
-    return FakeOpenAI(latency=latency).on("pref_judge", rate_every_preference)
+    return {"ratings": {str(i): str(1 + (len(prompt) + i) % 5) for i in range(1, count + 1)}, "summary": "rated"}
 
 
 def _handler(fake: FakeOpenAI, latency: float):
@@ -69,8 +62,8 @@ def _handler(fake: FakeOpenAI, latency: float):
 
 @contextmanager
 def serve(fake: FakeOpenAI | None = None, *, port: int = 0, latency: float = 0.0):
-    """Serve `fake` (default: the scripted fake) on loopback; yields the base URL ending in /v1."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(fake or scripted_fake(), latency))
+    """Serve `fake` (default: a plain FakeOpenAI) on loopback; yields the base URL ending in /v1."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(fake or FakeOpenAI(), latency))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

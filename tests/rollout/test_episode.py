@@ -7,7 +7,6 @@ import pytest
 from adapters.base import AdapterContext, Event, MemoryAdapter
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.simulator import FALLBACK_TEXT
-from tests.fakes.http_server import rate_every_preference
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +56,7 @@ def sim(feedback_types):
 
 
 async def test_ends_when_the_user_is_satisfied(open_rt, fake, bench):
-    fake.on("simulator", sim(["followup", "satisfied"])).on("pref_judge", rate_every_preference)
+    fake.on("simulator", sim(["followup", "satisfied"]))
     async with open_rt() as rt:
         adapter = recorder(rt)
         user, task = bench.users[0], bench.tasks["user_001"][0]
@@ -71,7 +70,7 @@ async def test_ends_when_the_user_is_satisfied(open_rt, fake, bench):
 
 
 async def test_ends_after_max_turns(open_rt, fake, bench):
-    fake.on("simulator", sim(["too_shallow"])).on("pref_judge", rate_every_preference)
+    fake.on("simulator", sim(["too_shallow"]))
     async with open_rt() as rt:
         ep = await run_episode(rt.llm, recorder(rt), bench.users[0], bench.tasks["user_001"][0],
                                run="run", max_turns=3, k=5)
@@ -79,7 +78,7 @@ async def test_ends_after_max_turns(open_rt, fake, bench):
 
 
 async def test_assistant_sees_the_conversation_not_the_bank(open_rt, fake, bench):
-    fake.on("simulator", sim(["followup"])).on("pref_judge", rate_every_preference)
+    fake.on("simulator", sim(["followup"]))
     async with open_rt() as rt:
         await run_episode(rt.llm, recorder(rt), bench.users[0], bench.tasks["user_001"][0],
                           run="run", max_turns=2, k=5)
@@ -93,7 +92,7 @@ async def test_assistant_sees_the_conversation_not_the_bank(open_rt, fake, bench
 
 
 async def test_garbage_simulator_falls_back_and_is_flagged(open_rt, fake, bench):
-    fake.on("simulator", lambda body: "this is not json").on("pref_judge", rate_every_preference)
+    fake.on("simulator", lambda body: "this is not json")
     async with open_rt() as rt:
         adapter = recorder(rt)
         ep = await run_episode(rt.llm, adapter, bench.users[0], bench.tasks["user_001"][0],

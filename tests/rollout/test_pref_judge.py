@@ -9,7 +9,7 @@ pytestmark = pytest.mark.anyio
 
 
 def ratings(*scores):
-    return lambda body: {"ratings": [{"idx": i, "score": s} for i, s in enumerate(scores, 1)], "summary": "ok"}
+    return lambda body: {"ratings": {str(i): s for i, s in enumerate(scores, 1)}, "summary": "ok"}
 
 
 async def test_mean_of_the_integer_ratings_ignores_na(open_rt, fake, bench):

@@ -7,7 +7,6 @@ import pytest
 from memaudit.errors import BadInput, EndpointError
 from memaudit.rollout import runner
 from memaudit.rollout.runner import run_rollout, select_users
-from tests.fakes.http_server import rate_every_preference
 
 pytestmark = pytest.mark.anyio
 
@@ -17,7 +16,7 @@ class Interrupted(Exception):
 
 
 def script(fake):
-    fake.on("pref_judge", rate_every_preference)
+    fake
     # Replies depend on how much history the assistant saw, so a wrongly restored memory shows.
     fake.on_text(lambda body: f"A plan written after reading {len(body['messages'])} messages.")
     return fake

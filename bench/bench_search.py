@@ -88,21 +88,23 @@ async def scoring_pass(db: Path) -> None:
     async with open_store(db) as store:
         state = (await build(150, Embedder(store))).snapshot()
         await store.flush()
-    queries = [f"What does the user say about {s.lower()}?" for s in (SUBJECTS * 4)[:31]]
+    queries = [f"What does the user say about this? {s}" for s in sentences(31, seed=3)]
+    # A scoring process with its own in-memory embedder (no vector store behind it): every text it
+    # needs goes through the encoder exactly once, however often it is restored and searched.
+    embedder = Embedder(None)
+    adapter = LongContextFull(AdapterContext(None, embedder, scope="bench/150"))
+
+    async def one_pass() -> None:
+        await adapter.restore(state)
+        for query in queries:
+            await adapter.search(query, 5)
+
+    await one_pass()
+    first = embedder.encode_count
+    await one_pass()
+    print(f"31-query pass over 150 items: encode_count = {first} (150 items + {len(set(queries))} queries "
+          f"= {150 + len(set(queries))}); a second restore + pass adds {embedder.encode_count - first}")
     async with open_store(db) as store:
-        # A scoring process: its own embedder over a store that holds no vectors for these texts yet.
-        store_is_empty = Embedder(None)
-        adapter = LongContextFull(AdapterContext(None, store_is_empty, scope="bench/150"))
-        await adapter.restore(state)
-        for query in queries:
-            await adapter.search(query, 5)
-        first = store_is_empty.encode_count
-        await adapter.restore(state)
-        for query in queries:
-            await adapter.search(query, 5)
-        print(f"31-query pass over 150 items (fresh embedder, no vector store): encode_count = {first} "
-              f"(150 items + {len(set(queries))} distinct queries = {150 + len(set(queries))}); "
-              f"second pass adds {store_is_empty.encode_count - first}")
         cached = Embedder(store)
         adapter = LongContextFull(AdapterContext(None, cached, scope="bench/150"))
         await adapter.restore(state)

@@ -42,15 +42,12 @@ class Mem0(IndexedMemory):
     async def observe(self, event: Event) -> None:
         if event.kind == "assistant":
             self.last_reply = event.text
-            return
-        if event.kind == "episode_end":
-            self.last_reply = ""
-            return
-        if event.kind == "task_start":
-            self.last_reply = ""
-        facts = await self._extract(event)
-        if facts:
-            await self._decide(event, facts)
+        elif event.kind == "episode_end":
+            self.last_reply = ""  # so a task opens without an earlier reply
+        else:  # the user's words: the task text or a reply
+            facts = await self._extract(event)
+            if facts:
+                await self._decide(event, facts)
 
     async def _extract(self, event: Event) -> list[str]:
         data = await memory_call(self, "memory:mem0_extract", "memory_mem0_extract", schema=EXTRACT_SCHEMA,

@@ -63,15 +63,16 @@ class MemT(MemoryAdapter):
     # -- write path --------------------------------------------------------------------------
     async def observe(self, event: Event) -> None:
         if event.kind == "episode_end":
-            self.last_reply = ""
+            self.last_reply = ""  # so a task opens without an earlier reply
             return
         await self._add("turns", prefixed(event), event, op="observe")
         if event.kind == "assistant":
             self.last_reply = event.text
-            return
-        if event.kind == "task_start":
-            self.last_reply = ""
-        persona = next(iter(self.collections["personas"].values()), None)
+        else:  # the user's words: the task text or a reply
+            await self._form(event)
+
+    async def _form(self, event: Event) -> None:
+        persona = self._persona()
         summary = self._summary_of(event.task_index)
         data = await memory_call(self, "memt_policy:formation", "memory_memt_formation", schema=FORMATION_SCHEMA,
                                  max_tokens=800, clock=event.clock,
@@ -83,12 +84,15 @@ class MemT(MemoryAdapter):
             collection = WRITE_TOOLS[call["tool"]]
             if collection == "personas":
                 await self._rewrite(persona, "personas", call["content"], event)
-                persona = next(iter(self.collections["personas"].values()))
+                persona = self._persona()
             elif collection == "summary":
                 await self._rewrite(summary, "summary", call["content"], event)
                 summary = self._summary_of(event.task_index)
             else:
                 await self._update(collection, call["content"], event)
+
+    def _persona(self) -> dict | None:
+        return next(iter(self.collections["personas"].values()), None)
 
     def _summary_of(self, task_index: int) -> dict | None:
         return next((s for s in self.collections["summary"].values()

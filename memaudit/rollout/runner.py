@@ -16,7 +16,7 @@ from memaudit.runtime import Runtime
 from memaudit.store import Store
 from memaudit.types import Benchmark, Episode, Task, User
 
-PROMPTS = ("agent", "simulator", "pref_judge")
+PROMPTS = ("agent", "simulator", "pref_judge")  # plus each adapter's own prompt files
 
 
 def run_id(system: str, tag: str | None) -> str:
@@ -122,13 +122,13 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
     chosen = _users(bench, users)
     plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
     config = {"users": [u.id for u in chosen], "tasks": tasks, "max_turns": max_turns, "k": k, "tag": tag}
-    hashes = prompt_hashes(PROMPTS, rt.settings.prompts_dir)
     runs = [run_id(s, tag) for s in systems]
     if len(set(runs)) != len(runs):
         raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")
     mode = {True: "live", False: "off"}.get(progress, progress)
     tracker = RolloutProgress(mode)
     for system, run in zip(systems, runs):
+        hashes = prompt_hashes((*PROMPTS, *get_adapter(system).prompts), rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, config, hashes)
         finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
         tracker.add_run(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),

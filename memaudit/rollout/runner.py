@@ -4,6 +4,8 @@ and the calls it used are committed in one transaction, so a killed run resumes 
 episode with the same memory state."""
 from __future__ import annotations
 
+from functools import partial
+
 import anyio
 
 from adapters.base import AdapterContext, MemoryAdapter
@@ -43,7 +45,7 @@ def _users(bench: Benchmark, users: list[str] | None) -> list[User]:
     unknown = [u for u in users if u not in by_id]
     if unknown:
         raise BadInput(f"unknown users {unknown} in benchmark {bench.name}", field="users")
-    return [by_id[u] for u in users]
+    return [by_id[u] for u in dict.fromkeys(users)]  # a repeated id would race with itself
 
 
 def _tasks(bench: Benchmark, user: User, tasks: int | None) -> list[Task]:
@@ -138,8 +140,8 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
             async with anyio.create_task_group() as tg:
                 for system, run in zip(systems, runs):
                     for user in chosen:
-                        tg.start_soon(lambda s=system, r=run, u=user: _run_user(
-                            rt, r, s, u, plan[u.id], max_turns=max_turns, k=k, progress=tracker))
+                        tg.start_soon(partial(_run_user, rt, run, system, user, plan[user.id],
+                                              max_turns=max_turns, k=k, progress=tracker))
         except BaseExceptionGroup as group:
             # The first failure (e.g. an unreachable endpoint) is what the user needs to see; the
             # other pairs were cancelled because of it.

@@ -67,13 +67,18 @@ async def _open_run(store: Store, run: str, system: str, bench: Benchmark, confi
     await store.ensure_run(run, system, bench.name, config=config, prompt_hashes=hashes)
 
 
-async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses: list) -> None:
-    """The episode, the memory state after it and the calls it used: one transaction."""
+def episode_record(store: Store, ep: Episode, adapter: MemoryAdapter, uses: list) -> list:
+    """The rows of a finished episode: the episode, the memory state after it, the calls it used."""
     final = ep.turns[-1].preference_score if ep.turns else None
     statements = store.episode_statements(ep, final)
     statements.append(store.snapshot_statement(ep.run, ep.user_id, ep.task_index, adapter.snapshot(), adapter.dump()))
     statements.extend(store.call_use_statements(ep.run, f"episode:{ep.user_id}:{ep.task_index}", uses))
-    await store.write(statements)
+    return statements
+
+
+async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses: list) -> None:
+    """One transaction, so a kill never leaves half an episode or an episode without its snapshot."""
+    await store.write(episode_record(store, ep, adapter, uses))
 
 
 async def _episode_tokens(store: Store, ep: Episode) -> int:

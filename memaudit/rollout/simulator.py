@@ -48,17 +48,20 @@ def render_conversation(task: str, exchanges: list[tuple[str, str | None]]) -> s
     return "\n\n".join(lines)
 
 
+def _says_something(data) -> str | None:
+    return None if data["text"].strip() else "the text must not be blank"
+
+
 async def respond(llm: LLM, user: User, task: Task, exchanges: list[tuple[str, str | None]],
                   turn: int) -> UserReply:
     """The user's reaction to the latest assistant reply (the last exchange's reply).
     ContextOverflow and EndpointError propagate; invalid output becomes a recorded fallback."""
     own = [text for _, text in exchanges if text is not None][-RECENT_REPLIES:]
     try:
-        result = await ask(llm, "simulator", seed_parts=(user.id, task.index, turn),
+        result = await ask(llm, "simulator", seed_parts=(user.id, task.index, turn), check=_says_something,
                            persona=dumps(user.persona), bank=render_bank(user), task=task.text,
                            conversation=render_conversation(task.text, exchanges),
                            recent_replies="\n".join(f"- {t}" for t in own) or "(none yet)")
     except InvalidOutput:
         return UserReply("followup", FALLBACK_TEXT, fallback=True)
-    return UserReply(result.data["feedback_type"], result.data["text"].strip() or FALLBACK_TEXT,
-                     fallback=not result.data["text"].strip())
+    return UserReply(result.data["feedback_type"], result.data["text"].strip())

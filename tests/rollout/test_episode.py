@@ -111,3 +111,12 @@ async def test_assistant_failure_marks_the_episode_failed(open_rt, fake, bench):
     assert ep.end_reason == "failed" and ep.turns == [] and "assistant" in ep.error
     assert not any(r for r in fake.requests if r.get("response_format"))  # nothing reached the simulator
     assert [e.kind for e in adapter.events] == ["task_start", "episode_end"]
+
+
+async def test_blank_simulator_text_is_repaired_then_falls_back(open_rt, fake, bench):
+    fake.on("simulator", lambda body: {"feedback_type": "satisfied", "text": "   "})
+    async with open_rt() as rt:
+        ep = await run_episode(rt.llm, recorder(rt), bench.users[0], bench.tasks["user_001"][0],
+                               run="run", max_turns=1, k=5)
+    (turn,) = ep.turns
+    assert turn.fallback and turn.feedback_type == "followup" and ep.end_reason == "max_turns"

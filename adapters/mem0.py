@@ -10,6 +10,8 @@ The assistant's preceding reply is shown to the extraction call as context only,
 like "yes, the second one" can be resolved; facts are taken from the user's words."""
 from __future__ import annotations
 
+import re
+
 from adapters.base import Event
 from adapters.indexed import IndexedMemory
 from adapters.memory_calls import memory_call
@@ -22,6 +24,11 @@ EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
 EXTRACT_SCHEMA = obj(facts={"type": "array", "items": NONEMPTY})
 DECIDE_SCHEMA = obj(decisions={"type": "array", "items": obj(
     fact={"type": "integer"}, event={"type": "string", "enum": list(EVENTS)}, id=STR, text=STR)})
+
+
+def has_words(text: str) -> bool:
+    """Small models sometimes echo the format's placeholder ("..."): that is no fact to store."""
+    return re.search(r"\w", text) is not None
 
 
 def numbered(lines: list[str]) -> str:
@@ -54,7 +61,7 @@ class Mem0(IndexedMemory):
                                  max_tokens=400, clock=event.clock,
                                  seed_parts=self.seed_parts(event.task_index, event.turn, "extract"),
                                  message=event.text, previous_reply=self.last_reply or "(none)")
-        return [f.strip() for f in data["facts"] if f.strip()] if data else []
+        return [f.strip() for f in data["facts"] if has_words(f)] if data else []
 
     async def _decide(self, event: Event, facts: list[str]) -> None:
         shown: list[str] = []  # real ids in the order they get their short ids
@@ -75,7 +82,7 @@ class Mem0(IndexedMemory):
 
     async def _apply(self, event: Event, decision: dict, real: dict[int, str]) -> None:
         op, text = decision["event"], decision["text"].strip()
-        if op == "NONE" or (op in ("ADD", "UPDATE") and not text):
+        if op == "NONE" or (op in ("ADD", "UPDATE") and not has_words(text)):
             return
         if op == "ADD":
             item = await self.add(text, category=SOURCE[event.kind],

@@ -80,3 +80,17 @@ def test_facts_come_from_user_messages_only(settings, fake):
             assert roles == ["memory_mem0_extract", "memory_mem0_decide"]
             assert [i["category"] for i in mem0.dump()] == ["task"]
     anyio.run(main)
+
+
+def test_placeholder_echoes_are_not_stored(settings, fake):
+    fake.on("memory_mem0_extract", lambda body: {"facts": ["...", "Likes tea"]})
+    fake.on("memory_mem0_decide", lambda body: {"decisions": [
+        {"fact": 0, "event": "ADD", "id": "", "text": "Likes tea"}, {"fact": 1, "event": "ADD", "id": "", "text": "…"}]})
+
+    async def main():
+        async with adapter_runtime("mem0", settings, fake) as (make, rt):
+            mem0 = make()
+            await mem0.observe(Event("task_start", "I like tea.", 1, 0))
+            assert "0. Likes tea" in fake.requests[1]["messages"][-1]["content"]
+            assert [i["content"] for i in mem0.dump()] == ["Likes tea"]
+    anyio.run(main)

@@ -2,6 +2,7 @@
 and exit codes; the library raises MemauditError, printed here as one line (exit 2)."""
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -27,7 +28,12 @@ for _module in (bench_cmds, generate_cmds, rollout_cmds, score_cmds, tables_cmds
         cli.add_command(_command)
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: servers stop, pending cache rows commit
+
+
 def main(argv=None) -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         cli.main(args=argv, prog_name="memaudit", standalone_mode=False)
     except MemauditError as exc:

@@ -56,7 +56,7 @@ async def embedded_server(*, threads: int = 2, model_path: Path | None = None, l
     cmd = server_command(port, threads=threads, model_path=model_path)
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_die_with_parent)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         await _wait_ready(url, proc)
@@ -71,6 +71,14 @@ async def embedded_server(*, threads: int = 2, model_path: Path | None = None, l
                 proc.wait()
             if log is not subprocess.DEVNULL:
                 log.close()
+
+
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM when memaudit dies, even by SIGKILL, so no orphan keeps a core busy."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 async def _wait_ready(url: str, proc: subprocess.Popen) -> None:

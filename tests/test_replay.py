@@ -14,8 +14,12 @@ from memaudit.scoring.rescore import rescore_runs
 from memaudit.store import open_store
 from tests.scoring.recorded import record, runtime, script
 
-pytestmark = pytest.mark.anyio
 FLAGS = ["--base-url", "http://fake.test/v1", "--model", "fake-model", "--backend", "openai"]
+
+
+async def tamper(settings, sql: str) -> None:
+    async with open_store(settings.db) as store:
+        await store.write([(sql, ())])
 
 
 async def recorded(settings, fake):
@@ -28,6 +32,7 @@ async def recorded(settings, fake):
     return runs
 
 
+@pytest.mark.anyio
 async def test_replay_is_identical_after_a_recorded_run(settings, fake):
     await recorded(settings, fake)
     requests = len(fake.requests)
@@ -36,32 +41,31 @@ async def test_replay_is_identical_after_a_recorded_run(settings, fake):
     assert len(fake.requests) == requests  # no model was contacted
 
 
+@pytest.mark.anyio
 async def test_replay_reports_a_tampered_row(settings, fake):
     await recorded(settings, fake)
-    async with open_store(settings.db) as store:
-        await store.write([("UPDATE reconstructions SET label='tampered' WHERE run='nomem' AND mode='dump_all' "
-                            "AND user_id='user_001' AND dimension='self_model_dim_1'", ())])
+    await tamper(settings, "UPDATE reconstructions SET label='tampered' WHERE run='nomem' AND mode='dump_all' "
+                           "AND user_id='user_001' AND dimension='self_model_dim_1'")
     found = await replay_runs(settings)
     assert found.startswith("reconstructions ") and "'self_model_dim_1'" in found
     assert "column label: recorded 'tampered' vs replayed" in found
 
 
+@pytest.mark.anyio
 async def test_replay_without_the_calls_is_a_cache_miss_naming_the_role(settings, fake):
     await recorded(settings, fake)
-    async with open_store(settings.db) as store:
-        await store.write([("DELETE FROM calls WHERE role='recovery_judge'", ())])
+    await tamper(settings, "DELETE FROM calls WHERE role='recovery_judge'")
     with pytest.raises(CacheMiss, match="cache miss for role recovery_judge"):
         await replay_runs(settings)
 
 
-async def test_replay_command_prints_identical_or_the_difference(settings, fake, capsys):
-    # The command runs its own event loop: call it from a worker thread.
-    await recorded(settings, fake)
-    await anyio.to_thread.run_sync(main, ["--db", str(settings.db), *FLAGS, "replay"])
+def test_replay_command_prints_identical_or_the_difference(settings, fake, capsys):
+    # The command runs its own event loop (and signal handlers): a plain test in the main thread.
+    anyio.run(recorded, settings, fake)
+    main(["--db", str(settings.db), *FLAGS, "replay"])
     assert capsys.readouterr().out.strip() == "identical"
-    async with open_store(settings.db) as store:
-        await store.write([("UPDATE turns SET user_text='edited' WHERE run='longctx_full' AND turn=1", ())])
+    anyio.run(tamper, settings, "UPDATE turns SET user_text='edited' WHERE run='longctx_full' AND turn=1")
     with pytest.raises(SystemExit) as exit_info:
-        await anyio.to_thread.run_sync(main, ["--db", str(settings.db), *FLAGS, "replay", "--runs", "longctx_full"])
+        main(["--db", str(settings.db), *FLAGS, "replay", "--runs", "longctx_full"])
     assert exit_info.value.code == 1
     assert capsys.readouterr().out.startswith("turns {'run': 'longctx_full'")

@@ -33,6 +33,8 @@ DEFAULT_VARIANT = "default"
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
 UNKNOWN_REASON = "the reader answered unknown: scored 0 without a judge call"
+EMPTY_MEMORY = dumps([])
+EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
 
 
 # -- running many jobs -----------------------------------------------------------------------
@@ -167,6 +169,9 @@ def reader_budget(rt: Runtime, context_window: int | None) -> tuple[int | None, 
 async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str,
                          window: int | None, answer_tokens: int) -> Reconstruction:
     """Slot-fill from `memory_text`, then judge; the row's status says how it ended."""
+    if memory_text == EMPTY_MEMORY:  # nothing surfaced can support a value: unknown without asking
+        return replace(recon, label=UNKNOWN, reason=EMPTY_REASON, score=0.0, judge_reason=UNKNOWN_REASON,
+                       status="ok")
     values = {"memory": memory_text, "category": recon.category,
               "definition": CATEGORY_DEFINITIONS[recon.category], "dimension": recon.dimension}
     estimate = estimate_tokens(scorer.reader_prompt.render(**values)) + answer_tokens

@@ -45,7 +45,10 @@ async def test_every_label_path_and_one_oracle_call_shared_by_systems_and_modes(
     assert {(run, mode) for run, mode, _ in rows} == {("longctx_full", "dump_all"), ("longctx_full", "retrieve"),
                                                       ("nomem", "dump_all")}
     for (run, mode, dimension), a in rows.items():
-        assert a.label == EXPECTED.get(dimension, "no_targeted_task"), (run, mode, dimension)
+        expected = EXPECTED.get(dimension, "no_targeted_task")
+        if run == "nomem" and expected == "ok":  # an empty memory recovers nothing: the stages decide
+            expected = "simulator_too_strict"
+        assert a.label == expected, (run, mode, dimension)
     a = rows[("nomem", "dump_all", "skill_memory_dim_3")]
     assert [s["name"] for s in a.stages] == ["oracle", "disclosure"] and a.stages[1]["evidence"] == "a quote"
     assert a.ep_index == 3
@@ -53,8 +56,8 @@ async def test_every_label_path_and_one_oracle_call_shared_by_systems_and_modes(
     assert [s["stage"] for s in stalled.stages] == [0, 1, 2] and stalled.stages[2]["reason"] == "who stalled"
     broken = rows[("nomem", "dump_all", "skill_memory_dim_6")]
     assert "invalid output from disclosure" in broken.note
-    # Five targets below 0.75 have a task: one oracle call each, however many systems and modes.
-    assert len(requests_for(fake, "oracle")) == 5 and len(oracle) == 5
+    # Six targets below 0.75 have a task: one oracle call each, however many systems and modes.
+    assert len(requests_for(fake, "oracle")) == 6 and len(oracle) == 6
 
 
 async def test_overflow_and_failed_reconstructions(settings, fake):

@@ -20,10 +20,10 @@ async def test_scores_every_entry_of_every_user_and_skips_nomem_retrieve(setting
     async with runtime(settings, fake) as rt:
         await record(rt)
         await score_runs(rt, ["longctx_full", "nomem"], ["dump_all", "retrieve"], ks=(1, 5))
-        for run in ("longctx_full", "nomem"):
+        for run, score in (("longctx_full", 0.5), ("nomem", 0.0)):  # an empty memory supports nothing
             dump = await rt.store.load_reconstructions(run, "dump_all")
             assert len(dump) == 62 and {r.k for r in dump} == {0}
-            assert all(r.status == "ok" and r.score == 0.5 for r in dump)
+            assert all(r.status == "ok" and r.score == score for r in dump)
         assert await rt.store.load_reconstructions("nomem", "retrieve") == []
         retrieve = await rt.store.load_reconstructions("longctx_full", "retrieve")
         assert {r.k for r in retrieve} == {1, 5} and len(retrieve) == 124
@@ -96,9 +96,9 @@ async def test_memory_block_comes_before_the_dimension(settings, fake):
 async def test_off_grid_judge_is_a_failed_row_not_a_zero(settings, fake):
     script(fake).on("recovery_judge", lambda body: {"score": 0.6, "reason": "between levels"})
     async with runtime(settings, fake) as rt:
-        await record(rt, ("nomem",), users=1, tasks=1)
-        await score_runs(rt, ["nomem"], ["dump_all"])
-        rows = await rt.store.load_reconstructions("nomem", "dump_all")
+        await record(rt, ("longctx_full",), users=1, tasks=1)
+        await score_runs(rt, ["longctx_full"], ["dump_all"])
+        rows = await rt.store.load_reconstructions("longctx_full", "dump_all")
     assert len(rows) == 31
     assert all(r.status == "failed" and r.score is None and r.label for r in rows)
     assert "score must be exactly one of" in rows[0].error
@@ -108,11 +108,22 @@ async def test_off_grid_judge_is_a_failed_row_not_a_zero(settings, fake):
 async def test_unknown_label_scores_zero_without_a_judge_call(settings, fake):
     script(fake).on("slot_fill", lambda body: {"label": "unknown", "reason": "nothing in memory"})
     async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=1)
+        await score_runs(rt, ["longctx_full"], ["dump_all"])
+        rows = await rt.store.load_reconstructions("longctx_full", "dump_all")
+    assert all(r.status == "ok" and r.score == 0.0 and "unknown" in r.judge_reason for r in rows)
+    assert requests_for(fake, "recovery_judge") == []
+
+
+async def test_empty_memory_is_unknown_without_any_call(settings, fake):
+    script(fake)
+    async with runtime(settings, fake) as rt:
         await record(rt, ("nomem",), users=1, tasks=1)
         await score_runs(rt, ["nomem"], ["dump_all"])
         rows = await rt.store.load_reconstructions("nomem", "dump_all")
-    assert all(r.status == "ok" and r.score == 0.0 and "unknown" in r.judge_reason for r in rows)
-    assert requests_for(fake, "recovery_judge") == []
+    assert len(rows) == 31 and all(r.label == "unknown" and r.score == 0.0 and r.status == "ok" for r in rows)
+    assert rows[0].evidence == {"n_items": 0, "chars": 2} and "no items" in rows[0].reason
+    assert requests_for(fake, "slot_fill") == [] and requests_for(fake, "recovery_judge") == []
 
 
 async def test_overflow_by_estimate_and_by_server_error(settings, fake):

@@ -50,11 +50,11 @@ async def test_judge_prompt_variant_uses_the_other_file(settings, fake, tmp_path
     path = tmp_path / "judge_paraphrase.md"
     path.write_text(JUDGE_PROMPT)
     async with runtime(settings, fake) as rt:
-        await record(rt, ("nomem",), users=1, tasks=1)
-        await score_runs(rt, ["nomem"], ["dump_all"])
+        await record(rt, ("longctx_full",), users=1, tasks=1)
+        await score_runs(rt, ["longctx_full"], ["dump_all"])
         before = len(requests_for(fake, "recovery_judge"))
-        await rescore_runs(rt, ["nomem"], "paraphrase", judge_prompt=str(path))
-        rows = await rt.store.load_reconstructions("nomem", variant="paraphrase")
+        await rescore_runs(rt, ["longctx_full"], "paraphrase", judge_prompt=str(path))
+        rows = await rt.store.load_reconstructions("longctx_full", variant="paraphrase")
     judged = requests_for(fake, "recovery_judge")[before:]
     assert len(judged) == 31 and all("PARAPHRASED slot" in j["messages"][-1]["content"] for j in judged)
     assert len(rows) == 31
@@ -63,10 +63,10 @@ async def test_judge_prompt_variant_uses_the_other_file(settings, fake, tmp_path
 async def test_reader_model_variant_fills_again(settings, fake):
     script(fake)
     async with runtime(settings, fake) as rt:
-        await record(rt, ("nomem",), users=1, tasks=1)
-        await score_runs(rt, ["nomem"], ["dump_all"])
-        await rescore_runs(rt, ["nomem"], "reader2", reader_model="reader-2")
-        rows = await rt.store.load_reconstructions("nomem", variant="reader2")
+        await record(rt, ("longctx_full",), users=1, tasks=1)
+        await score_runs(rt, ["longctx_full"], ["dump_all"])
+        await rescore_runs(rt, ["longctx_full"], "reader2", reader_model="reader-2")
+        rows = await rt.store.load_reconstructions("longctx_full", variant="reader2")
     assert len(rows) == 31
     assert sum(f["model"] == "reader-2" for f in requests_for(fake, "slot_fill")) == 31
 

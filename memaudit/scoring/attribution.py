@@ -7,6 +7,7 @@
     Stage 1 the targeted episode disclosed it              -> memory_failure
     Stage 2 who stalled               -> agent_elicitation_failure | simulator_too_strict
     a stage that fails                -> unclassified (the error in the note)
+    a failed reconstruction, or a targeted task with no episode in the run -> unclassified (noted)
 
 The oracle sees only the task text, dimension, short and explanation, so one verdict (one model
 call) is shared by every system and mode; verdicts are recorded in the `oracle` table keyed by

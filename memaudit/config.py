@@ -32,6 +32,11 @@ CACHE_MODES = ("rw", "replay", "refresh", "off")
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_CONTEXT = 8192
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Output budgets on the embedded 135M model (2 CPU cores generate a few dozen tokens a second):
+# caps, not targets — a role asking for less keeps its own value. Configure max_tokens per role
+# to lift them.
+EMBEDDED_MAX_TOKENS = {"agent": 160, "simulator": 96, "pref_judge": 128, "memory": 256, "slot_fill": 64,
+                       "recovery_judge": 64, "attribution": 96, "generator": 1024}
 
 # Which configured role a fine-grained call role falls under (e.g. "oracle" is an attribution call).
 ROLE_GROUP = {
@@ -56,6 +61,7 @@ class RoleConfig:
     max_tokens: int | None = None
     context_window: int | None = None
     api_key: str | None = field(default=None, repr=False)
+    max_tokens_cap: int | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,8 @@ class Settings:
         key_env = section.get("api_key_env")
         backend = section.get("backend") or (self.backend if (self.base_url or own_endpoint) else "llamacpp")
         window = section.get("context_window") or self.context_window
-        if window is None and not own_endpoint and self.model == EMBEDDED_MODEL:
+        on_embedded = not own_endpoint and self.model == EMBEDDED_MODEL
+        if window is None and on_embedded:
             window = EMBEDDED_CONTEXT
         return RoleConfig(
             base_urls=urls,
@@ -101,6 +108,7 @@ class Settings:
             max_tokens=section.get("max_tokens"),
             context_window=window,
             api_key=os.environ.get(key_env) if key_env else self.api_key,
+            max_tokens_cap=EMBEDDED_MAX_TOKENS.get(role_group(role)) if on_embedded else None,
         )
 
     def with_embedded_url(self, url: str) -> "Settings":

@@ -96,6 +96,8 @@ class LLM:
         rc = self.settings.role(role)
         temperature = rc.temperature if rc.temperature is not None else temperature
         max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
+        if rc.max_tokens_cap is not None and rc.max_tokens is None:
+            max_tokens = min(max_tokens or rc.max_tokens_cap, rc.max_tokens_cap)
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=temperature,
                             top_p=None, max_tokens=max_tokens, seed=seed, schema=schema, sample=sample)

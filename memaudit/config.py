@@ -90,6 +90,11 @@ class Settings:
         return self.base_url is None and any(
             not _urls(self.role_sections.get(r, {}).get("base_url")) for r in ROLES)
 
+    def on_embedded(self, role: str) -> bool:
+        """True when `role` is served by the embedded model (one request at a time)."""
+        section = self.role_sections.get(role_group(role), {})
+        return not _urls(section.get("base_url")) and self.model == EMBEDDED_MODEL
+
     def role(self, role: str) -> RoleConfig:
         section = self.role_sections.get(role_group(role), {})
         urls = _urls(section.get("base_url")) or _urls(self.base_url)
@@ -97,7 +102,7 @@ class Settings:
         key_env = section.get("api_key_env")
         backend = section.get("backend") or (self.backend if (self.base_url or own_endpoint) else "llamacpp")
         window = section.get("context_window") or self.context_window
-        on_embedded = not own_endpoint and self.model == EMBEDDED_MODEL
+        on_embedded = self.on_embedded(role)
         if window is None and on_embedded:
             window = EMBEDDED_CONTEXT
         return RoleConfig(

@@ -20,6 +20,9 @@ from memaudit.errors import EndpointError
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 READY_TIMEOUT = 120.0
+# Prompt-prefix states kept in RAM (each up to a few hundred MB at n_ctx 8192): enough for every
+# role's prefix of a few users, so interleaved roles do not re-read their long shared prompts.
+CACHE_BYTES = 6 << 30
 
 
 def bundled_gguf() -> Path:
@@ -46,7 +49,7 @@ def server_command(port: int, *, threads: int = 2, model_path: Path | None = Non
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path or bundled_gguf()),
             "--model_alias", EMBEDDED_MODEL, "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-            "--cache", "true", "--cache_type", "ram", "--verbose", "false"]
+            "--cache", "true", "--cache_type", "ram", "--cache_size", str(CACHE_BYTES), "--verbose", "false"]
 
 
 @asynccontextmanager

@@ -4,8 +4,6 @@ and the calls it used are committed in one transaction, so a killed run resumes 
 episode with the same memory state."""
 from __future__ import annotations
 
-from functools import partial
-
 import anyio
 
 from adapters.base import AdapterContext, MemoryAdapter
@@ -140,13 +138,23 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
         finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
         tracker.add_run(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
                         sum(n == len(plan[u.id]) for n, u in zip(finished, chosen)))
+    # The embedded server answers one request at a time: interleaving pairs there buys no speed and
+    # evicts each pair's prompt prefix from its cache, so pairs run one after another, user-major
+    # (a user's simulator and judge prefixes are shared by every system).
+    one_at_a_time = rt.settings.on_embedded("agent")
+    pairs = [(s, r, u) for u in chosen for s, r in zip(systems, runs)] if one_at_a_time else \
+        [(s, r, u) for s, r in zip(systems, runs) for u in chosen]
+    limiter = anyio.CapacityLimiter(1 if one_at_a_time else len(pairs))
+
+    async def run_pair(system: str, run: str, user: User) -> None:
+        async with limiter:
+            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=tracker)
+
     with tracker:
         try:
             async with anyio.create_task_group() as tg:
-                for system, run in zip(systems, runs):
-                    for user in chosen:
-                        tg.start_soon(partial(_run_user, rt, run, system, user, plan[user.id],
-                                              max_turns=max_turns, k=k, progress=tracker))
+                for system, run, user in pairs:
+                    tg.start_soon(run_pair, system, run, user)
         except BaseExceptionGroup as group:
             # The first failure (e.g. an unreachable endpoint) is what the user needs to see; the
             # other pairs were cancelled because of it.

@@ -20,12 +20,10 @@ sys.path.insert(0, str(REPO))
 
 from memaudit.bench.instances import validate_bench  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
+from tests.bench.release_fixture import PUBLISHED_RUNS as RUNS  # noqa: E402
 from tests.bench.release_fixture import write_release  # noqa: E402
 
 USERS = 50
-# (run, memories per user, chars per memory): roughly the published footprints.
-RUNS = (("nomem_pooled_50", 0, 0), ("amem_pooled_50", 109, 430), ("longctx_full_pooled_50", 160, 600),
-        ("mem0_pooled_50", 60, 120), ("memt_memonly_pooled_50", 471, 1015))
 
 
 def synthesise(root: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import orjson
 
-from memaudit.cli.common import current_settings, global_options, out, run
+from memaudit.cli.common import current_settings, global_options, out, run, split_list
 
 
 @click.group("bench")
@@ -110,7 +110,7 @@ async def _import_release(settings, path, name, tasks_dir):
 @global_options
 def export(runs, out_dir):
     """Write runs and their benchmark in the published release layout."""
-    names = [r.strip() for r in runs.split(",") if r.strip()] if runs else None
+    names = split_list(runs)
     exported = run(_export, current_settings(), names, out_dir)
     out.print(f"exported {len(exported)} run(s) to {out_dir}", highlight=False)
 

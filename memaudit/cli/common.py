@@ -58,5 +58,10 @@ def current_settings(**extra):
     return settings_from(click.get_current_context().obj, **extra)
 
 
+def split_list(text: str | None) -> list[str] | None:
+    """`a, b,c` -> ["a", "b", "c"]; nothing given -> None (meaning: all)."""
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
 def run(coro_fn, *args, **kwargs):
     return anyio.run(functools.partial(coro_fn, *args, **kwargs))

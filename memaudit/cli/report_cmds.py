@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, out, run
+from memaudit.cli.common import current_settings, global_options, out, run, split_list
 
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
 
@@ -17,7 +17,7 @@ RUNS_HELP = "comma-separated run ids (default: every run in the store)"
 @global_options
 def view(runs, out_dir):
     """Write a static HTML report: tables whose cells drill down to users, targets and transcripts."""
-    chosen = [part.strip() for part in runs.split(",") if part.strip()] if runs else None
+    chosen = split_list(runs)
     index = run(_view, current_settings(), chosen, out_dir)
     out.print(f"report written: {index} (open it in a browser; it works from disk)", highlight=False)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, out, run
+from memaudit.cli.common import current_settings, global_options, out, run, split_list
 
 
 @click.command("rollout")
@@ -26,7 +26,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
 
-    names = [s.strip() for s in systems.split(",") if s.strip()]
+    names = split_list(systems) or []
     async with open_runtime(settings) as rt:
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, run
+from memaudit.cli.common import current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
@@ -18,13 +18,9 @@ def _modes(mode: str) -> list[str]:
     return ["dump_all", "retrieve"] if mode == "both" else [mode]
 
 
-def _split(text: str | None) -> list[str] | None:
-    return [part.strip() for part in text.split(",") if part.strip()] if text else None
-
-
 def _ks(text: str) -> tuple[int, ...]:
     try:
-        ks = tuple(int(part) for part in _split(text) or ())
+        ks = tuple(int(part) for part in split_list(text) or ())
     except ValueError:
         raise BadInput(f"--k expects integers such as 5 or 1,3,5,10, got {text!r}", field="k") from None
     if not ks or min(ks) < 1:
@@ -60,7 +56,7 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
 @global_options
 def score(mode, k_text, runs, context_window, dims):
     """Slot-fill and judge every bank entry of every user with episodes, from the final memory."""
-    run(_score, current_settings(), _modes(mode), _ks(k_text), _split(runs), context_window, dims)
+    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims)
 
 
 async def _score(settings, modes, ks, runs, context_window, dims):
@@ -79,7 +75,7 @@ async def _score(settings, modes, ks, runs, context_window, dims):
 @global_options
 def attribute(mode, runs):
     """Stages 0-2 of failure attribution for every target scored below 0.75."""
-    run(_attribute, current_settings(), _modes(mode), _split(runs))
+    run(_attribute, current_settings(), _modes(mode), split_list(runs))
 
 
 async def _attribute(settings, modes, runs):
@@ -112,7 +108,7 @@ async def _attribute(settings, modes, runs):
 def rescore(variant, judge_model, judge_prompt, reader_model, runs):
     """Frozen rescoring: re-judge the default predictions (or re-fill them) as a new variant."""
     run(_rescore, current_settings(), variant, judge_model, str(judge_prompt) if judge_prompt else None,
-        reader_model, _split(runs))
+        reader_model, split_list(runs))
 
 
 async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, runs):
@@ -134,7 +130,7 @@ def replay(runs):
     """Re-execute the recorded runs from the call cache only and compare every artifact."""
     from memaudit.replay import replay_runs
 
-    difference = run(replay_runs, current_settings(), _split(runs))
+    difference = run(replay_runs, current_settings(), split_list(runs))
     if difference is not None:
         click.echo(difference)
         sys.exit(1)  # click returns Exit codes from main() without exiting; a difference must fail the shell

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, run
+from memaudit.cli.common import current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
 from memaudit.scoring import stats
 from memaudit.scoring.robustness import compare_variants
@@ -58,7 +58,7 @@ def _write_all(tables: dict, out_dir: Path) -> None:
 def tables(runs, fmt, out_dir, only, compare, bootstrap):
     """The paper's tables (2, 3, 4, footprint, gap, tokens) with intervals and paired comparisons."""
     settings = current_settings()
-    run_ids = [r.strip() for r in runs.split(",") if r.strip()] if runs else None
+    run_ids = split_list(runs)
     run(_tables, settings.db, run_ids, fmt, out_dir, only, compare, bootstrap, settings.seed)
 
 

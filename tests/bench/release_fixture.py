@@ -24,6 +24,12 @@ def _write(path: Path, data) -> None:
     path.write_bytes(orjson.dumps(data))
 
 
+# (run, memories per user, chars per memory): roughly the published footprints, for the
+# 50-user benchmarks of import and report.
+PUBLISHED_RUNS = (("nomem_pooled_50", 0, 0), ("amem_pooled_50", 109, 430), ("longctx_full_pooled_50", 160, 600),
+                  ("mem0_pooled_50", 60, 120), ("memt_memonly_pooled_50", 471, 1015))
+
+
 def write_release(root: Path, *, users: int = 3, runs: tuple[str, ...] = (), tasks_dir: str = "CustomTasksPooledFinal",
                   pool: bool = True, turns: int = 2, reply_chars: int = 80, memories: int = 3,
                   memory_chars: int = 60, seed: int = 0) -> Path:

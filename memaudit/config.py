@@ -35,8 +35,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Output budgets on the embedded 135M model (2 CPU cores generate a few dozen tokens a second):
 # caps, not targets — a role asking for less keeps its own value. Configure max_tokens per role
 # to lift them.
-EMBEDDED_MAX_TOKENS = {"agent": 160, "simulator": 96, "pref_judge": 128, "memory": 256, "slot_fill": 64,
-                       "recovery_judge": 64, "attribution": 96, "generator": 1024}
+EMBEDDED_MAX_TOKENS = {"agent": 160, "simulator": 128, "pref_judge": 160, "memory": 256, "slot_fill": 160,
+                       "recovery_judge": 96, "attribution": 192, "generator": 1024}
 
 # Which configured role a fine-grained call role falls under (e.g. "oracle" is an attribution call).
 ROLE_GROUP = {

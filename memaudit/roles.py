@@ -20,6 +20,11 @@ def obj(**props) -> dict:
 
 STR = {"type": "string"}
 NONEMPTY = {"type": "string", "minLength": 1}
+# Bounded free-text fields: grammar-constrained servers (llama.cpp) stop the string at the bound
+# instead of running into max_tokens and leaving cut-off JSON. Checked locally for every backend.
+REASON = {"type": "string", "maxLength": 240}
+LABEL = {"type": "string", "minLength": 1, "maxLength": 150}
+UTTERANCE = {"type": "string", "minLength": 1, "maxLength": 400}
 BOOL = {"type": "boolean"}
 
 
@@ -39,16 +44,16 @@ class RoleSpec:
 ROLE_SPECS: dict[str, RoleSpec] = {
     "agent": RoleSpec("agent", None, 0.7, 400),
     "simulator": RoleSpec("simulator", obj(feedback_type={"type": "string", "enum": list(FEEDBACK_TYPES)},
-                                           text=NONEMPTY), 0.85, 250),
+                                           text=UTTERANCE), 0.85, 250),
     "pref_judge": RoleSpec("pref_judge", None, 0.0, 300),  # schema per call: rollout/pref_judge.py
-    "slot_fill": RoleSpec("slot_fill", obj(label=NONEMPTY, reason=STR), 0.0, 160),
-    "recovery_judge": RoleSpec("recovery_judge", obj(score={"type": "number"}, reason=STR), 0.0, 160,
+    "slot_fill": RoleSpec("slot_fill", obj(label=LABEL, reason=REASON), 0.0, 160),
+    "recovery_judge": RoleSpec("recovery_judge", obj(score={"type": "number"}, reason=REASON), 0.0, 160,
                                _on_rubric),
-    "oracle": RoleSpec("oracle", obj(can_invite=BOOL, reason=STR), 0.0, 160),
-    "disclosure": RoleSpec("disclosure", obj(disclosed=BOOL, evidence=STR, reason=STR), 0.0, 240),
+    "oracle": RoleSpec("oracle", obj(can_invite=BOOL, reason=REASON), 0.0, 160),
+    "disclosure": RoleSpec("disclosure", obj(disclosed=BOOL, evidence=REASON, reason=REASON), 0.0, 240),
     "elicitation": RoleSpec("elicitation", obj(
         label={"type": "string", "enum": ["agent_elicitation_failure", "simulator_too_strict"]},
-        evidence=STR, reason=STR), 0.0, 240),
+        evidence=REASON, reason=REASON), 0.0, 240),
     "persona_gen": RoleSpec("persona_gen", None, 0.9, 1200),  # schema set by bench/generate.py
     "bank_gen": RoleSpec("bank_gen", None, 0.7, 2000),
     "task_gen": RoleSpec("task_gen", obj(task=NONEMPTY, rationale=STR), 0.8, 300),

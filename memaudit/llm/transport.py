@@ -36,8 +36,21 @@ def request_body(*, backend: str, model: str, messages: list[dict], temperature:
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
         else:
             body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": name, "schema": schema, "strict": True}}
+                                       "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
     return body
+
+
+# String-length bounds are not accepted by every strict structured-output API; they are still
+# checked locally on the answer (memaudit/llm/schema.py).
+_NOT_STRICT = ("minLength", "maxLength")
+
+
+def _strict(schema):
+    if isinstance(schema, dict):
+        return {k: _strict(v) for k, v in schema.items() if k not in _NOT_STRICT}
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
-from memaudit.roles import ROLE_SPECS, STR, obj
+from memaudit.roles import REASON, ROLE_SPECS, obj
 from memaudit.types import BankEntry
 
 SCORES = ("1", "2", "3", "4", "5", "na")
@@ -28,7 +28,7 @@ def ratings_schema(count: int) -> dict:
     """One required key per preference number: grammar-constrained servers cannot skip one, and
     any other server's answer is checked against the same shape."""
     rating = {"type": "string", "enum": list(SCORES)}
-    return obj(ratings=obj(**{str(i): rating for i in range(1, count + 1)}), summary=STR)
+    return obj(ratings=obj(**{str(i): rating for i in range(1, count + 1)}), summary=REASON)
 
 
 async def judge_reply(llm: LLM, prefs: list[BankEntry], task: str, reply: str, *,

@@ -43,6 +43,12 @@ class EndpointError(MemauditError):
     """The endpoint refused the request or stayed unreachable after retries."""
 
     def __init__(self, message: str, *, status: int | None = None, url: str | None = None):
-        self.status, self.url = status, url
+        self.status, self.url, self.message = status, url, message
         where = f"{url} " if url else ""
         super().__init__(f"endpoint {where}error{f' {status}' if status else ''}: {message}")
+
+    @property
+    def transient(self) -> bool:
+        """Unreachable or still failing after every retry (no status from a refusal): not an answer
+        about this call, so it aborts the command instead of being recorded; a rerun resumes."""
+        return self.status is None

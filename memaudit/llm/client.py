@@ -130,7 +130,11 @@ class LLM:
     async def _server_role(self, role: str):
         async with self._server_lock:
             if self.settings.base_url is None:
-                self.settings = self.settings.with_embedded_url(await self._start_server())
+                url = await self._start_server()
+                # llama.cpp serves one request at a time: waiting here, not in the server, keeps
+                # long queues clear of HTTP read timeouts.
+                self.transport.serial_urls.add(url)
+                self.settings = self.settings.with_embedded_url(url)
         return self.settings.role(role)
 
     def _note_use(self, role: str, key: str, cached: bool) -> None:

@@ -49,6 +49,7 @@ def server_command(port: int, *, threads: int = 2, model_path: Path | None = Non
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path or bundled_gguf()),
             "--model_alias", EMBEDDED_MODEL, "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+            "--interrupt_requests", "false",  # queued requests wait; the default cancels the running one
             "--cache", "true", "--cache_type", "ram", "--cache_size", str(CACHE_BYTES), "--verbose", "false"]
 
 

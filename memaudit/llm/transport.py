@@ -72,6 +72,7 @@ class Transport:
     mock: httpx.AsyncBaseTransport | None = None
     _endpoints: dict = field(default_factory=dict)
     retries: int = 0
+    serial_urls: set = field(default_factory=set)  # one-request-at-a-time servers (the embedded model)
 
     def endpoint(self, base_url: str, api_key: str | None) -> Endpoint:
         ident = (base_url, api_key)
@@ -81,7 +82,8 @@ class Transport:
                 base_url=base_url, headers=headers, transport=self.mock,
                 timeout=httpx.Timeout(self.timeout, connect=10.0),
                 limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
-            self._endpoints[ident] = Endpoint(base_url, client, anyio.CapacityLimiter(self.concurrency))
+            limit = 1 if base_url in self.serial_urls else self.concurrency
+            self._endpoints[ident] = Endpoint(base_url, client, anyio.CapacityLimiter(limit))
         return self._endpoints[ident]
 
     async def aclose(self) -> None:

@@ -57,6 +57,8 @@ async def _ask(rt: Runtime, role: str, seed_parts: tuple, **values) -> dict:
     try:
         return (await call_role(rt.llm, role, prompt, seed_parts, **values)).data
     except STAGE_FAILURES as exc:
+        if isinstance(exc, EndpointError) and exc.transient:
+            raise
         raise StageFailed(failure_note(exc)) from None
 
 

@@ -71,7 +71,7 @@ def failure_note(exc: Exception) -> str:
     if isinstance(exc, InvalidOutput):
         return f"invalid output from {exc.role}: {exc.problem}"
     if isinstance(exc, EndpointError):
-        return f"endpoint error {exc.status}"
+        return f"endpoint error {exc.status}: {exc.message}"
     return str(exc)
 
 
@@ -184,6 +184,8 @@ async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str
     except ContextOverflow as exc:
         return replace(recon, score=0.0, status="overflow", error=failure_note(exc))
     except (InvalidOutput, EndpointError) as exc:
+        if isinstance(exc, EndpointError) and exc.transient:
+            raise
         return replace(recon, status="failed", error=failure_note(exc))
     return await judge(scorer, replace(recon, label=fill.data["label"].strip(), reason=fill.data["reason"]))
 
@@ -197,6 +199,8 @@ async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
                                   dimension=recon.dimension, explanation=recon.explanation,
                                   ground_truth=recon.ground_truth, prediction=recon.label)
     except (ContextOverflow, InvalidOutput, EndpointError) as exc:
+        if isinstance(exc, EndpointError) and exc.transient:
+            raise
         return replace(recon, score=None, judge_reason=None, status="failed", error=failure_note(exc))
     return replace(recon, score=float(verdict.data["score"]), judge_reason=verdict.data["reason"], status="ok",
                    error=None)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 
 import anyio
@@ -11,7 +12,8 @@ from rich.console import Console
 from memaudit.config import load_settings
 
 console = Console(stderr=True)
-out = Console()
+# Piped output (a log, CI) gets room for the wide tables; a terminal keeps its own width.
+out = Console() if sys.stdout.isatty() else Console(width=160)
 
 GLOBAL_OPTIONS = [
     click.option("--db", type=click.Path(path_type=Path), default=None, help="artifact store [MEMAUDIT_DB]"),

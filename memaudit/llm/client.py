@@ -185,7 +185,7 @@ class LLM:
             raise _failure_from_json(role, response)
         usage = response.get("usage", {})
         self._count(stats, usage)
-        data = orjson.loads(response["text"]) if schema is not None else None
+        data = _loads_lenient(response["text"]) if schema is not None else None
         return CallResult(response["text"], data, usage, key, True)
 
     @staticmethod
@@ -248,13 +248,24 @@ def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple
     if finish == "length":
         return "the answer was cut off at the token limit; answer more briefly", None
     try:
-        data = orjson.loads(raw)
+        data = _loads_lenient(raw)
     except orjson.JSONDecodeError:
         return "the answer was not valid JSON", None
     found = schema_problem(data, schema)
     if found is None and check is not None:
         found = check(data)
     return found, data
+
+
+def _loads_lenient(raw: str):
+    """JSON, forgiving the one slip grammar-constrained small models make often: `\\'` (an escape
+    JSON does not have) for an apostrophe. Anything else invalid stays invalid."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        if "\\'" not in raw:
+            raise
+        return orjson.loads(raw.replace("\\'", "'"))
 
 
 def _failure_json(exc: Exception) -> str:

@@ -424,3 +424,15 @@ def test_a_cancelled_leader_does_not_cancel_its_followers(settings):
         return results
     results = run_with_llm(settings, fake.transport(), work)
     assert len(results) == 1 and results[0].data is not None
+
+
+
+def test_apostrophe_escape_is_forgiven_live_and_from_the_cache(settings, fake):
+    fake.on("agent", lambda body: r"""{"answer": "They\'re gone"}""")
+
+    async def twice(llm):
+        return await call(llm), await call(llm)
+
+    first, again = run_with_llm(settings, fake.transport(), twice)
+    assert first.data == again.data == {"answer": "They're gone"}
+    assert again.cached and len(fake.requests) == 1

@@ -146,7 +146,11 @@ class LLM:
         mode = self.settings.cache
         if mode in ("rw", "replay"):
             row = await self.store.get_call(key)
-            if row is not None and (row["ok"] or mode == "replay"):
+            # A recorded failure (invalid output, overflow, refusal) is the outcome of that request
+            # in this store: met again, it fails again without a call, so every use of a key sees
+            # the same outcome whatever the order — the condition for replay to be exact.
+            # `--cache refresh` asks the model again.
+            if row is not None:
                 stats.cache_hits += 1
                 return self._from_row(role, row, key, schema, stats)
         window = rc.context_window
@@ -164,8 +168,7 @@ class LLM:
         except (InvalidOutput, ContextOverflow, EndpointError) as exc:
             stats.failures += 1
             if mode != "off" and not (isinstance(exc, EndpointError) and exc.status is None):
-                # A recorded failure is never served as an answer; only replay reads it back, so a
-                # replayed run meets the same failure the recorded run met.
+                # Recorded as a failure, never as an answer: later uses of this key fail the same way.
                 self.store.put_call(key=key, role=role, model=rc.model, request=request_json,
                                     response=_failure_json(exc), ok=False, created=_now())
             raise

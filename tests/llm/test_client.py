@@ -145,7 +145,7 @@ def test_schema_violation_and_check_are_repaired(settings, fake):
     assert "answer must be digits" in fake.requests[2]["messages"][-1]["content"]
 
 
-def test_always_garbage_raises_invalid_output_recorded_not_served(settings, fake):
+def test_always_garbage_raises_invalid_output_recorded_as_a_failure(settings, fake):
     fake.on("agent", lambda body: "{still not json")
     with pytest.raises(InvalidOutput) as info:
         run_with_llm(settings, fake.transport(), lambda llm: call(llm))
@@ -159,10 +159,15 @@ def test_always_garbage_raises_invalid_output_recorded_not_served(settings, fake
     assert [r["ok"] for r in recorded] == [0]
     assert orjson.loads(recorded[0]["response"])["raw"] == "{still not json"
 
-    # rw never serves the recorded failure: the model is asked again
+    # rw meets the recorded failure again without a request (same outcome for every use of the key) ...
     before = len(fake.requests)
     with pytest.raises(InvalidOutput):
         run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert len(fake.requests) == before
+
+    # ... refresh asks the model again
+    with pytest.raises(InvalidOutput):
+        run_with_llm(replace(settings, cache="refresh"), fake.transport(), lambda llm: call(llm))
     assert len(fake.requests) > before
 
     # replay meets the same failure without a request

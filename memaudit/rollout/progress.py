@@ -51,6 +51,8 @@ class RolloutProgress:
             self._live.update(self._table())
             self._live.__exit__(*exc)
             self._live = None
+            if not self.console.is_terminal:
+                self.console.print()  # a piped log gets the line end a terminal's cursor would give
 
     def episode_done(self, ep: Episode, uses: list, tokens: int) -> None:
         p = self.systems[ep.run]

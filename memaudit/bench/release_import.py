@@ -127,9 +127,10 @@ def _episode_statements(store: Store, root: Path, run: str, user: str, bench: Be
         data = _object(read_json(path, label, user), label, user)
         per_pref = _per_pref(root / "pref_judge" / run / user / path.name, f"pref_judge/{run}/{user}/{path.name}", user)
         end_reason = data.get("end_reason")
-        if end_reason not in END_REASONS:
-            raise BadInput(f"{end_reason!r}, expected one of {', '.join(END_REASONS)}", file=label, user=user,
-                           field="end_reason")
+        # Any label is kept as the release wrote it (A counts only `satisfied`); a missing one is damage.
+        if not isinstance(end_reason, str) or not end_reason:
+            raise BadInput(f"{end_reason!r}, expected a label such as {', '.join(END_REASONS)}", file=label,
+                           user=user, field="end_reason")
         turns = data.get("turns")
         if not isinstance(turns, list):
             raise BadInput("missing list of turns", file=label, user=user, field="turns")

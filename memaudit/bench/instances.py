@@ -36,7 +36,7 @@ def find_tasks_dir(root: Path, tasks_dir: str | None = None) -> Path:
 
 
 def read_release(root: str | Path, *, name: str | None = None, tasks_dir: str | None = None,
-                 pool_path: str | Path | None = None) -> tuple[Benchmark | None, list[str]]:
+                 pool_path: str | Path | None = None, coverage: bool = True) -> tuple[Benchmark | None, list[str]]:
     """The benchmark in a release-layout directory and every problem found in it.
 
     The pool used for the dimension check is `pool_path` if given, else the release's own pool
@@ -67,14 +67,15 @@ def read_release(root: str | Path, *, name: str | None = None, tasks_dir: str | 
     source = banks.get("source") if isinstance(banks, dict) else None
     bench = Benchmark(name or root.resolve().name, tuple(users), tasks, pool,
                       source if isinstance(source, str) else "")
-    problems += check_benchmark(bench, pool, bank_file=BANKS_FILE, task_files=task_files)
+    problems += check_benchmark(bench, pool, bank_file=BANKS_FILE, task_files=task_files, coverage=coverage)
     return bench, problems
 
 
 def load_release_benchmark(path: str | Path, name: str | None = None, *, tasks_dir: str | None = None,
-                           pool_path: str | Path | None = None) -> Benchmark:
-    """The benchmark in a release-layout directory; BadInput listing every problem if it has any."""
-    bench, problems = read_release(path, name=name, tasks_dir=tasks_dir, pool_path=pool_path)
+                           pool_path: str | Path | None = None, coverage: bool = True) -> Benchmark:
+    """The benchmark in a release-layout directory; BadInput listing every problem if it has any
+    (`coverage`: see `check_benchmark`)."""
+    bench, problems = read_release(path, name=name, tasks_dir=tasks_dir, pool_path=pool_path, coverage=coverage)
     if problems:
         raise BadInput(f"{len(problems)} problem(s) in {path}: " + "; ".join(problems))
     return bench

@@ -33,7 +33,8 @@ async def import_release(store: Store, path: str | Path, *, name: str | None = N
                          tasks_dir: str | None = None) -> list[str]:
     """Import the benchmark and every run of a release directory; returns the run ids."""
     root = Path(path)
-    bench = load_release_benchmark(root, name=name, tasks_dir=tasks_dir)
+    # Published runs are imported as recorded: task coverage gaps are the protocol's `no_targeted_task`.
+    bench = load_release_benchmark(root, name=name, tasks_dir=tasks_dir, coverage=False)
     stored = await store.load_benchmark(bench.name)
     if stored is not None and stored != bench:
         raise BadInput(f"the store already holds a different benchmark named {bench.name!r}; "
@@ -228,7 +229,7 @@ def _oracle_statements(root: Path, label: str, user: str, bench: Benchmark) -> l
     for dimension, verdict in sorted(_object(read_json(root / label, label, user), label, user).items()):
         verdict = _object(verdict, label, user, dimension)
         if dimension not in task_of:
-            raise BadInput("no task of the user targets this dimension", file=label, user=user, field=dimension)
+            continue  # a verdict is keyed by its task's text; without a targeted task it keys nothing
         can_invite = verdict.get("can_invite")
         rows.append(("INSERT OR REPLACE INTO oracle VALUES (?,?,?,?,?,?)",
                      (bench.name, user, dimension, text_hash(task_of[dimension]),

@@ -201,3 +201,22 @@ async def test_a_rollout_exports_byte_identically_and_reimports(tmp_path, settin
         assert (await store.get_run("longctx_full"))["config"]["tasks"] == 2
         snapshot = await store.last_snapshot("longctx_full", "user_001")
         assert snapshot["task_idx"] == 2 and snapshot["n_items"] > 0
+
+
+async def test_published_runs_import_despite_task_coverage_gaps_that_validate_reports(tmp_path):
+    """The protocol scores an entry no task targets as `no_targeted_task`: such a published release
+    imports as recorded, while `bench validate` still lists every coverage problem."""
+    from memaudit.bench.instances import validate_bench
+
+    root = write_release(tmp_path / "pub", users=1, runs=("amem_pooled_50",))
+    [task_file] = sorted((root / "benchmark_data").glob("*/user_001.json"))
+    data = orjson.loads(task_file.read_bytes())
+    data["tasks"][0]["target_dimension"] = data["tasks"][1]["target_dimension"]
+    data["tasks"][-1]["target_short"] = "a paraphrase of the bank's short"
+    task_file.write_bytes(orjson.dumps(data))
+    async with open_store(tmp_path / "s.db") as store:
+        assert await import_release(store, root) == ["amem_pooled_50"]
+        problems = await validate_bench(store, str(root))
+    assert any("no task targets" in p for p in problems)
+    assert any("targeted by several tasks" in p for p in problems)
+    assert any("target_short" in p for p in problems)

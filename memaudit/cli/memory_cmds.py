@@ -13,16 +13,13 @@ import orjson
 from adapters.base import AdapterContext
 from adapters.registry import available, get_adapter
 from memaudit.cli.common import current_settings, global_options, run
+from memaudit.bench.files import read_json
 from memaudit.errors import BadInput
 from memaudit.runtime import open_runtime
 
+
 def read_store(path: Path) -> list[dict]:
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise BadInput("memory store not found", file=str(path)) from None
-    except orjson.JSONDecodeError as exc:
-        raise BadInput(f"not valid JSON ({exc})", file=str(path)) from None
+    data = read_json(path, str(path))
     if isinstance(data, dict) and isinstance(data.get("memories"), list):
         return data["memories"]
     if isinstance(data, list):

@@ -167,7 +167,7 @@ class LLM:
             text, data, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
         except (InvalidOutput, ContextOverflow, EndpointError) as exc:
             stats.failures += 1
-            if mode != "off" and not (isinstance(exc, EndpointError) and exc.status is None):
+            if mode != "off" and not (isinstance(exc, EndpointError) and exc.transient):
                 # Recorded as a failure, never as an answer: later uses of this key fail the same way.
                 self.store.put_call(key=key, role=role, model=rc.model, request=request_json,
                                     response=_failure_json(exc), ok=False, created=_now())

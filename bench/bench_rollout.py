@@ -27,10 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memaudit.bench.instances import resolve_bench  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
 from memaudit.embed import DIM, Embedder  # noqa: E402
-from memaudit.errors import BadInput  # noqa: E402
 from memaudit.rollout import runner  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
-from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Task, User  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 
 LATENCY = 0.05
@@ -45,18 +43,6 @@ def fast_encoder(texts: list[str]) -> np.ndarray:
         v = v.astype(np.float32) - 127.5
         rows.append(v / np.linalg.norm(v))
     return np.stack(rows)
-
-
-def synthetic_bench() -> Benchmark:
-    users, tasks = [], {}
-    for u in range(1, USERS + 1):
-        uid = f"user_{u:03d}"
-        bank = tuple(BankEntry(c, f"{c}_{i}", f"stance {i}", f"Explanation {i}.")
-                     for c, n in BANK_COUNTS.items() for i in range(n))
-        users.append(User(uid, {"name": uid}, bank))
-        tasks[uid] = tuple(Task(uid, i, f"Help me with errand {i}.", e.category, e.dimension, e.short)
-                           for i, e in enumerate(bank, 1))
-    return Benchmark("synthetic", tuple(users), tasks)
 
 
 def second_turn_satisfies(body: dict) -> dict:
@@ -92,10 +78,7 @@ async def main() -> None:
                                          backend="openai", env={}), concurrency=64)
         async with open_runtime(settings, transport=fake.transport()) as rt:
             rt.embedder = Embedder(rt.store, encoder=fast_encoder)
-            try:
-                bench, source = await resolve_bench(rt.store, "sample"), "bundled sample"
-            except BadInput:
-                bench, source = synthetic_bench(), "synthetic (sample not available)"
+            bench = await resolve_bench(rt.store, "sample")
             users = [u.id for u in bench.users[:USERS]]
             start = time.perf_counter()
             await runner.run_rollout(rt, bench, SYSTEMS, users=users, tasks=TASKS, progress=False)
@@ -105,7 +88,7 @@ async def main() -> None:
     calls = len(fake.requests)
     longest = max(chains.values())
     ideal = longest * LATENCY
-    print(f"benchmark: {source}; {len(users)} users x {TASKS} tasks x {len(SYSTEMS)} systems = {episodes} episodes")
+    print(f"benchmark: bundled sample; {len(users)} users x {TASKS} tasks x {len(SYSTEMS)} systems = {episodes} episodes")
     print(f"model calls sent: {calls} ({sum(chains.values())} uses incl. cache/single-flight hits)")
     print(f"wall time: {wall:.2f} s; sequential time it replaces: {calls * LATENCY:.1f} s "
           f"({calls * LATENCY / wall:.1f}x)")

@@ -12,9 +12,9 @@ If the construction call fails the note is still stored verbatim (without keywor
 tags) and no evolution happens: the message is not lost, the failure is counted."""
 from __future__ import annotations
 
-from adapters.base import Event
-from adapters.indexed import IndexedMemory
-from adapters.memory_calls import memory_call
+from memaudit.adapters.base import Event
+from memaudit.adapters.indexed import IndexedMemory
+from memaudit.adapters.memory_calls import memory_call
 from memaudit.roles import BOOL, NONEMPTY, obj
 
 NEIGHBOURS = 5

@@ -12,7 +12,7 @@ import math
 import re
 from collections import Counter
 
-from adapters.simple_rag import SimpleRag
+from memaudit.adapters.simple_rag import SimpleRag
 
 TOKEN = re.compile(r"\w+")
 K1 = 1.5

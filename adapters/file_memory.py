@@ -7,10 +7,10 @@ MEMORY.md sections and HISTORY.md entries by embedding; `dump` returns both as i
 rewrite call fails, both files stay as they were and the failure is counted."""
 from __future__ import annotations
 
-from adapters.base import AgentContext, Event, MemoryAdapter
-from adapters.indexed import as_memory_item, deep_copy
-from adapters.memory_calls import FailureLog, memory_call
-from adapters.vector_index import VectorIndex
+from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
+from memaudit.adapters.indexed import as_memory_item, deep_copy
+from memaudit.adapters.memory_calls import FailureLog, memory_call
+from memaudit.adapters.vector_index import VectorIndex
 from memaudit.errors import BadInput
 from memaudit.roles import STR, obj
 from memaudit.types import MemoryItem

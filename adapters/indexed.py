@@ -10,9 +10,9 @@ from typing import ClassVar
 
 import orjson
 
-from adapters.base import AdapterContext, MemoryAdapter
-from adapters.memory_calls import FailureLog
-from adapters.vector_index import VectorIndex
+from memaudit.adapters.base import AdapterContext, MemoryAdapter
+from memaudit.adapters.memory_calls import FailureLog
+from memaudit.adapters.vector_index import VectorIndex
 from memaudit.errors import BadInput
 from memaudit.types import MemoryItem
 

@@ -8,8 +8,8 @@ When the history no longer fits the agent's context window, the oldest messages 
 counted instead of letting the reply call overflow."""
 from __future__ import annotations
 
-from adapters.base import AgentContext, Event
-from adapters.indexed import IndexedMemory
+from memaudit.adapters.base import AgentContext, Event
+from memaudit.adapters.indexed import IndexedMemory
 from memaudit.llm.tokens import estimate_tokens
 
 # Tokens kept free for the reply prompt's own text (instructions, memory block, task) and the reply.

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from adapters.base import Event
-from adapters.indexed import IndexedMemory
-from adapters.memory_calls import memory_call
+from memaudit.adapters.base import Event
+from memaudit.adapters.indexed import IndexedMemory
+from memaudit.adapters.memory_calls import memory_call
 from memaudit.roles import NONEMPTY, STR, obj
 
 NEIGHBOURS = 5

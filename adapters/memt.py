@@ -21,11 +21,11 @@ Every call uses the role `memt_policy:<step>`, so the policy can be its own endp
 hosting Mem-T-4B) or any chat model following the same JSON tool protocol."""
 from __future__ import annotations
 
-from adapters.base import Event, MemoryAdapter
-from adapters.indexed import as_memory_item, deep_copy
-from adapters.longctx_full import prefixed
-from adapters.memory_calls import FailureLog, memory_call
-from adapters.vector_index import VectorIndex
+from memaudit.adapters.base import Event, MemoryAdapter
+from memaudit.adapters.indexed import as_memory_item, deep_copy
+from memaudit.adapters.longctx_full import prefixed
+from memaudit.adapters.memory_calls import FailureLog, memory_call
+from memaudit.adapters.vector_index import VectorIndex
 from memaudit.errors import BadInput
 from memaudit.llm.cache import text_hash
 from memaudit.roles import NONEMPTY, STR, obj

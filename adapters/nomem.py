@@ -1,7 +1,7 @@
 """`nomem`: the baseline without memory. It stores nothing and has no retrieve mode."""
 from __future__ import annotations
 
-from adapters.base import Event, MemoryAdapter
+from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.types import MemoryItem
 
 

@@ -8,14 +8,14 @@ from importlib.metadata import entry_points
 from memaudit.errors import BadInput
 
 BUILTIN = {
-    "nomem": "adapters.nomem:NoMemory",
-    "longctx_full": "adapters.longctx_full:LongContextFull",
-    "mem0": "adapters.mem0:Mem0",
-    "amem": "adapters.amem:AMem",
-    "memt": "adapters.memt:MemT",
-    "simple_rag": "adapters.simple_rag:SimpleRag",
-    "bm25": "adapters.bm25:BM25Memory",
-    "file_memory": "adapters.file_memory:FileMemory",
+    "nomem": "memaudit.adapters.nomem:NoMemory",
+    "longctx_full": "memaudit.adapters.longctx_full:LongContextFull",
+    "mem0": "memaudit.adapters.mem0:Mem0",
+    "amem": "memaudit.adapters.amem:AMem",
+    "memt": "memaudit.adapters.memt:MemT",
+    "simple_rag": "memaudit.adapters.simple_rag:SimpleRag",
+    "bm25": "memaudit.adapters.bm25:BM25Memory",
+    "file_memory": "memaudit.adapters.file_memory:FileMemory",
 }
 
 

@@ -4,8 +4,8 @@ No model calls on the write path: each message (the task counts as the user's fi
 item with its role and logical time."""
 from __future__ import annotations
 
-from adapters.base import Event
-from adapters.indexed import IndexedMemory
+from memaudit.adapters.base import Event
+from memaudit.adapters.indexed import IndexedMemory
 
 ROLE = {"task_start": "user", "assistant": "assistant", "user": "user"}
 

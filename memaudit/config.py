@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memaudit.errors import BadInput
+from memaudit.resources import data_dir
 
 ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy", "slot_fill",
          "recovery_judge", "attribution", "generator")
@@ -32,6 +33,7 @@ CACHE_MODES = ("rw", "replay", "refresh", "off")
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_CONTEXT = 8192
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PROMPTS_DIR = data_dir("prompts")
 # Output budgets on the embedded 135M model (2 CPU cores generate a few dozen tokens a second):
 # caps, not targets — a role asking for less keeps its own value. Configure max_tokens per role
 # to lift them.
@@ -74,7 +76,7 @@ class Settings:
     concurrency: int = 32
     cache: str = "rw"
     seed: int = 0
-    prompts_dir: Path = REPO_ROOT / "prompts"
+    prompts_dir: Path = PROMPTS_DIR
     context_window: int | None = None
     role_sections: dict = field(default_factory=dict)
     # Retry knobs (transport only: never part of a cache key).
@@ -184,7 +186,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
         concurrency=conc,
         cache=cache_mode,
         seed=seed_value,
-        prompts_dir=Path(prompts_dir or env.get("MEMAUDIT_PROMPTS") or REPO_ROOT / "prompts"),
+        prompts_dir=Path(prompts_dir or env.get("MEMAUDIT_PROMPTS") or PROMPTS_DIR),
         context_window=int(window) if window else None,
         role_sections=sections,
     )

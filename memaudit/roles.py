@@ -54,7 +54,7 @@ ROLE_SPECS: dict[str, RoleSpec] = {
     "elicitation": RoleSpec("elicitation", obj(
         label={"type": "string", "enum": ["agent_elicitation_failure", "simulator_too_strict"]},
         evidence=REASON, reason=REASON), 0.0, 240),
-    "persona_gen": RoleSpec("persona_gen", None, 0.9, 1200),  # schema set by bench/generate.py
+    "persona_gen": RoleSpec("persona_gen", None, 0.9, 1200),  # schema set by memaudit/bench/generate.py
     "bank_gen": RoleSpec("bank_gen", None, 0.7, 2000),
     "task_gen": RoleSpec("task_gen", obj(task=NONEMPTY, rationale=STR), 0.8, 300),
     "critic": RoleSpec("critic", obj(guessed_trait=STR, verdict={"type": "string", "enum": ["neutral", "fishing"]},

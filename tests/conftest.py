@@ -6,7 +6,7 @@ import os
 import pytest
 
 from memaudit.config import load_settings
-from tests.fakes.openai_server import FakeOpenAI
+from memaudit.testing.fake_openai import FakeOpenAI
 
 FAKE_URL = "http://fake.test/v1"
 

@@ -13,7 +13,7 @@ from memaudit.cli.system_cmds import serve_command
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.store import open_store
-from tests.fakes.openai_server import FakeOpenAI
+from memaudit.testing.fake_openai import FakeOpenAI
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
           "additionalProperties": False}

@@ -27,8 +27,8 @@ import orjson
 from memaudit.bench.files import read_json, write_json
 from memaudit.bench.instances import TASKS_ROOT, read_release
 from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
-from memaudit.bench.release import write_benchmark
-from memaudit.bench.release_export import EXPORT_TASKS_DIR
+from memaudit.release import write_benchmark
+from memaudit.release.exporter import EXPORT_TASKS_DIR
 from memaudit.errors import BadInput, InvalidOutput, MemauditError
 from memaudit.llm.cache import derive_seed
 from memaudit.roles import ask

@@ -96,7 +96,7 @@ def import_release(path, name, tasks_dir):
 
 
 async def _import_release(settings, path, name, tasks_dir):
-    from memaudit.bench.release import import_release as import_release_dir
+    from memaudit.release import import_release as import_release_dir
     from memaudit.store import open_store
 
     async with open_store(settings.db) as store:
@@ -116,7 +116,7 @@ def export(runs, out_dir):
 
 
 async def _export(settings, runs, out_dir):
-    from memaudit.bench.release import export_runs
+    from memaudit.release import export_runs
     from memaudit.store import open_store
 
     async with open_store(settings.db) as store:

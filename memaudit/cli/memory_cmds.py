@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 import orjson
 
-from adapters.base import AdapterContext
-from adapters.registry import available, get_adapter
+from memaudit.adapters.base import AdapterContext
+from memaudit.adapters.registry import available, get_adapter
 from memaudit.cli.common import current_settings, global_options, run
 from memaudit.bench.files import read_json
 from memaudit.errors import BadInput

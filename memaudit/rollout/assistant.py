@@ -2,7 +2,7 @@
 and what the memory returned. It never sees the bank or the persona."""
 from __future__ import annotations
 
-from adapters.base import AgentContext
+from memaudit.adapters.base import AgentContext
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
 from memaudit.roles import ROLE_SPECS

@@ -3,7 +3,7 @@ user -> record, until the user is satisfied or the reply budget is spent. The me
 observes the task, every reply and every real user message, and the episode's end."""
 from __future__ import annotations
 
-from adapters.base import Event, MemoryAdapter
+from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.rollout.assistant import reply as assistant_reply

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import anyio
 
-from adapters.base import AdapterContext, MemoryAdapter
-from adapters.registry import get_adapter
+from memaudit.adapters.base import AdapterContext, MemoryAdapter
+from memaudit.adapters.registry import get_adapter
 from memaudit.errors import BadInput
 from memaudit.prompts import prompt_hashes
 from memaudit.rollout.episode import run_episode

@@ -16,8 +16,8 @@ from typing import Awaitable, Callable
 
 import anyio
 
-from adapters.base import AdapterContext, MemoryAdapter
-from adapters.registry import get_adapter
+from memaudit.adapters.base import AdapterContext, MemoryAdapter
+from memaudit.adapters.registry import get_adapter
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import role_group
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError

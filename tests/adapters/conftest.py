@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 
 import numpy as np
 
-from adapters.base import AdapterContext, Event
-from adapters.registry import get_adapter
+from memaudit.adapters.base import AdapterContext, Event
+from memaudit.adapters.registry import get_adapter
 from memaudit.embed import DIM, Embedder
 from memaudit.runtime import open_runtime
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from adapters.base import AgentContext, Event
-from adapters.registry import BUILTIN
+from memaudit.adapters.base import AgentContext, Event
+from memaudit.adapters.registry import BUILTIN
 from tests.adapters.conftest import EPISODES, adapter_runtime, play, script
 
 SYSTEMS = sorted(BUILTIN)
@@ -95,7 +95,7 @@ def test_load_items_from_a_published_dump(system, settings, fake):
 
 
 def test_declared_prompts_exist_and_cover_every_memory_prompt():
-    from adapters.registry import get_adapter
+    from memaudit.adapters.registry import get_adapter
     from memaudit.config import REPO_ROOT
     from memaudit.prompts import load_prompt
 

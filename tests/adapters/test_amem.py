@@ -6,7 +6,7 @@ import re
 
 import anyio
 
-from adapters.base import Event
+from memaudit.adapters.base import Event
 from tests.adapters.conftest import adapter_runtime
 
 NOTES = ["I use Python for data analysis at work.", "I enjoy hiking in the Alps on weekends.",

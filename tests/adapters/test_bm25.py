@@ -5,7 +5,7 @@ import math
 
 import anyio
 
-from adapters.bm25 import B, K1, BM25Index
+from memaudit.adapters.bm25 import B, K1, BM25Index
 
 
 def reference(docs: list[list[str]], query: list[str]) -> list[float]:

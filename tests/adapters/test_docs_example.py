@@ -6,7 +6,7 @@ from pathlib import Path
 
 import anyio
 
-from adapters.base import AdapterContext
+from memaudit.adapters.base import AdapterContext
 from memaudit.embed import Embedder
 from tests.adapters.conftest import EPISODES, hash_encoder, play
 

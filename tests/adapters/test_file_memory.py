@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from adapters.file_memory import sections
+from memaudit.adapters.file_memory import sections
 from tests.adapters.conftest import EPISODES, adapter_runtime, play
 
 MEMORY = "## Health\n- Hurt a knee running.\n\n## Work\n- Nurse on night shifts.\n- Uses Python for data analysis."

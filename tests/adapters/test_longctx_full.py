@@ -7,8 +7,8 @@ import anyio
 import numpy as np
 import pytest
 
-from adapters.base import Event
-from adapters.longctx_full import HEADROOM_TOKENS
+from memaudit.adapters.base import Event
+from memaudit.adapters.longctx_full import HEADROOM_TOKENS
 from memaudit.llm.tokens import estimate_tokens
 from tests.adapters.conftest import EPISODES, adapter_runtime, play
 
@@ -54,8 +54,8 @@ def test_small_window_drops_oldest_messages(settings, fake):
 @pytest.mark.integration
 def test_scores_match_sentence_transformers(settings, fake):
     """Same model, normalisation and ordering as a direct computation: same top-5, scores to 1e-4."""
-    from adapters.base import AdapterContext
-    from adapters.longctx_full import LongContextFull
+    from memaudit.adapters.base import AdapterContext
+    from memaudit.adapters.longctx_full import LongContextFull
     from memaudit.embed import Embedder, load_sentence_model
 
     query = "What kind of exercise does the user do and do they have injuries?"

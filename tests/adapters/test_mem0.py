@@ -6,7 +6,7 @@ import re
 
 import anyio
 
-from adapters.base import Event
+from memaudit.adapters.base import Event
 from tests.adapters.conftest import adapter_runtime
 
 FACTS = {

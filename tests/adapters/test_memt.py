@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anyio
 
-from adapters.base import Event
+from memaudit.adapters.base import Event
 from tests.adapters.conftest import adapter_runtime
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import orjson
 
-from adapters.registry import BUILTIN
+from memaudit.adapters.registry import BUILTIN
 from memaudit.scoring.recovery import score_runs
 from tests.adapters.conftest import script as script_memory
 from tests.scoring.recorded import record, runtime, script

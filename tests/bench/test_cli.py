@@ -6,7 +6,7 @@ import pytest
 
 from memaudit.bench.instances import SAMPLE_DIR
 from memaudit.cli import main
-from tests.bench.release_fixture import BANKS, write_release
+from memaudit.testing.release_fixture import BANKS, write_release
 
 SAMPLE_READY = (SAMPLE_DIR / "benchmark_data").is_dir()
 

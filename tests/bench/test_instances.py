@@ -9,7 +9,7 @@ from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
 from memaudit.errors import BadInput
 from memaudit.store import open_store
 from memaudit.types import CATEGORIES
-from tests.bench.release_fixture import BANKS, POOL, write_release
+from memaudit.testing.release_fixture import BANKS, POOL, write_release
 
 TASKS = "benchmark_data/CustomTasksPooledFinal"
 

@@ -6,11 +6,11 @@ import hashlib
 import orjson
 import pytest
 
-from memaudit.bench.release import export_runs, import_release
+from memaudit.release import export_runs, import_release
 from memaudit.errors import BadInput
 from memaudit.llm.cache import text_hash
 from memaudit.store import open_store
-from tests.bench.release_fixture import write_release
+from memaudit.testing.release_fixture import write_release
 
 RUNS = ("amem_pooled_50", "memt_memonly_pooled_50", "nomem_pooled_50")
 pytestmark = pytest.mark.anyio

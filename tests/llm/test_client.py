@@ -16,7 +16,7 @@ from memaudit.config import REPO_ROOT, load_settings
 from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.store import open_store
-from tests.fakes.openai_server import FakeOpenAI, completion
+from memaudit.testing.fake_openai import FakeOpenAI, completion
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
           "additionalProperties": False}
@@ -290,7 +290,7 @@ from dataclasses import replace
 from memaudit.config import load_settings
 from memaudit.llm.client import LLM
 from memaudit.store import open_store
-from tests.fakes.openai_server import FakeOpenAI
+from memaudit.testing.fake_openai import FakeOpenAI
 SCHEMA = {schema!r}
 async def main():
     s = load_settings(db={db!r}, base_url="http://other.host/v1", model="fake-model", backend="openai", env={{}})

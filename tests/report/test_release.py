@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memaudit.bench.release_import import import_release
+from memaudit.release.importer import import_release
 from memaudit.report.view import write_report
 from memaudit.store import open_store
-from tests.bench.release_fixture import write_release
+from memaudit.testing.release_fixture import write_release
 from tests.report.test_view import follow
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from memaudit.bench.instances import SAMPLE_DIR
-from tests.fakes.http_server import serve
-from tests.fakes.openai_server import FakeOpenAI
+from memaudit.testing.http_server import serve
+from memaudit.testing.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
 ARGS = ["rollout", "--bench", "sample", "--systems", "nomem,longctx_full", "--users", "3", "--tasks", "4",

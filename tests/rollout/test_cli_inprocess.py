@@ -6,7 +6,7 @@ import pytest
 
 from memaudit.cli import main
 from memaudit.store import open_store
-from tests.fakes.http_server import serve
+from memaudit.testing.http_server import serve
 from tests.rollout.conftest import make_bench
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from adapters.base import AdapterContext, Event, MemoryAdapter
+from memaudit.adapters.base import AdapterContext, Event, MemoryAdapter
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.simulator import FALLBACK_TEXT
 

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from memaudit.embed import Embedder
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
-from tests.fakes.http_server import rate_every_preference
+from memaudit.testing.http_server import rate_every_preference
 from tests.rollout.conftest import fake_encoder, make_bench
 
 LONG_REPLY = ("Here is a detailed plan that walks through every step of what you asked for, with options, "

@@ -6,7 +6,7 @@ import pytest
 
 from memaudit.scoring import metrics
 from memaudit.store import Store
-from tests.scoring.synthetic import (bench_rows, call_rows, episode_row, insert, run_row, snapshot_row, turn_row)
+from memaudit.testing.synthetic_scores import (bench_rows, call_rows, episode_row, insert, run_row, snapshot_row, turn_row)
 
 
 def with_store(tmp_path, rows, fn):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.registry import get_adapter
+from memaudit.adapters.registry import get_adapter
 from memaudit.scoring.recovery import retrieval_query, score_runs
 from memaudit.store import dumps, loads
 from tests.scoring.recorded import record, requests_for, runtime, script

@@ -13,7 +13,7 @@ from memaudit.scoring.robustness import compare_variants
 from memaudit.scoring.tables import compute_tables, render
 from memaudit.store import Store, dumps
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
-from tests.scoring.synthetic import (attribution_row, bench_rows, call_rows, dimensions, episode_row, insert,
+from memaudit.testing.synthetic_scores import (attribution_row, bench_rows, call_rows, dimensions, episode_row, insert,
                                      recon_row, run_row, snapshot_row, turn_row)
 
 USERS = ("u1", "u2", "u3")
@@ -233,8 +233,8 @@ def test_cli_json_only_and_errors(tmp_path, capsys):
 
 def test_imported_release_tables_match_its_raw_files(tmp_path):
     """Table 2, 3 and 4 of an imported release equal what its raw per-user files say."""
-    from memaudit.bench.release_import import import_release
-    from tests.bench.release_fixture import write_release
+    from memaudit.release.importer import import_release
+    from memaudit.testing.release_fixture import write_release
 
     root = write_release(tmp_path / "release", users=4, runs=("amem_pooled_4", "nomem_pooled_4"), turns=4, seed=3)
 

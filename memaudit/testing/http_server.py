@@ -2,7 +2,7 @@
 subprocess (`--base-url http://127.0.0.1:P/v1`).
 
 In a test:      with serve(FakeOpenAI()) as url: ...
-Stand-alone:    python -m tests.fakes.http_server --port P --latency 0.05
+Stand-alone:    python -m memaudit.testing.http_server --port P --latency 0.05
                 (prints its base URL; answers are FakeOpenAI's schema-driven defaults)"""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import orjson
 
-from tests.fakes.openai_server import FakeOpenAI, completion
+from memaudit.testing.fake_openai import FakeOpenAI, completion
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
 

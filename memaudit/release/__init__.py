@@ -1,5 +1,5 @@
 """Release I/O in one place: the published layout written (`export`) and read (`import-release`)."""
-from memaudit.bench.release_export import export_runs, write_benchmark
-from memaudit.bench.release_import import import_release
+from memaudit.release.exporter import export_runs, write_benchmark
+from memaudit.release.importer import import_release
 
 __all__ = ["export_runs", "import_release", "write_benchmark"]

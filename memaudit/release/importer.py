@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
-from adapters.registry import system_of
+from memaudit.adapters.registry import system_of
 from memaudit.bench.files import read_json
 from memaudit.bench.instances import load_release_benchmark
 from memaudit.errors import BadInput

@@ -1,12 +1,12 @@
 """Benchmarks for the model client and call cache (issue 2).
 
-    .venv/bin/python bench/bench_client.py
+    .venv/bin/python benchmarks/bench_client.py
 
 Prints: harness overhead per call with a zero-latency transport (target <= 1 ms/call),
 wall time of 1,000 independent calls at concurrency 64 against a 100 ms fake (target within
 1.5x of 1000 * 0.1 / 64 s), and replay throughput over 100,000 cached calls (target >= 5,000/s).
 
-    .venv/bin/python bench/bench_client.py --embedded
+    .venv/bin/python benchmarks/bench_client.py --embedded
 
 measures the real embedded server instead (SmolLM2-135M, 2 threads): a structured call with a
 ~1.2k-token prompt, cold, then the same long prefix with a new question (prefix cache), then a

@@ -1,6 +1,6 @@
 """Benchmark for the rollout runner (issue 5).
 
-    .venv/bin/python bench/bench_rollout.py
+    .venv/bin/python benchmarks/bench_rollout.py
 
 Against a fake endpoint with 50 ms latency per call: 3 users x 31 tasks x 2 systems (nomem,
 longctx_full with a fast fake encoder), every episode ending on its second turn. Prints calls,
@@ -29,7 +29,7 @@ from memaudit.config import load_settings  # noqa: E402
 from memaudit.embed import DIM, Embedder  # noqa: E402
 from memaudit.rollout import runner  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
+from memaudit.testing.fake_openai import FakeOpenAI  # noqa: E402
 
 LATENCY = 0.05
 USERS, TASKS = 3, 31

@@ -6,7 +6,7 @@
    encoder must run once per distinct text (150 items + 31 queries), a second pass not at all, and a
    fresh process reading the same store's vector cache not at all.
 
-Uses the real all-MiniLM-L6-v2 encoder. Run: .venv/bin/python bench/bench_search.py"""
+Uses the real all-MiniLM-L6-v2 encoder. Run: .venv/bin/python benchmarks/bench_search.py"""
 from __future__ import annotations
 
 import random
@@ -19,8 +19,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.base import AdapterContext, Event  # noqa: E402
-from adapters.longctx_full import LongContextFull, prefixed  # noqa: E402
+from memaudit.adapters.base import AdapterContext, Event  # noqa: E402
+from memaudit.adapters.longctx_full import LongContextFull, prefixed  # noqa: E402
 from memaudit.embed import Embedder, load_sentence_model  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
 

@@ -2,7 +2,7 @@
 hundred MB) through the real CLI in a subprocess, and `bench validate` of the 50 users.
 
 Targets (issue 3): import under 60 s on 2 cores with peak RSS under 2 GB; validate under 2 s.
-Run: .venv/bin/python bench/bench_import.py
+Run: .venv/bin/python benchmarks/bench_import.py
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ sys.path.insert(0, str(REPO))
 
 from memaudit.bench.instances import validate_bench  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
-from tests.bench.release_fixture import PUBLISHED_RUNS as RUNS  # noqa: E402
-from tests.bench.release_fixture import write_release  # noqa: E402
+from memaudit.testing.release_fixture import PUBLISHED_RUNS as RUNS  # noqa: E402
+from memaudit.testing.release_fixture import write_release  # noqa: E402
 
 USERS = 50
 

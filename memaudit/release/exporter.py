@@ -7,7 +7,7 @@ from pathlib import Path
 
 from memaudit.bench.files import write_json
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
-from memaudit.bench.release_import import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
+from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
 from memaudit.errors import BadInput
 from memaudit.llm.cache import text_hash
 from memaudit.store import Store

@@ -1,6 +1,6 @@
 """Benchmark for recovery scoring (issue 6).
 
-    .venv/bin/python bench/bench_score.py
+    .venv/bin/python benchmarks/bench_score.py
 
 Scores 3 users x 31 targets (dump_all: one slot fill and one judge call each) against a fake
 endpoint that takes 100 ms per call, once at concurrency 64 and once one call at a time, and
@@ -23,7 +23,7 @@ from memaudit.runtime import open_runtime  # noqa: E402
 from memaudit.scoring.recovery import score_runs  # noqa: E402
 from memaudit.store import Store  # noqa: E402
 from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Task, User  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
+from memaudit.testing.fake_openai import FakeOpenAI  # noqa: E402
 
 USERS = 3
 LATENCY = 0.1

@@ -4,7 +4,7 @@ study's size: 7,750 episodes, 31 targets per user, dump_all and retrieve passes)
 Issue 7 asks that the report stays responsive at this size: pages are loaded per user and per
 target, so the figures to watch are the time to write it, the number of pages, the total size,
 and the largest single page (no multi-MB page).
-Run: .venv/bin/python bench/bench_report.py
+Run: .venv/bin/python benchmarks/bench_report.py
 """
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ import anyio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from memaudit.bench.release_import import import_release  # noqa: E402
+from memaudit.release.importer import import_release  # noqa: E402
 from memaudit.report.view import write_report  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
-from tests.bench.release_fixture import PUBLISHED_RUNS as RUNS  # noqa: E402
-from tests.bench.release_fixture import write_release  # noqa: E402
+from memaudit.testing.release_fixture import PUBLISHED_RUNS as RUNS  # noqa: E402
+from memaudit.testing.release_fixture import write_release  # noqa: E402
 
 USERS = 50
 

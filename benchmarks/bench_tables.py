@@ -1,6 +1,6 @@
 """Benchmark: the paper's tables for a 50-user × 5-system study (issue 6).
 
-    .venv/bin/python bench/bench_tables.py
+    .venv/bin/python benchmarks/bench_tables.py
 
 1. A synthetic store built with bulk inserts (31 tasks with turns, final snapshots, both access
    modes scored, attributions and call records for every user and system): times
@@ -20,11 +20,11 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memaudit.bench.release_import import import_release  # noqa: E402
+from memaudit.release.importer import import_release  # noqa: E402
 from memaudit.scoring.tables import compute_tables, render  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
-from tests.bench.release_fixture import write_release  # noqa: E402
-from tests.scoring.synthetic import insert, synthetic_release  # noqa: E402
+from memaudit.testing.release_fixture import write_release  # noqa: E402
+from memaudit.testing.synthetic_scores import insert, synthetic_release  # noqa: E402
 
 TARGET_S = 10.0
 RELEASE_RUNS = ("amem_pooled_50", "longctx_full_pooled_50", "mem0_pooled_50", "memt_memonly_pooled_50",

@@ -17,12 +17,12 @@ import aiosqlite
 import anyio
 import orjson
 
-from memaudit.config import REPO_ROOT
 from memaudit.errors import BadInput
+from memaudit.resources import data_dir
 from memaudit.types import (Attribution, BankEntry, Benchmark, Episode, PoolEntry, Reconstruction, Task,
                             Turn, User)
 
-SCHEMA_DIR = REPO_ROOT / "db"
+SCHEMA_DIR = data_dir("db")
 BATCH = 256
 
 Statement = tuple[str, tuple]

@@ -6,7 +6,9 @@ outside comes in its AdapterContext: the shared model client (for memory-side LL
 the role `memory:<name>`), the cached embedder, and a scope string for deterministic ids/seeds.
 
 Write path:  observe(Event)      task_start -> assistant -> user -> assistant -> user ... -> episode_end
-Read paths:  context(query, k)   what the assistant sees while replying
+Read paths:  context(query, k)   what the assistant sees while replying; called with the latest
+                                 user message BEFORE that message is observed (the published
+                                 order, memaudit/rollout/episode.py: EpisodeMemory)
              search(query, k)    top-k items, each with `content`, a higher-is-better `score`, native fields
              dump()              the whole store as a list of items with native fields
 State:       snapshot()/restore() JSON-able state, saved after every episode, restored on resume

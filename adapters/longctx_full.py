@@ -38,17 +38,28 @@ def chat_message(item: dict) -> dict:
 class LongContextFull(IndexedMemory):
     name = "longctx_full"
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # The task whose episode is under way: its items are the conversation, not history. Memory is
+        # read before the task itself is stored, so the last stored item cannot tell. Snapshots are
+        # taken between episodes, where this is always None.
+        self.open_task: int | None = None
+
     async def observe(self, event: Event) -> None:
         if event.kind == "episode_end":
+            self.open_task = None
             return
+        self.open_task = event.task_index
         await self.add(prefixed(event), category=CATEGORY[event.kind], task_index=event.task_index,
                        turn=event.turn)
 
     async def context(self, query: str, k: int) -> AgentContext:
         items = list(self.items.values())
-        current = items[-1]["task_index"] if items else 0
-        history = [chat_message(i) for i in items if i["task_index"] < current]
-        conversation = [chat_message(i) for i in items if i["task_index"] == current]
+        history = [chat_message(i) for i in items if i["task_index"] != self.open_task]
+        # The conversation the reply prompt will carry: what is stored of the open episode plus the
+        # message being answered, which is stored only after the reply.
+        conversation = [chat_message(i) for i in items if i["task_index"] == self.open_task]
+        conversation.append({"role": "user", "content": query})
         window = self.ctx.agent_context_window
         if window is None:
             return AgentContext(history=history)

@@ -17,7 +17,7 @@ async def full_history(settings, fake, window):
     async with adapter_runtime("longctx_full", settings, fake, window=window) as (make, rt):
         adapter = make()
         await play(adapter, EPISODES[:2])
-        await adapter.observe(Event("task_start", EPISODES[2][0], 3, 0))
+        # The scaffold reads memory before it stores the task being answered (the published order).
         return adapter.dump(), await adapter.context(EPISODES[2][0], 5)
 
 
@@ -38,6 +38,19 @@ def test_context_replays_every_earlier_task_in_order(settings, fake):
     assert context.history[:len(expected)] == expected
     assert len(context.history) == 5 + 3  # tasks 1 and 2; the current task is not history
     assert context.notes == [] and context.dropped == 0
+
+
+def test_the_open_episode_is_never_history(settings, fake):
+    async def mid_episode():
+        async with adapter_runtime("longctx_full", settings, fake) as (make, rt):
+            adapter = make()
+            await play(adapter, EPISODES[:2])
+            before = await adapter.context(EPISODES[2][0], 5)
+            await adapter.observe(Event("task_start", EPISODES[2][0], 3, 0))
+            await adapter.observe(Event("assistant", EPISODES[2][1][0][0], 3, 1))
+            return before, await adapter.context("a follow-up", 5)
+    before, during = anyio.run(mid_episode)
+    assert during.history == before.history and len(before.history) == 5 + 3
 
 
 def test_small_window_drops_oldest_messages(settings, fake):

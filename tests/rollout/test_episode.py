@@ -1,30 +1,37 @@
 """The episode loop: end reasons, adapter events, fallbacks and failures."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 import pytest
 
 from memaudit.adapters.base import AdapterContext, Event, MemoryAdapter
-from memaudit.rollout.episode import run_episode
+from memaudit.adapters.registry import available, get_adapter
+from memaudit.rollout.assistant import NO_NOTES
+from memaudit.rollout.episode import feed_transcript, run_episode
 from memaudit.rollout.simulator import FALLBACK_TEXT
 
 pytestmark = pytest.mark.anyio
 
 
 class Recorder(MemoryAdapter):
-    """Remembers every event it observes and the queries it was asked."""
+    """Remembers every event it observes, the queries it was asked, and both in one timeline."""
     name = "recorder"
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.events: list[Event] = []
         self.queries: list[str] = []
+        self.timeline: list[tuple[str, str]] = []  # ("read", query) | (event kind, text)
 
     async def observe(self, event):
         self.events.append(event)
+        self.timeline.append((event.kind, event.text))
 
     async def context(self, query, k):
         self.queries.append(query)
+        self.timeline.append(("read", query))
         return await super().context(query, k)
 
     async def search(self, query, k):
@@ -67,6 +74,50 @@ async def test_ends_when_the_user_is_satisfied(open_rt, fake, bench):
     assert [e.kind for e in adapter.events] == ["task_start", "assistant", "user", "assistant", "user", "episode_end"]
     assert adapter.events[-2].text == "user message 2"  # the final user message is offered to memory too
     assert adapter.queries == [task.text, "user message 1"]
+
+
+async def test_memory_is_read_before_the_message_being_answered_is_stored(open_rt, fake, bench):
+    fake.on("simulator", sim(["followup", "followup", "satisfied"]))
+    fake.on_text(lambda body: f"reply {sum('response_format' not in r for r in fake.requests)}")
+    async with open_rt() as rt:
+        adapter = recorder(rt)
+        task = bench.tasks["user_001"][0]
+        await run_episode(rt.llm, adapter, bench.users[0], task, run="run", max_turns=5, k=5)
+    assert adapter.timeline == [
+        ("read", task.text), ("task_start", task.text), ("assistant", "reply 1"),
+        ("read", "user message 1"), ("user", "user message 1"), ("assistant", "reply 2"),
+        ("read", "user message 2"), ("user", "user message 2"), ("assistant", "reply 3"),
+        ("user", "user message 3"), ("episode_end", ""),
+    ]
+    user_turns = [e.turn for e in adapter.events if e.kind == "user"]
+    assert user_turns == [1, 2, 3]  # a user message keeps the turn it answered
+
+
+async def test_a_replayed_transcript_drives_memory_exactly_like_the_live_loop(open_rt, fake, bench):
+    fake.on("simulator", sim(["followup", "not a feedback type"]))
+    async with open_rt() as rt:
+        live = recorder(rt)
+        task = bench.tasks["user_001"][0]
+        ep = await run_episode(rt.llm, live, bench.users[0], task, run="run", max_turns=3, k=5)
+        replayed = recorder(rt)
+        await feed_transcript(replayed, task, ep.turns, k=5)
+    assert any(t.fallback for t in ep.turns)  # the placeholder is shown, never stored
+    assert replayed.timeline == live.timeline and replayed.events == live.events
+
+
+async def test_first_turn_of_a_users_first_task_sees_no_memory_for_every_system(open_rt, fake, bench, settings):
+    """The task is offered to memory only after the reply, so the first prompt holds it once."""
+    fake.on("simulator", sim(["satisfied"]))
+    task = bench.tasks["user_001"][0]
+    for system in available():
+        fake.requests.clear()
+        async with open_rt(replace(settings, cache="off")) as rt:
+            adapter = get_adapter(system)(AdapterContext(rt.llm, rt.embedder, scope=f"run/{system}"))
+            await run_episode(rt.llm, adapter, bench.users[0], task, run=system, max_turns=1, k=5)
+        first = next(r for r in fake.requests if "response_format" not in r)  # the first reply
+        prompt = orjson.dumps(first["messages"]).decode()
+        assert prompt.count(task.text) == 1, system
+        assert NO_NOTES in prompt, system
 
 
 async def test_ends_after_max_turns(open_rt, fake, bench):

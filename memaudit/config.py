@@ -39,6 +39,9 @@ PROMPTS_DIR = data_dir("prompts")
 # to lift them.
 EMBEDDED_MAX_TOKENS = {"agent": 160, "simulator": 128, "pref_judge": 160, "memory": 256, "slot_fill": 160,
                        "recovery_judge": 96, "attribution": 192, "generator": 1024}
+# The simulated user's text on the embedded model, in characters: the JSON grammar closes the string
+# here, before the simulator's token cap above would cut the JSON. Configured endpoints: unbounded.
+EMBEDDED_SIMULATOR_TEXT_CHARS = 400
 
 # Which configured role a fine-grained call role falls under (e.g. "oracle" is an attribution call).
 ROLE_GROUP = {

@@ -20,11 +20,11 @@ def obj(**props) -> dict:
 
 STR = {"type": "string"}
 NONEMPTY = {"type": "string", "minLength": 1}
-# Bounded free-text fields: grammar-constrained servers (llama.cpp) stop the string at the bound
-# instead of running into max_tokens and leaving cut-off JSON. Checked locally for every backend.
+# Bounded free-text fields of the judges' short answers: grammar-constrained servers (llama.cpp)
+# stop the string at the bound instead of running into max_tokens and leaving cut-off JSON.
+# Checked locally for every backend. What a simulated user says is never bounded (PROTOCOL.md §11).
 REASON = {"type": "string", "maxLength": 240}
 LABEL = {"type": "string", "minLength": 1, "maxLength": 150}
-UTTERANCE = {"type": "string", "minLength": 1, "maxLength": 400}
 BOOL = {"type": "boolean"}
 
 
@@ -37,15 +37,18 @@ class RoleSpec:
     prompt: str
     schema: dict | None
     temperature: float
-    max_tokens: int
+    max_tokens: int | None  # None: the model's own limit, as the published runner sent none
     check: Callable | None = None
 
 
+# The dialogue and generation roles send no output cap, like the published runner: a cap there would
+# change what the assistant says and what the simulated user discloses. The embedded model's caps
+# (memaudit/config.py) apply to the embedded model only.
 ROLE_SPECS: dict[str, RoleSpec] = {
-    "agent": RoleSpec("agent", None, 0.7, 400),
+    "agent": RoleSpec("agent", None, 0.7, None),
     "simulator": RoleSpec("simulator", obj(feedback_type={"type": "string", "enum": list(FEEDBACK_TYPES)},
-                                           text=UTTERANCE), 0.85, 250),
-    "pref_judge": RoleSpec("pref_judge", None, 0.0, 300),  # schema per call: rollout/pref_judge.py
+                                           text=NONEMPTY), 0.85, None),
+    "pref_judge": RoleSpec("pref_judge", None, 0.0, None),  # schema per call: rollout/pref_judge.py
     "slot_fill": RoleSpec("slot_fill", obj(label=LABEL, reason=REASON), 0.0, 160),
     "recovery_judge": RoleSpec("recovery_judge", obj(score={"type": "number"}, reason=REASON), 0.0, 160,
                                _on_rubric),
@@ -54,12 +57,12 @@ ROLE_SPECS: dict[str, RoleSpec] = {
     "elicitation": RoleSpec("elicitation", obj(
         label={"type": "string", "enum": ["agent_elicitation_failure", "simulator_too_strict"]},
         evidence=REASON, reason=REASON), 0.0, 240),
-    "persona_gen": RoleSpec("persona_gen", None, 0.9, 1200),  # schema set by memaudit/bench/generate.py
-    "bank_gen": RoleSpec("bank_gen", None, 0.7, 2000),
-    "task_gen": RoleSpec("task_gen", obj(task=NONEMPTY, rationale=STR), 0.8, 300),
+    "persona_gen": RoleSpec("persona_gen", None, 0.9, None),  # schema set by memaudit/bench/generate.py
+    "bank_gen": RoleSpec("bank_gen", None, 0.7, None),
+    "task_gen": RoleSpec("task_gen", obj(task=NONEMPTY, rationale=STR), 0.8, None),
     "critic": RoleSpec("critic", obj(guessed_trait=STR, verdict={"type": "string", "enum": ["neutral", "fishing"]},
-                                     reason=STR), 0.0, 200),
-    "editor": RoleSpec("editor", obj(task=NONEMPTY, rationale=STR), 0.7, 300),
+                                     reason=STR), 0.0, None),
+    "editor": RoleSpec("editor", obj(task=NONEMPTY, rationale=STR), 0.7, None),
 }
 
 

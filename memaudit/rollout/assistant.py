@@ -1,5 +1,7 @@
-"""The assistant scaffold, identical for every memory system: the task, the conversation so far
-and what the memory returned. It never sees the bank or the persona."""
+"""The assistant scaffold, identical for every memory system, shaped like the published one: a
+generic personalised assistant whose system prompt carries what the memory returned, and one user
+message holding the task and the conversation so far. It never sees the bank or the persona, and
+nothing it reads names what is scored."""
 from __future__ import annotations
 
 from memaudit.adapters.base import AgentContext
@@ -7,36 +9,41 @@ from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
 from memaudit.roles import ROLE_SPECS
 
-NO_NOTES = "[Memory] Nothing relevant from earlier conversations."
-PREAMBLE_HEADER = "Your standing memory of this person (always available):"
+NOTES_HEADER = "What you remember about this person from earlier conversations:"
+PREAMBLE_HEADER = "Your standing notes about this person:"
+CONVERSATION_HEADER = "Our conversation so far:"
 
 
-def render_notes(context: AgentContext) -> str:
-    if not context.notes:
-        return NO_NOTES
-    lines = ["[Memory] Notes from earlier conversations with this person (may be incomplete):"]
-    for item in context.notes:
-        lines.append(f"- {item.content}")
-    return "\n".join(lines)
+def render_item(item) -> str:
+    tags = item.fields.get("tags")
+    suffix = f"  [tags: {', '.join(map(str, tags))}]" if isinstance(tags, list) and tags else ""
+    return f"- {item.content}{suffix}"
+
+
+def render_memory(context: AgentContext) -> str:
+    """The memory section of the system prompt; "" when memory returned nothing, as published."""
+    blocks = []
+    if context.preamble:
+        blocks.append(f"{PREAMBLE_HEADER}\n{context.preamble}")
+    if context.notes:
+        blocks.append("\n".join([NOTES_HEADER, *(render_item(item) for item in context.notes)]))
+    return "".join(f"{block}\n\n" for block in blocks)
+
+
+def render_message(task: str, exchanges: list[tuple[str, str]]) -> str:
+    """The task, then (after the first turn) the whole conversation so far, as one user message."""
+    if not exchanges:
+        return task
+    lines = [f"Assistant: {reply}\nUser: {user_text}" for reply, user_text in exchanges]
+    return "\n\n".join([task, "\n".join([CONVERSATION_HEADER, *lines])])
 
 
 def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext) -> list[dict]:
-    """System prompt, replayed history, the task and the conversation as chat messages; the
-    memory notes ride on the latest user message only, so everything before it stays a stable
-    prefix the server can reuse from turn to turn."""
-    latest = exchanges[-1][1] if exchanges else task
-    rendered = load_prompt(ROLE_SPECS["agent"].prompt, llm.settings.prompts_dir).render(
-        preamble=f"{PREAMBLE_HEADER}\n{context.preamble}" if context.preamble else "", memory=render_notes(context), message=latest)
-    system, final = rendered[0], rendered[-1]
-    messages = [system, *context.history]
-    if exchanges:
-        messages.append({"role": "user", "content": task})
-        for i, (reply, user_text) in enumerate(exchanges):
-            messages.append({"role": "assistant", "content": reply})
-            if i < len(exchanges) - 1:
-                messages.append({"role": "user", "content": user_text})
-    messages.append(final)
-    return messages
+    """System prompt with the memory section, replayed earlier conversations (if the memory system
+    keeps them), then the task and the conversation so far."""
+    system, final = load_prompt(ROLE_SPECS["agent"].prompt, llm.settings.prompts_dir).render(
+        memory=render_memory(context), message=render_message(task, exchanges))
+    return [system, *context.history, final]
 
 
 async def reply(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext, *,

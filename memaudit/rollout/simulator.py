@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memaudit.config import EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.errors import InvalidOutput
 from memaudit.llm.client import LLM
-from memaudit.roles import ask
-from memaudit.store import dumps
+from memaudit.roles import ROLE_SPECS, ask
+from memaudit.store import dumps_indented
 from memaudit.types import CATEGORIES, Task, User
 
 RECENT_REPLIES = 3
@@ -28,14 +29,21 @@ class UserReply:
 
 
 def render_bank(user: User) -> str:
-    lines = []
-    for category in CATEGORIES:
-        entries = user.entries(category)
-        if not entries:
-            continue
-        lines.append(f"{category}:")
-        lines.extend(f"- {e.dimension}: {e.short}. {e.explanation}" for e in entries)
-    return "\n".join(lines)
+    """The bank as the published simulator read it: indented JSON, entries grouped by category."""
+    bank = {category: [{"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
+                       for e in user.entries(category)]
+            for category in CATEGORIES if user.entries(category)}
+    return dumps_indented(bank)
+
+
+def reply_schema(llm: LLM) -> dict:
+    """The simulator's output schema. Its text is unbounded, except on the embedded demo model,
+    whose grammar must stop the string before the token cap cuts the JSON (a demo-only cut)."""
+    schema = ROLE_SPECS["simulator"].schema
+    if not llm.settings.on_embedded("simulator"):
+        return schema
+    bounded = {**schema["properties"]["text"], "maxLength": EMBEDDED_SIMULATOR_TEXT_CHARS}
+    return {**schema, "properties": {**schema["properties"], "text": bounded}}
 
 
 def render_conversation(task: str, exchanges: list[tuple[str, str | None]]) -> str:
@@ -59,8 +67,8 @@ async def respond(llm: LLM, user: User, task: Task, exchanges: list[tuple[str, s
     own = [text for _, text in exchanges if text is not None][-RECENT_REPLIES:]
     try:
         result = await ask(llm, "simulator", seed_parts=(user.id, task.index, turn), check=_says_something,
-                           persona=dumps(user.persona), bank=render_bank(user), task=task.text,
-                           conversation=render_conversation(task.text, exchanges),
+                           schema=reply_schema(llm), persona=dumps_indented(user.persona), bank=render_bank(user),
+                           task=task.text, conversation=render_conversation(task.text, exchanges), turn=turn,
                            recent_replies="\n".join(f"- {t}" for t in own) or "(none yet)")
     except InvalidOutput:
         return UserReply("followup", FALLBACK_TEXT, fallback=True)

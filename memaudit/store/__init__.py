@@ -32,6 +32,11 @@ def dumps(obj: Any) -> str:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
 
 
+def dumps_indented(obj: Any) -> str:
+    """JSON as the published runner handed it to a model: two-space indent, keys in their native order."""
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
+
+
 def loads(text: str | bytes | None) -> Any:
     return None if text is None else orjson.loads(text)
 
@@ -183,7 +188,8 @@ class Store:
                                 (bench.name, bench.source, dumps(pool) if pool else None))]
         for pos, user in enumerate(bench.users):
             st.append(("INSERT INTO users(bench, user_id, persona, position) VALUES (?,?,?,?)",
-                       (bench.name, user.id, dumps(user.persona), pos)))
+                       # native key order: the simulator is shown the persona as the benchmark wrote it
+                       (bench.name, user.id, orjson.dumps(user.persona).decode(), pos)))
             for i, e in enumerate(user.bank):
                 st.append(("INSERT INTO bank_entries VALUES (?,?,?,?,?,?,?,?)",
                            (bench.name, user.id, i, e.category, e.dimension, e.short, e.explanation, e.source)))

@@ -8,7 +8,7 @@ import pytest
 
 from memaudit.adapters.base import AdapterContext, Event, MemoryAdapter
 from memaudit.adapters.registry import available, get_adapter
-from memaudit.rollout.assistant import NO_NOTES
+from memaudit.rollout.assistant import NOTES_HEADER, PREAMBLE_HEADER
 from memaudit.rollout.episode import feed_transcript, run_episode
 from memaudit.rollout.simulator import FALLBACK_TEXT
 
@@ -117,7 +117,7 @@ async def test_first_turn_of_a_users_first_task_sees_no_memory_for_every_system(
         first = next(r for r in fake.requests if "response_format" not in r)  # the first reply
         prompt = orjson.dumps(first["messages"]).decode()
         assert prompt.count(task.text) == 1, system
-        assert NO_NOTES in prompt, system
+        assert NOTES_HEADER not in prompt and PREAMBLE_HEADER not in prompt, system
 
 
 async def test_ends_after_max_turns(open_rt, fake, bench):
@@ -135,9 +135,11 @@ async def test_assistant_sees_the_conversation_not_the_bank(open_rt, fake, bench
                           run="run", max_turns=2, k=5)
     agent = [r for r in fake.requests if "response_format" not in r]
     assert len(agent) == 2
-    second = agent[1]["messages"]
-    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
-    assert second[-1]["content"].endswith("user message 1")
+    first, second = agent[0]["messages"], agent[1]["messages"]
+    task = bench.tasks["user_001"][0].text
+    # As published: the task, then the task followed by the conversation so far, as one user message.
+    assert [m["role"] for m in second] == ["system", "user"] and first[1]["content"] == task
+    assert second[1]["content"].startswith(task) and second[1]["content"].endswith("User: user message 1")
     everything = orjson.dumps(agent).decode()
     assert "stance" not in everything and "Person 1" not in everything
 

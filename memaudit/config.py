@@ -68,6 +68,15 @@ class RoleConfig:
     api_key: str | None = field(default=None, repr=False)
     max_tokens_cap: int | None = None
 
+    def sampling(self, temperature: float, max_tokens: int | None) -> tuple[float, int | None]:
+        """What a call asking for (temperature, max_tokens) sends: the role's configured values win,
+        and the embedded model's cap applies unless max_tokens was configured."""
+        temperature = self.temperature if self.temperature is not None else temperature
+        max_tokens = self.max_tokens if self.max_tokens is not None else max_tokens
+        if self.max_tokens_cap is not None and self.max_tokens is None:
+            max_tokens = min(max_tokens or self.max_tokens_cap, self.max_tokens_cap)
+        return temperature, max_tokens
+
 
 @dataclass(frozen=True)
 class Settings:

@@ -94,10 +94,7 @@ class LLM:
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
         rc = self.settings.role(role)
-        temperature = rc.temperature if rc.temperature is not None else temperature
-        max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
-        if rc.max_tokens_cap is not None and rc.max_tokens is None:
-            max_tokens = min(max_tokens or rc.max_tokens_cap, rc.max_tokens_cap)
+        temperature, max_tokens = rc.sampling(temperature, max_tokens)
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=temperature,
                             top_p=None, max_tokens=max_tokens, seed=seed, schema=schema, sample=sample)

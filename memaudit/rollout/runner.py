@@ -10,6 +10,7 @@ from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.errors import BadInput
 from memaudit.prompts import prompt_hashes
+from memaudit.provenance import differences, rollout_provenance
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.progress import RolloutProgress
 from memaudit.runtime import Runtime
@@ -54,14 +55,16 @@ def _tasks(bench: Benchmark, user: User, tasks: int | None) -> list[Task]:
 
 
 async def _open_run(store: Store, run: str, system: str, bench: Benchmark, config: dict, hashes: dict) -> None:
+    """Create the run, or resume it only under exactly the configuration, models, protocol and
+    prompts it was made with: one run id never mixes two of them."""
     existing = await store.get_run(run)
-    if existing is not None and (existing["config"] != config or existing["prompt_hashes"] != hashes):
-        changed = sorted(k for k in set(config) | set(existing["config"])
-                         if config.get(k) != existing["config"].get(k))
-        if existing["prompt_hashes"] != hashes:
-            changed.append("prompts")
-        raise BadInput(f"run {run!r} already exists with a different {', '.join(changed)}; "
-                       "use --tag to start a new run", field="run")
+    if existing is not None:
+        changed = differences({**existing["config"], "prompts": existing["prompt_hashes"]},
+                              {**config, "prompts": hashes})
+        if changed:
+            more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+            raise BadInput(f"run {run!r} was made with a different {changed[0]}{more}; "
+                           "use --tag to start a new run", field="run")
     await store.ensure_run(run, system, bench.name, config=config, prompt_hashes=hashes)
 
 
@@ -126,7 +129,8 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
         get_adapter(system)  # unknown names fail before anything is written
     chosen = _users(bench, users)
     plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
-    config = {"users": [u.id for u in chosen], "tasks": tasks, "max_turns": max_turns, "k": k, "tag": tag}
+    config = {"users": [u.id for u in chosen], "tasks": tasks, "max_turns": max_turns, "k": k, "tag": tag,
+              "provenance": rollout_provenance(rt.settings)}
     runs = [run_id(s, tag) for s in systems]
     if len(set(runs)) != len(runs):
         raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")

@@ -24,16 +24,20 @@ from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOut
 from memaudit.llm.client import LLM, CallResult
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import Prompt, load_prompt
+from memaudit.provenance import PROTOCOL_VERSION, role_provenance
 from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
-from memaudit.store import Store, dumps, loads
+from memaudit.store import Store, dumps, dumps_indented, loads
 from memaudit.types import MODES, BankEntry, Benchmark, Reconstruction, User
 
 DEFAULT_VARIANT = "default"
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
 UNKNOWN_REASON = "the reader answered unknown: scored 0 without a judge call"
-EMPTY_MEMORY = dumps([])
+# The reader gets memory as the published reader did: indented JSON, each item's fields in their
+# native order (the shape changes token counts, and so where dump_all overflows).
+MEMORY_JSON = "indent2-native-order"
+EMPTY_MEMORY = dumps_indented([])
 EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
 
 
@@ -113,10 +117,16 @@ class Scorer:
                    load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir))
 
     def describe(self) -> dict:
+        reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
         return {"reader_model": self.reader.settings.role("slot_fill").model,
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role("recovery_judge").model,
-                "judge_prompt": self.judge_prompt.sha256}
+                "judge_prompt": self.judge_prompt.sha256,
+                "provenance": {"protocol": PROTOCOL_VERSION, "memory_json": MEMORY_JSON, "roles": {
+                    "slot_fill": role_provenance(self.reader.settings, "slot_fill", reader.temperature,
+                                                 reader.max_tokens),
+                    "recovery_judge": role_provenance(self.judge.settings, "recovery_judge", judge.temperature,
+                                                      judge.max_tokens)}}}
 
 
 def retrieval_query(category: str, dimension: str) -> str:
@@ -142,7 +152,7 @@ class UserMemory:
             return self.block, {"n_items": len(self.items), "chars": len(self.block)}
         query = retrieval_query(recon.category, recon.dimension)
         found = [item.to_json() for item in await self.adapter.search(query, recon.k)]
-        return dumps(found), {"items": found}
+        return dumps_indented(found), {"items": found}
 
 
 async def open_memory(rt: Runtime, run: dict, user_id: str, *, with_adapter: bool) -> UserMemory:
@@ -155,7 +165,7 @@ async def open_memory(rt: Runtime, run: dict, user_id: str, *, with_adapter: boo
             await adapter.load_items(items)
         elif snapshot is not None:
             await adapter.restore(snapshot["state"])
-    return UserMemory(items, dumps(items), adapter)
+    return UserMemory(items, dumps_indented(items), adapter)
 
 
 # -- one target ------------------------------------------------------------------------------

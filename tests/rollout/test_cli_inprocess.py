@@ -56,3 +56,17 @@ def test_changed_config_and_bad_users_are_one_line_errors(tmp_path, capsys):
             rollout(url, db, "--users", "user_404", "--tag", "x", "--quiet")
         err = capsys.readouterr().err
         assert "user_404" in err and err.strip().count("\n") == 0
+
+
+def test_a_resume_with_another_model_is_refused_in_one_line(tmp_path, capsys):
+    db = tmp_path / "m.db"
+    store_tiny_bench(db)
+    with serve() as url:
+        rollout(url, db, "--tasks", "1", "--max-turns", "2", "--quiet")
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            main(["rollout", "--bench", "tiny", "--systems", "nomem", "--base-url", url, "--model", "other",
+                  "--db", str(db), "--tasks", "1", "--max-turns", "2", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err.count("\n") == 0
+    assert "agent model (recorded 'fake', now 'other')" in err and "--tag" in err

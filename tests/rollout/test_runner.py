@@ -1,10 +1,14 @@
 """The runner: rows complete, several systems at once, resume after an interruption, config guard."""
 from __future__ import annotations
 
+import shutil
+
 import anyio
 import pytest
 
+from memaudit.config import PROMPTS_DIR
 from memaudit.errors import BadInput, EndpointError
+from memaudit.provenance import PROTOCOL_VERSION, rollout_provenance
 from memaudit.rollout import runner
 from memaudit.rollout.runner import run_rollout, select_users
 
@@ -54,7 +58,7 @@ async def test_rollout_writes_complete_rows_for_every_system(open_rt, fake, benc
         assert longctx["n_items"] > 0
         run = await rt.store.get_run("nomem")
         assert run["config"] == {"users": ["user_001", "user_002"], "tasks": None, "max_turns": 3, "k": 5,
-                                 "tag": None}
+                                 "tag": None, "provenance": rollout_provenance(rt.settings)}
         assert set(run["prompt_hashes"]) == {"agent", "simulator", "pref_judge"}
 
 
@@ -103,6 +107,33 @@ async def test_a_different_config_for_an_existing_run_asks_for_a_tag(open_rt, fa
         with pytest.raises(BadInput, match="--tag"):
             await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=3, progress=False)
         assert await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=3, tag="t3", progress=False) == ["nomem_t3"]
+
+
+async def test_a_resume_with_another_model_protocol_or_prompt_is_refused(open_rt, fake, bench, settings, tmp_path,
+                                                                        monkeypatch):
+    from dataclasses import replace
+    script(fake)
+    async with open_rt() as rt:
+        await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
+        config = (await rt.store.get_run("nomem"))["config"]
+    assert config["provenance"]["protocol"] == PROTOCOL_VERSION
+    assert config["provenance"]["roles"]["agent"] == {"model": "fake-model", "backend": "openai", "temperature": 0.7,
+                                                      "max_tokens": None, "context_window": None}
+    async with open_rt(replace(settings, model="another-model")) as rt:
+        with pytest.raises(BadInput, match=r"different agent model \(recorded 'fake-model', now 'another-model'\)"
+                                           r".*--tag"):
+            await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
+    monkeypatch.setattr(runner, "rollout_provenance", lambda s: {**rollout_provenance(s), "protocol": "0"})
+    async with open_rt() as rt:
+        with pytest.raises(BadInput, match="different protocol"):
+            await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
+    monkeypatch.undo()
+    prompts = tmp_path / "prompts"
+    shutil.copytree(PROMPTS_DIR, prompts)
+    (prompts / "agent.md").write_text((prompts / "agent.md").read_text() + "\nBe kind.\n")
+    async with open_rt(replace(settings, prompts_dir=prompts)) as rt:
+        with pytest.raises(BadInput, match="different prompt agent"):
+            await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
 
 
 async def test_unknown_system_or_user_is_bad_input_before_any_write(open_rt, fake, bench):

@@ -5,7 +5,7 @@ import pytest
 
 from memaudit.adapters.registry import get_adapter
 from memaudit.scoring.recovery import retrieval_query, score_runs
-from memaudit.store import dumps, loads
+from memaudit.store import dumps_indented, loads
 from tests.scoring.recorded import record, requests_for, runtime, script
 
 pytestmark = pytest.mark.anyio
@@ -88,7 +88,7 @@ async def test_memory_block_comes_before_the_dimension(settings, fake):
     common = min(len(t) for t in users)
     while len({t[:common] for t in users}) > 1:
         common -= 1
-    memory = dumps(block)
+    memory = dumps_indented(block)
     assert common >= users[0].index(memory) + len(memory)
     assert len({str(f["messages"][0]) for f in fills}) == 1
 
@@ -143,11 +143,11 @@ async def test_overflow_by_estimate_and_by_server_error(settings, fake):
         assert requests_for(fake, "recovery_judge") == []
 
 
-async def test_window_1500_overflows_every_dump_of_a_12_task_store_and_no_retrieve(settings, fake):
+async def test_window_1600_overflows_every_dump_of_a_12_task_store_and_no_retrieve(settings, fake):
     script(fake)
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=1, tasks=12)
-        await score_runs(rt, ["longctx_full"], ["dump_all", "retrieve"], context_window=1500)
+        await score_runs(rt, ["longctx_full"], ["dump_all", "retrieve"], context_window=1600)
         dump = await rt.store.load_reconstructions("longctx_full", "dump_all")
         retrieve = await rt.store.load_reconstructions("longctx_full", "retrieve")
     assert len(dump) == 31 and all(r.status == "overflow" for r in dump)

@@ -26,7 +26,7 @@ from memaudit.report import data
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
                                   score_class, slug, stacked_chart, table)
-from memaudit.scoring.tables import compute_tables
+from memaudit.scoring.tables import compute_tables, models_text
 from memaudit.store import Store, dumps
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
 
@@ -189,10 +189,11 @@ def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
             count = row.get(f"overflow_{mode}")
             text = "—" if count is None else str(count)
             cells.append(link(INDEX, _list_page(p, "status-overflow"), text) if p and count else text)
-        body.append([f'<td class="n">{c}</td>' if i > 1 else c for i, c in enumerate(cells)])
+        body.append([f'<td class="n">{c}</td>' if i > 1 else c for i, c in enumerate(cells)]
+                    + [esc(models_text(row.get("models") or {}))])
         charts.append((row["run"], bars))
     headers = ["run", "system", "users", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-               "overflow full", "overflow top-k"]
+               "overflow full", "overflow top-k", "models"]
     return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
             + table(headers, body)
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))

@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
 from memaudit.errors import BadInput
+from memaudit.provenance import run_models
 from memaudit.scoring import metrics, stats
 from memaudit.scoring.metrics import ModeRecovery
 from memaudit.store import Store, loads
@@ -35,6 +36,7 @@ class RunData:
     attributions: dict  # (mode, k) -> label counts
     tokens: dict | None  # role group -> usage; None without call records
     partial: bool
+    models: dict = field(default_factory=dict)  # role group -> model name(s), from the call log
 
     def headline(self, mode: str) -> ModeRecovery | None:
         """The recovery Table 2 reports for a mode: k = 5 for retrieve when scored, else the
@@ -85,7 +87,8 @@ async def load_run(store: Store, run: str, variant: str = "default") -> RunData:
                    recovery=await metrics.recovery(store, run, variant=variant),
                    attributions=await metrics.attribution_counts(store, run, variant=variant),
                    tokens=await metrics.token_usage(store, run),
-                   partial=await is_partial(store, info, variant))
+                   partial=await is_partial(store, info, variant),
+                   models=await run_models(store, run))
 
 
 async def is_partial(store: Store, info: dict, variant: str) -> bool:
@@ -155,7 +158,18 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     row["failed_episodes"] = sum(u.failed_episodes for u in users)
     row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
     row["tokens"] = tokens
+    row["models"] = d.models
     return row
+
+
+def models_text(models: dict) -> str:
+    """`gpt-4o-mini` when every role used it, else `model: role, role; model: role`."""
+    by_model: dict[str, list[str]] = {}
+    for role, model in models.items():
+        by_model.setdefault(model, []).append(role)
+    if len(by_model) == 1:
+        return next(iter(by_model))
+    return "; ".join(f"{model}: {', '.join(roles)}" for model, roles in sorted(by_model.items())) or "–"
 
 
 def table3_rows(d: RunData, boot: Bootstrap) -> list[dict]:
@@ -300,13 +314,14 @@ def _mode_label(row: dict) -> str:
 def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
               "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "tokens",
-              "B/Mtok dump/top-k"]
+              "B/Mtok dump/top-k", "models"]
     body = [[r["run"] + (" (partial)" if r["partial"] else ""), _pm(r, "A", 1), _pm(r, "D", 2), _pm(r, "C", 2),
              _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1), _num(r["chars"], 1),
              f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
              f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
              _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["tokens"]),
-             f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}"] for r in rows]
+             f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}",
+             models_text(r["models"])] for r in rows]
     return header, body
 
 

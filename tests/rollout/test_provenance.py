@@ -1,0 +1,50 @@
+"""Every run says how it was made: tables carry the models per role, read from the call log."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from memaudit.cli import main
+from memaudit.rollout.runner import run_rollout
+from memaudit.scoring.recovery import load_passes, score_runs
+from memaudit.scoring.tables import compute_tables, models_text, render
+from memaudit.testing.http_server import serve
+from tests.rollout.test_cli_inprocess import rollout, store_tiny_bench
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_table2_rows_carry_the_models_per_role(open_rt, fake, bench):
+    async with open_rt() as rt:
+        await rt.store.save_benchmark(bench)
+        await run_rollout(rt, bench, ["amem"], users=["user_001"], tasks=1, max_turns=1, progress=False)
+        await score_runs(rt, ["amem"], ["dump_all"], dims="targeted")
+        (row,) = (await compute_tables(rt.store, bootstrap=0))["table2"]
+        (scored,) = await load_passes(rt.store, "amem")
+        md = render(await compute_tables(rt.store, bootstrap=0), "md")
+    assert row["models"] == {role: "fake-model" for role in
+                             ("agent", "memory", "pref_judge", "recovery_judge", "simulator", "slot_fill")}
+    assert "| fake-model |" in md
+    provenance = scored["config"]["provenance"]
+    assert provenance["memory_json"] == "indent2-native-order"
+    assert provenance["roles"]["slot_fill"]["model"] == "fake-model" and provenance["protocol"]
+
+
+def test_models_text_groups_roles_by_model():
+    assert models_text({"agent": "a", "simulator": "a"}) == "a"
+    assert models_text({"agent": "a", "memt_policy": "m", "simulator": "a"}) == "a: agent, simulator; m: memt_policy"
+    assert models_text({}) == "–"
+
+
+def test_tables_json_and_the_report_show_the_models(tmp_path, capsys):
+    db = tmp_path / "m.db"
+    store_tiny_bench(db)
+    with serve() as url:
+        rollout(url, db, "--tasks", "1", "--max-turns", "1", "--quiet")
+    capsys.readouterr()
+    main(["tables", "--db", str(db), "--format", "json", "--only", "table2", "--bootstrap", "0"])
+    (row,) = orjson.loads(capsys.readouterr().out)["table2"]
+    assert row["models"] == {"agent": "fake", "pref_judge": "fake", "simulator": "fake"}
+    main(["view", "--db", str(db), "--out", str(tmp_path / "report")])
+    index = (tmp_path / "report" / "index.html").read_text()
+    assert "<th>models</th>" in index and "<td>fake</td>" in index

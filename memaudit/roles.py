@@ -59,10 +59,10 @@ ROLE_SPECS: dict[str, RoleSpec] = {
         evidence=REASON, reason=REASON), 0.0, 240),
     "persona_gen": RoleSpec("persona_gen", None, 0.9, None),  # schema set by memaudit/bench/generate.py
     "bank_gen": RoleSpec("bank_gen", None, 0.7, None),
-    "task_gen": RoleSpec("task_gen", obj(task=NONEMPTY, rationale=STR), 0.8, None),
+    "task_gen": RoleSpec("task_gen", obj(task=NONEMPTY, rationale=STR), 0.7, None),
     "critic": RoleSpec("critic", obj(guessed_trait=STR, verdict={"type": "string", "enum": ["neutral", "fishing"]},
                                      reason=STR), 0.0, None),
-    "editor": RoleSpec("editor", obj(task=NONEMPTY, rationale=STR), 0.7, None),
+    "editor": RoleSpec("editor", obj(task=NONEMPTY, rationale=STR), 0.5, None),
 }
 
 

@@ -5,10 +5,13 @@ Per user (users run concurrently, each user's steps in order):
 2. bank: per category, exactly the required number of entries picked from the dimension pool;
    names, duplicates, the 15-word short and the 2-4 sentence explanation are checked in code and
    a failed check goes back to the model (the client's repair loop, then fresh samples);
-3. tasks: one per bank entry, categories interleaved, each written knowing the user's earlier
-   tasks and unused scenes; then a blind critic (task text and category only) and, while it says
-   "fishing", an editor rewrite, up to EDIT_BUDGET times. Every verdict and revision is kept in
-   the task record.
+3. tasks: one per bank entry, each written knowing the user's earlier tasks and unused scenes;
+   then a blind critic (task text and category only) and, when it says "fishing", an editor
+   rewrite. The default is the published generator's way (PROTOCOL.md §11): tasks in category
+   blocks in bank order, each prompt carrying a hint on how that kind of fact surfaces in ordinary
+   help, and one critic -> editor pass. `GenerationOptions` keeps memaudit's earlier way as
+   options: categories interleaved, no hints, edited tasks re-reviewed up to N edits. Every verdict
+   and revision is kept in the task record.
 Finished users are saved one file each under <out>/generation/ (resume skips them); the release
 layout is written from those files at the end and read back through the validator.
 """
@@ -35,7 +38,6 @@ from memaudit.roles import ask
 from memaudit.types import BANK_COUNTS, CATEGORIES, BankEntry, Benchmark, PoolEntry, Task, User
 
 WORK_DIR = "generation"          # per-user records of finished users: what resume looks at
-EDIT_BUDGET = 3                  # editor rewrites per task before we keep the last version
 BANK_SAMPLES = 3                 # fresh samples per category once the client's repair budget is spent
 SHORT_MAX_WORDS = 15
 SCENES = ("household", "health", "finance", "travel", "shopping", "social", "tech", "hobbies", "food",
@@ -51,6 +53,50 @@ WORK = ("a skilled trade", "health care", "teaching", "retail or food service", 
         "science or engineering")
 
 STR = {"type": "string", "minLength": 1}
+ORDERS = ("blocks", "interleaved")
+
+# How evidence for each category tends to come out when someone is simply being helped: the task
+# writer gets the hint for its target's category (published generator's behaviour, our words).
+CATEGORY_HINTS = {
+    "skill_memory": "Pick a hands-on job near the limit of what this person can do. Their replies will show it: "
+                    "which steps they take in stride, which they push back on or get stuck at, and which "
+                    "practical constraints from their own experience they add.",
+    "knowledge_memory": "Touch a subject the person knows well, knows little about, or gets wrong. How they react "
+                        "to the assistant's first answer (correcting it, building on it, or taking a mistaken idea "
+                        "for granted) shows what they know.",
+    "episodic_memory": "Put the person in a present-day situation that resembles the past event, so that telling "
+                       "the assistant that something like this happened to them before comes naturally. Never "
+                       "mention the event itself in the message.",
+    "self_model": "Choose a request where an ordinary answer would quietly agree or disagree with how the person "
+                  "sees themselves, so that they confirm, object or correct it, and the self-image shows.",
+    "assistance_preference": "Leave room for the person to react to the assistant's way of helping (its length, "
+                             "tone, pace, format or amount of detail), so the preference comes out as a correction "
+                             "or a request to do it differently.",
+}
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """How tasks are generated. The defaults are the published generator's; memaudit's earlier way
+    is `GenerationOptions("interleaved", hints=False, edits=3, recheck=True)`."""
+    order: str = "blocks"      # blocks: categories one after another in bank order; interleaved: in turn
+    hints: bool = True         # give the task writer the category's hint (CATEGORY_HINTS)
+    edits: int = 1             # editor rewrites per task at most
+    recheck: bool = False      # review each rewrite again (needed for more than one edit)
+
+    def __post_init__(self):
+        if self.order not in ORDERS:
+            raise BadInput(f"unknown task order {self.order!r}; choose one of {', '.join(ORDERS)}", field="order")
+        if self.edits < 0:
+            raise BadInput("--edits must be at least 0", field="edits")
+        if self.edits > 1 and not self.recheck:
+            raise BadInput("more than one edit needs --recheck: without a new review nothing asks for a "
+                           "second edit", field="edits")
+
+    def describe(self) -> str:
+        review = "each rewrite re-reviewed" if self.recheck else "rewrites not re-reviewed"
+        return (f"tasks {self.order}, {'with' if self.hints else 'no'} category hints, "
+                f"at most {self.edits} edit(s), {review}")
 
 
 def _strings(lo: int, hi: int) -> dict:
@@ -165,9 +211,21 @@ def interleave(bank: list[BankEntry]) -> list[BankEntry]:
     return out
 
 
+def in_blocks(bank: list[BankEntry]) -> list[BankEntry]:
+    """Task order as published: every entry of a category before the next, in bank order."""
+    return [e for c in CATEGORIES for e in bank if e.category == c]
+
+
+def hint_block(category: str, options: GenerationOptions) -> str:
+    if not options.hints:
+        return ""
+    return f"How this kind of fact tends to come out while someone is being helped: {CATEGORY_HINTS[category]}\n\n"
+
+
 class UserGenerator:
-    def __init__(self, rt, pool: dict[str, list[PoolEntry]], user_id: str, index: int):
-        self.llm, self.pool, self.uid, self.index = rt.llm, pool, user_id, index
+    def __init__(self, rt, pool: dict[str, list[PoolEntry]], user_id: str, index: int,
+                 options: GenerationOptions = GenerationOptions()):
+        self.llm, self.pool, self.uid, self.index, self.options = rt.llm, pool, user_id, index, options
         self.stage = "persona"
         self.edits = 0
         self.still_fishing = 0
@@ -181,7 +239,7 @@ class UserGenerator:
         return {"user_id": self.uid, "persona": persona,
                 "bank": [{"category": e.category, "dimension": e.dimension, "short": e.short,
                           "explanation": e.explanation, "source": e.source} for e in bank],
-                "tasks": tasks}
+                "tasks": tasks, "generation": self.options.describe()}
 
     async def persona(self) -> dict:
         result = await ask(self.llm, "persona_gen", schema=PERSONA_SCHEMA, seed_parts=(self.uid,),
@@ -220,7 +278,8 @@ class UserGenerator:
         persona_text = _json(persona)
         axes = {p.name: p.axis for entries in self.pool.values() for p in entries}
         records: list[dict] = []
-        for idx, entry in enumerate(interleave(bank), start=1):
+        order = in_blocks if self.options.order == "blocks" else interleave
+        for idx, entry in enumerate(order(bank), start=1):
             used = [r["scene"] for r in records]
             earlier = "\n".join(f"- [{r['scene']}] {r['task']}" for r in records) or "none yet"
             fresh = ", ".join(s for s in SCENES if s not in used) or "all scenes used; pick the best fit"
@@ -229,25 +288,31 @@ class UserGenerator:
                           axis=axes.get(entry.dimension, ""), short=entry.short)
             result = await ask(self.llm, "task_gen", schema=TASK_SCHEMA, check=task_check(entry),
                                seed_parts=(self.uid, idx), explanation=entry.explanation, earlier=earlier,
-                               fresh_scenes=fresh, **target)
+                               fresh_scenes=fresh, hint=hint_block(entry.category, self.options), **target)
             records.append(await self.review(idx, entry, result.data, target))
         return records
 
     async def review(self, idx: int, entry: BankEntry, draft: dict, target: dict) -> dict:
-        """Critic -> editor loop. Returns the task record with every verdict and revision."""
+        """Critic -> editor. Without recheck (published): one review, and one rewrite if it says
+        fishing. With recheck: every rewrite is reviewed again, up to `edits` rewrites. Returns the
+        task record with every verdict and revision."""
         text, rationale = draft["task"], draft["rationale"]
+        budget = self.options.edits
         verdicts: list[dict] = []
         revisions: list[dict] = []
         note = ""
-        for round_ in range(EDIT_BUDGET + 1):
+        for round_ in range(budget + 1):
+            if round_ > 0 and not self.options.recheck:
+                note = f"edited {round_} time(s) after a fishing verdict; the rewrite was not reviewed again"
+                break
             critic = await ask(self.llm, "critic", seed_parts=(self.uid, idx, round_), task=text,
                                category=entry.category, definition=CATEGORY_DEFINITIONS[entry.category])
             verdicts.append({"round": round_, **critic.data})
             if critic.data["verdict"] == "neutral":
                 note = "neutral at first review" if round_ == 0 else f"neutral after {round_} edit(s)"
                 break
-            if round_ == EDIT_BUDGET:
-                note = f"budget spent: still fishing after {EDIT_BUDGET} edit(s); last version kept"
+            if round_ == budget:
+                note = f"budget spent: still fishing after {budget} edit(s); last version kept"
                 self.still_fishing += 1
                 break
             critique = f"guessed trait: {critic.data['guessed_trait']}; {critic.data['reason']}"
@@ -277,9 +342,10 @@ def user_ids(n: int) -> list[str]:
 
 
 async def generate(rt, n_users: int, out_dir: str | Path, *, tasks_dir: str = EXPORT_TASKS_DIR,
-                   pool_path: str | Path | None = None,
+                   pool_path: str | Path | None = None, options: GenerationOptions = GenerationOptions(),
                    progress: Callable[[str, str], None] | None = None) -> GenerationReport:
-    """Generate (or resume) `n_users` users into `out_dir` in the release layout."""
+    """Generate (or resume) `n_users` users into `out_dir` in the release layout. The options are
+    recorded in the benchmark's source line."""
     if n_users < 1:
         raise BadInput("--users must be at least 1", field="users")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", tasks_dir):
@@ -297,7 +363,7 @@ async def generate(rt, n_users: int, out_dir: str | Path, *, tasks_dir: str = EX
             report.resumed.append(uid)
 
     async def one(index: int, uid: str) -> None:
-        gen = UserGenerator(rt, pool, uid, index)
+        gen = UserGenerator(rt, pool, uid, index, options)
         try:
             record = await gen.run()
         except MemauditError as exc:
@@ -321,7 +387,7 @@ async def generate(rt, n_users: int, out_dir: str | Path, *, tasks_dir: str = EX
     if report.written:
         bench = _benchmark(out.resolve().name, [records[u] for u in report.written], pool,
                            f"memaudit generate (model {rt.llm.settings.role('generator').model}, "
-                           f"seed {rt.llm.settings.seed})")
+                           f"seed {rt.llm.settings.seed}; {options.describe()})")
         _write_release(bench, out, tasks_dir)
         report.problems = read_release(out, tasks_dir=tasks_dir)[1]
     return report

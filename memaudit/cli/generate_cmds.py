@@ -16,10 +16,22 @@ from memaudit.errors import MemauditError
 @click.option("--tasks-dir", default="tasks", show_default=True, help="name of the directory under benchmark_data/")
 @click.option("--pool", "pool_path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="dimension pool JSON (default: the bundled pool)")
+@click.option("--order", type=click.Choice(["blocks", "interleaved"]), default="blocks", show_default=True,
+              help="task order: category blocks in bank order (published) or categories in turn")
+@click.option("--hints/--no-hints", default=True, show_default=True,
+              help="give the task writer a per-category hint on how such facts surface (published: on)")
+@click.option("--edits", type=int, default=1, show_default=True,
+              help="editor rewrites per fishing task at most (published: 1)")
+@click.option("--recheck/--no-recheck", default=False, show_default=True,
+              help="review every rewrite again, needed for --edits above 1 (published: no)")
 @global_options
-def generate(n_users, out_dir, tasks_dir, pool_path):
-    """Generate benchmark users with the anti-fishing critic/editor loop (--seed sets the base seed)."""
-    report = run(_generate, current_settings(), n_users, out_dir, tasks_dir, pool_path)
+def generate(n_users, out_dir, tasks_dir, pool_path, order, hints, edits, recheck):
+    """Generate benchmark users with the anti-fishing critic/editor pass (--seed sets the base seed).
+    memaudit's earlier way: --order interleaved --no-hints --edits 3 --recheck."""
+    from memaudit.bench.generate import GenerationOptions
+
+    options = GenerationOptions(order, hints=hints, edits=edits, recheck=recheck)
+    report = run(_generate, current_settings(), n_users, out_dir, tasks_dir, pool_path, options)
     out.print(f"{out_dir}: {len(report.written)} users written ({len(report.generated)} new, "
               f"{len(report.resumed)} resumed); {report.edits} editor rewrite(s), "
               f"{report.still_fishing} task(s) still fishing after the budget", highlight=False)
@@ -32,12 +44,12 @@ def generate(n_users, out_dir, tasks_dir, pool_path):
         raise MemauditError(f"the written benchmark has {len(report.problems)} validation problem(s)")
 
 
-async def _generate(settings, n_users, out_dir, tasks_dir, pool_path):
+async def _generate(settings, n_users, out_dir, tasks_dir, pool_path, options):
     from memaudit.bench.generate import generate as generate_users
     from memaudit.runtime import open_runtime
 
     async with open_runtime(settings) as rt:
-        return await generate_users(rt, n_users, out_dir, tasks_dir=tasks_dir, pool_path=pool_path,
+        return await generate_users(rt, n_users, out_dir, tasks_dir=tasks_dir, pool_path=pool_path, options=options,
                                     progress=lambda user, msg: console.print(f"{user}: {msg}", highlight=False,
                                                                              markup=False))
 

@@ -1,5 +1,6 @@
 """`memaudit generate` with scripted role handlers on the fake server: the bank checks and their
-feedback, the blind critic, the editor loop, resume, failures and the written release."""
+feedback, the published task order, hints and single critic -> editor pass, memaudit's earlier
+way as options, the blind critic, resume, failures and the written release."""
 from __future__ import annotations
 
 import functools
@@ -9,7 +10,11 @@ import re
 import anyio
 import orjson
 
-from memaudit.bench.generate import (EDIT_BUDGET, BankEntry, bank_check, generate, sentences, task_check)
+import pytest
+
+from memaudit.bench.generate import (CATEGORY_HINTS, BankEntry, GenerationOptions, bank_check, generate, sentences,
+                                     task_check)
+from memaudit.errors import BadInput
 from memaudit.bench.instances import load_release_benchmark, read_release
 from memaudit.bench.pool import load_pool
 from memaudit.cli import main
@@ -96,16 +101,42 @@ def test_generate_writes_a_valid_release_with_reviews(settings, fake, tmp_path):
         assert {c: len(user.entries(c)) for c in CATEGORIES} == BANK_COUNTS
         tasks = bench.tasks[user.id]
         assert len(tasks) == 31 and [t.index for t in tasks] == list(range(1, 32))
-        assert [t.target_category for t in tasks[:5]] == list(CATEGORIES)
+        # category blocks in bank order, as published
+        assert [t.target_dimension for t in tasks] == [e.dimension for c in CATEGORIES for e in user.entries(c)]
+        assert [t.target_category for t in tasks] == [c for c in CATEGORIES for _ in range(BANK_COUNTS[c])]
         assert {t.target_dimension for t in tasks} == {e.dimension for e in user.bank}
         for t in tasks:
             assert t.review["critic_verdicts"] and t.review["pipeline_note"]
             assert t.review["scene"]
-    # the fishing task was edited once and then judged neutral
+    # the fishing task was edited once, in one critic -> editor pass, and not reviewed again
     (t,) = [t for t in bench.tasks["user_001"] if t.target_dimension == FIRST_SKILL]
     assert FISHY not in t.text and FISHY in t.review["original_task"]
+    assert [v["verdict"] for v in t.review["critic_verdicts"]] == ["fishing"]
+    assert len(t.review["revisions"]) == 1 and "not reviewed again" in t.review["pipeline_note"]
+    assert "tasks blocks, with category hints, at most 1 edit(s)" in bench.source
+
+
+def test_every_task_prompt_carries_its_categorys_hint(settings, fake, tmp_path):
+    run_generate(settings, scripted(fake), 1, tmp_path / "gen")
+    prompts = [user_text(b) for b in fake.requests if b["response_format"]["json_schema"]["name"] == "task_gen"]
+    assert len(prompts) == 31
+    for text in prompts:
+        category = field(text, "category")
+        assert CATEGORY_HINTS[category] in text
+        assert sum(hint in text for hint in CATEGORY_HINTS.values()) == 1
+
+
+def test_the_earlier_way_is_an_option(settings, fake, tmp_path):
+    earlier = GenerationOptions("interleaved", hints=False, edits=3, recheck=True)
+    run_generate(settings, scripted(fake), 1, tmp_path / "gen", options=earlier)
+    bench = load(tmp_path / "gen")
+    tasks = bench.tasks["user_001"]
+    assert [t.target_category for t in tasks[:5]] == list(CATEGORIES)
+    prompts = [user_text(b) for b in fake.requests if b["response_format"]["json_schema"]["name"] == "task_gen"]
+    assert not any(hint in text for text in prompts for hint in CATEGORY_HINTS.values())
+    (t,) = [t for t in tasks if t.target_dimension == FIRST_SKILL]
     assert [v["verdict"] for v in t.review["critic_verdicts"]] == ["fishing", "neutral"]
-    assert len(t.review["revisions"]) == 1 and t.review["pipeline_note"] == "neutral after 1 edit(s)"
+    assert t.review["pipeline_note"] == "neutral after 1 edit(s)"
 
 
 def test_a_fishing_critic_forces_an_edit(settings, fake, tmp_path):
@@ -116,17 +147,23 @@ def test_a_fishing_critic_forces_an_edit(settings, fake, tmp_path):
     assert report.edits == 31 and report.still_fishing == 0
     t = load(tmp_path / "gen").tasks["user_001"][0]
     assert FISHY not in t.text and t.review["revisions"][0]["task"] == t.text
-    assert t.review["pipeline_note"] == "neutral after 1 edit(s)"
 
 
 def test_budget_spent_keeps_every_verdict(settings, fake, tmp_path):
     fake = scripted(fake)
     fake.on("critic", lambda body: {"guessed_trait": "x", "verdict": "fishing", "reason": "names it"})
-    report = run_generate(settings, fake, 1, tmp_path / "gen")
-    assert report.still_fishing == 31 and report.edits == 31 * EDIT_BUDGET
+    report = run_generate(settings, fake, 1, tmp_path / "gen", options=GenerationOptions(edits=3, recheck=True))
+    assert report.still_fishing == 31 and report.edits == 31 * 3
     t = load(tmp_path / "gen").tasks["user_001"][4]
-    assert len(t.review["critic_verdicts"]) == EDIT_BUDGET + 1 and len(t.review["revisions"]) == EDIT_BUDGET
+    assert len(t.review["critic_verdicts"]) == 3 + 1 and len(t.review["revisions"]) == 3
     assert t.review["pipeline_note"].startswith("budget spent")
+
+
+def test_more_than_one_edit_needs_a_recheck():
+    with pytest.raises(BadInput, match="--recheck"):
+        GenerationOptions(edits=2)
+    with pytest.raises(BadInput, match="order"):
+        GenerationOptions("shuffled")
 
 
 def test_the_critic_is_blind(settings, fake, tmp_path):
@@ -222,3 +259,16 @@ def test_checks_in_code():
     assert "hidden answer" in tcheck({"task": "I'm shaky on compound interest. Should I take this loan?"})
     assert "directly" in tcheck({"task": "Tell me about a time you planned a trip. Then help me plan one."})
     assert "1 to 3" in tcheck({"task": "A. B. C. D."})
+
+
+def test_generate_command_takes_the_earlier_way_as_options(settings, fake, tmp_path, monkeypatch, capsys):
+    import memaudit.runtime
+    monkeypatch.setattr(memaudit.runtime, "open_runtime",
+                        functools.partial(open_runtime, transport=scripted(fake).transport()))
+    argv = ["generate", "--users", "1", "--out", str(tmp_path / "g"), "--db", str(settings.db),
+            "--base-url", "http://fake.test/v1", "--model", "fake-model"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--edits", "3"])
+    assert exit_info.value.code == 2 and "--recheck" in capsys.readouterr().err
+    main([*argv, "--order", "interleaved", "--no-hints", "--edits", "3", "--recheck"])
+    assert "tasks interleaved, no category hints, at most 3 edit(s)" in load(tmp_path / "g").source

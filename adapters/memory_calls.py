@@ -8,10 +8,12 @@ meets the same failures from the cache. A cache miss under `--cache replay` is n
 and propagates."""
 from __future__ import annotations
 
-from memaudit.errors import ContextOverflow, EndpointError, InvalidOutput
+from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.prompts import load_prompt
 
-MODEL_FAILURES = (InvalidOutput, ContextOverflow, EndpointError)
+# InvalidOutput includes a content refusal; an EndpointError (misconfigured or unreachable endpoint)
+# is not a lost write but a broken command, and propagates.
+MODEL_FAILURES = (InvalidOutput, ContextOverflow)
 
 
 class FailureLog:

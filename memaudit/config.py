@@ -7,7 +7,9 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
     base_url = "https://api.example.com/v1"
     model = "my-model"
 
-    [roles.memt_policy]            # a fleet: calls spread by least in-flight load
+    [roles.memt_policy]            # a fleet: calls spread by least in-flight load; a fleet can be
+                                   # given wherever a base URL can: a list here or under [default],
+                                   # or comma-separated in --base-url / MEMAUDIT_BASE_URL
     base_url = ["http://gpu-a:8000/v1", "http://gpu-b:8000/v1"]
     model = "Mem-T-4B"
     backend = "vllm"
@@ -123,11 +125,11 @@ class Settings:
 
 
 def _urls(value) -> tuple[str, ...]:
+    """A base URL or a fleet of them: a list, or one string with commas."""
     if not value:
         return ()
-    if isinstance(value, str):
-        return (value.rstrip("/"),)
-    return tuple(str(v).rstrip("/") for v in value)
+    parts = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return tuple(p.strip().rstrip("/") for p in parts if p.strip())
 
 
 def load_settings(*, db=None, base_url=None, model=None, backend=None, config=None, concurrency=None,
@@ -148,9 +150,8 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
             return file_default[file_key]
         return default
 
-    url = pick(base_url, ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", None)
-    if isinstance(url, list):
-        url = url[0] if url else None
+    # One base URL or a fleet, kept as one comma-separated string (split by `_urls`).
+    url = ",".join(_urls(pick(base_url, ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", None))) or None
     resolved_model = pick(model, ("MEMAUDIT_MODEL",), "model", None)
     resolved_backend = pick(backend, ("MEMAUDIT_BACKEND",), "backend", None)
     if url is None:
@@ -179,7 +180,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
     window = context_window if context_window is not None else file_default.get("context_window")
     return Settings(
         db=Path(pick(db, ("MEMAUDIT_DB",), "db", "memaudit.db")),
-        base_url=url.rstrip("/") if url else None,
+        base_url=url,
         model=resolved_model,
         backend=resolved_backend,
         api_key=api_key,

@@ -12,6 +12,9 @@ import orjson
 
 SCHEME = "s1"
 RECORD_VERSION = 1
+# Text hashes (embedding vectors, oracle verdicts, memory search seeds) have their own scheme: a
+# new call-key scheme must not silently re-key them. Its value is the one stores already hold.
+TEXT_HASH_SCHEME = "s1"
 
 
 def key_record(*, model: str, backend: str, messages: list[dict], temperature: float, top_p: float | None,
@@ -25,8 +28,10 @@ def canonical(obj) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
-def cache_key(record: dict) -> str:
-    return f"{SCHEME}:{hashlib.sha256(canonical(record)).hexdigest()}"
+def keyed(record: dict) -> tuple[str, str]:
+    """(cache key, the canonical JSON it hashes): the JSON is what the calls table stores."""
+    data = canonical(record)
+    return f"{SCHEME}:{hashlib.sha256(data).hexdigest()}", data.decode()
 
 
 def derive_seed(base: int, role: str, *parts) -> int:
@@ -36,4 +41,4 @@ def derive_seed(base: int, role: str, *parts) -> int:
 
 
 def text_hash(text: str) -> str:
-    return f"{SCHEME}:{hashlib.sha256(text.encode()).hexdigest()}"
+    return f"{TEXT_HASH_SCHEME}:{hashlib.sha256(text.encode()).hexdigest()}"

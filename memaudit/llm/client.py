@@ -16,8 +16,8 @@ import httpx
 import orjson
 
 from memaudit.config import Settings
-from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput
-from memaudit.llm.cache import canonical, cache_key, derive_seed, key_record
+from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
+from memaudit.llm.cache import derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.llm.transport import Transport, request_body
@@ -101,7 +101,7 @@ class LLM:
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=temperature,
                             top_p=None, max_tokens=max_tokens, seed=seed, schema=schema, sample=sample)
-        key = cache_key(record)
+        key, request_json = keyed(record)
         stats = self.stats.setdefault(role, RoleStats())
         flight = self._flights.get(key)
         if flight is not None:  # single-flight: an identical request is already on its way
@@ -116,7 +116,7 @@ class LLM:
             return flight.result
         flight = self._flights[key] = _Flight()
         try:
-            result = await self._resolve(role, rc, record, key, schema, check, stats)
+            result = await self._resolve(role, rc, record, key, request_json, schema, check, stats)
             flight.result = result
             self._note_use(role, key, result.cached)
             return result
@@ -142,15 +142,16 @@ class LLM:
         if uses is not None:
             uses.append((role, key, cached))
 
-    async def _resolve(self, role, rc, record, key, schema, check, stats) -> CallResult:
+    async def _resolve(self, role, rc, record, key, request_json, schema, check, stats) -> CallResult:
         mode = self.settings.cache
         if mode in ("rw", "replay"):
             row = await self.store.get_call(key)
             # A recorded failure (invalid output, overflow, refusal) is the outcome of that request
             # in this store: met again, it fails again without a call, so every use of a key sees
             # the same outcome whatever the order — the condition for replay to be exact.
-            # `--cache refresh` asks the model again.
-            if row is not None:
+            # `--cache refresh` asks the model again. An endpoint error recorded by an older
+            # version is a misconfiguration, not an outcome: it is asked again.
+            if row is not None and not _recorded_endpoint_error(row):
                 stats.cache_hits += 1
                 return self._from_row(role, row, key, schema, stats)
         window = rc.context_window
@@ -161,16 +162,18 @@ class LLM:
             raise CacheMiss(role, key)
         if not rc.base_urls and self._start_server is not None:
             rc = await self._server_role(role)
-        request_json = canonical(record).decode()
         stats.calls += 1
         try:
             text, data, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
-        except (InvalidOutput, ContextOverflow, EndpointError) as exc:
+        except (InvalidOutput, ContextOverflow) as exc:
+            # Failures of the request itself are recorded as its outcome, never as an answer:
+            # later uses of this key fail the same way. An EndpointError (a misconfigured or
+            # unreachable endpoint) ends the command and is never recorded.
             stats.failures += 1
-            if mode != "off" and not (isinstance(exc, EndpointError) and exc.transient):
-                # Recorded as a failure, never as an answer: later uses of this key fail the same way.
+            if mode != "off":
                 self.store.put_call(key=key, role=role, model=rc.model, request=request_json,
-                                    response=_failure_json(exc), ok=False, created=_now())
+                                    response=_failure_json(exc, (rc.api_key,)), ok=False, created=_now())
+                await self.store.maybe_flush()
             raise
         self._count(stats, usage)
         if mode != "off":
@@ -213,6 +216,8 @@ class LLM:
             raw, finish, usage = _parse_choice(response)
             for name in total:
                 total[name] += usage.get(name, 0)
+            if finish == "refusal":
+                raise Refusal(role, raw)
             found, data = _validate(raw, finish, schema, check)
             if found is None:
                 if finish == "length":
@@ -229,10 +234,13 @@ class LLM:
 def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
     try:
         choice = response["choices"][0]
-        text = choice["message"].get("content") or ""
+        message = choice["message"]
+        text = message.get("content") or ""
         finish = choice.get("finish_reason")
     except (KeyError, IndexError, TypeError, AttributeError):
         return "", "malformed", {}
+    if message.get("refusal") or finish == "content_filter":  # OpenAI's refusal field, a content filter
+        text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
     usage = response.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
     return text, finish, {"prompt_tokens": usage.get("prompt_tokens", 0) or 0,
@@ -271,24 +279,27 @@ def _loads_lenient(raw: str):
         return orjson.loads(raw.replace("\\'", "'"))
 
 
-def _failure_json(exc: Exception) -> str:
-    payload = {"error_kind": type(exc).__name__, "error": str(exc)}
+def _failure_json(exc: InvalidOutput | ContextOverflow, secrets) -> str:
+    """The recorded outcome of a failed request, without credentials."""
+    payload: dict = {"error_kind": type(exc).__name__, "error": str(exc)}
     if isinstance(exc, InvalidOutput):
         payload.update(raw=exc.raw, problem=exc.problem)
     if isinstance(exc, ContextOverflow):
         payload.update(tokens=exc.tokens, window=exc.window)
-    if isinstance(exc, EndpointError):
-        payload.update(status=exc.status)
-    return orjson.dumps(payload).decode()
+    return orjson.dumps({k: scrub(v, secrets) if isinstance(v, str) else v for k, v in payload.items()}).decode()
+
+
+def _recorded_endpoint_error(row) -> bool:
+    return not row["ok"] and orjson.loads(row["response"]).get("error_kind") == "EndpointError"
 
 
 def _failure_from_json(role: str, payload: dict) -> Exception:
     kind = payload.get("error_kind")
-    if kind == "InvalidOutput":
-        return InvalidOutput(role, payload.get("raw", ""), payload.get("problem", ""))
+    if kind == "Refusal":
+        return Refusal(role, payload.get("raw", ""))
     if kind == "ContextOverflow":
         return ContextOverflow(role, payload.get("tokens"), payload.get("window"), "recorded")
-    return EndpointError(payload.get("error", "recorded failure"), status=payload.get("status"))
+    return InvalidOutput(role, payload.get("raw", ""), payload.get("problem", ""))
 
 
 def _now() -> str:

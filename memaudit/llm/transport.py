@@ -1,23 +1,40 @@
 """Endpoints, the structured-output dialects, and the one retry loop.
 
-One shared httpx client per endpoint; each endpoint bounds its in-flight calls with a capacity
-limiter; a role listing several base URLs spreads calls by least in-flight load."""
+One HTTP session per endpoint (aiohttp; its connection pool keeps the client's CPU per call flat
+from 1 to 512 calls in flight, where httpx's grows with the number of connections: see
+benchmarks/bench_http_clients.py). Each endpoint bounds its in-flight calls with a capacity
+limiter of `--concurrency`, and its pool keeps as many connections alive; a role listing several
+base URLs (a fleet) spreads calls by least in-flight load. An `httpx.MockTransport` stands in for
+the network in unit tests (`FakeOpenAI.transport()`).
+
+Failures are sorted here: retryable statuses and unreachable servers are retried; a context
+length error is `ContextOverflow` and a content refusal is `Refusal` (outcomes of the request);
+any other refusal (401/403/404, an unknown model, a rejected parameter) is `EndpointError`, a
+misconfigured endpoint that ends the command and is never recorded."""
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Mapping, Protocol
 
+import aiohttp
 import anyio
 import httpx
+import orjson
 
-from memaudit.errors import ContextOverflow, EndpointError
+from memaudit.errors import ContextOverflow, EndpointError, Refusal, redact_url
 
 RETRYABLE = {408, 409, 425, 429}
 OVERFLOW_PATTERN = re.compile(
     r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|"
     r"exceed(s|ed)? (the )?(context|max)|context_length_exceeded|n_ctx", re.I)
+# Error codes and words with which hosted APIs refuse the content of a request (not its form).
+REFUSAL_PATTERN = re.compile(r"content[ _-]?(policy|filter|management)|safety system|flagged|moderation", re.I)
+TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, httpx.TransportError)
+JSON_HEADERS = {"content-type": "application/json"}
 
 
 def request_body(*, backend: str, model: str, messages: list[dict], temperature: float, top_p: float | None,
@@ -53,12 +70,53 @@ def _strict(schema):
     return schema
 
 
+class Session(Protocol):
+    """POSTs JSON bytes to one endpoint: (status, headers, body bytes)."""
+
+    async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class AiohttpSession:
+    def __init__(self, base_url: str, headers: dict, connections: int, timeout: float):
+        self.base_url = base_url
+        self.headers = {**headers, **JSON_HEADERS}
+        self.client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections, keepalive_timeout=60),
+            timeout=aiohttp.ClientTimeout(total=timeout, connect=10.0), headers=self.headers)
+
+    async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        async with self.client.post(self.base_url + path, data=content) as resp:
+            return resp.status, resp.headers, await resp.read()
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+class MockSession:
+    """The same calls through an httpx transport that never opens a socket (the unit tests' double)."""
+
+    def __init__(self, base_url: str, headers: dict, mock: httpx.AsyncBaseTransport):
+        self.base_url = base_url
+        self.headers = {**headers, **JSON_HEADERS}
+        self.mock = mock
+
+    async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        request = httpx.Request("POST", self.base_url + path, headers=self.headers, content=content)
+        resp = await self.mock.handle_async_request(request)
+        return resp.status_code, resp.headers, await resp.aread()
+
+    async def aclose(self) -> None:
+        return None
+
+
 @dataclass
 class Endpoint:
     base_url: str
-    client: httpx.AsyncClient
+    session: Session
     limiter: anyio.CapacityLimiter
-    in_flight: int = 0
+    in_flight: int = 0  # waiting for the limiter or on the wire: what least-load spreading compares
 
 
 @dataclass
@@ -78,28 +136,29 @@ class Transport:
         ident = (base_url, api_key)
         if ident not in self._endpoints:
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-            client = httpx.AsyncClient(
-                base_url=base_url, headers=headers, transport=self.mock,
-                timeout=httpx.Timeout(self.timeout, connect=10.0),
-                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
             limit = 1 if base_url in self.serial_urls else self.concurrency
-            self._endpoints[ident] = Endpoint(base_url, client, anyio.CapacityLimiter(limit))
+            session = (MockSession(base_url, headers, self.mock) if self.mock is not None
+                       else AiohttpSession(base_url, headers, limit, self.timeout))
+            self._endpoints[ident] = Endpoint(base_url, session, anyio.CapacityLimiter(limit))
         return self._endpoints[ident]
 
     async def aclose(self) -> None:
         for ep in self._endpoints.values():
-            await ep.client.aclose()
+            await ep.session.aclose()
         self._endpoints.clear()
 
     def pick(self, base_urls: tuple[str, ...], api_key: str | None) -> Endpoint:
-        endpoints = [self.endpoint(u, api_key) for u in base_urls]
-        return min(endpoints, key=lambda e: e.in_flight)
+        if len(base_urls) == 1:
+            return self.endpoint(base_urls[0], api_key)
+        return min((self.endpoint(u, api_key) for u in base_urls), key=lambda e: e.in_flight)
 
     async def post_chat(self, base_urls: tuple[str, ...], api_key: str | None, body: dict,
                         role: str) -> tuple[dict, float]:
         """POST /chat/completions with retries. Returns (response JSON, latency seconds)."""
         if not base_urls:
             raise EndpointError(f"no endpoint configured for role {role}")
+        secrets = (api_key,) if api_key else ()
+        content = orjson.dumps(body)
         last = ""
         for attempt in range(self.max_retries + 1):
             ep = self.pick(base_urls, api_key)
@@ -108,24 +167,27 @@ class Transport:
             try:
                 async with ep.limiter:
                     start = time.perf_counter()
-                    resp = await ep.client.post("/chat/completions", json=body)
+                    status, headers, data = await ep.session.post("/chat/completions", content)
                     latency = time.perf_counter() - start
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last = f"{type(exc).__name__}: {exc}".strip()
+            except TRANSPORT_ERRORS as exc:
+                last = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
             else:
-                if resp.status_code == 200:
+                if status == 200:
                     try:
-                        return resp.json(), latency
-                    except ValueError:
+                        return orjson.loads(data), latency
+                    except orjson.JSONDecodeError:
                         last = "response body is not JSON"
                 else:
-                    message = _server_message(resp)
-                    if OVERFLOW_PATTERN.search(message) and resp.status_code in (400, 413, 422, 500):
+                    message, code = _server_message(data)
+                    said = f"{message} {code}"
+                    if status in (400, 413, 422, 500) and OVERFLOW_PATTERN.search(said):
                         raise ContextOverflow(role, None, None, message[:200])
-                    if resp.status_code not in RETRYABLE and resp.status_code < 500:
-                        raise EndpointError(message[:300], status=resp.status_code, url=ep.base_url)
-                    last = f"HTTP {resp.status_code}: {message[:200]}"
-                    wait = _retry_after(resp)
+                    if status in (400, 403, 422) and REFUSAL_PATTERN.search(said):
+                        raise Refusal(role, message[:300])
+                    if status not in RETRYABLE and status < 500:
+                        raise EndpointError(message[:300], status=status, url=ep.base_url, secrets=secrets)
+                    last = f"HTTP {status}: {message[:200]}"
+                    wait = _retry_after(headers)
             finally:
                 ep.in_flight -= 1
             if attempt == self.max_retries:
@@ -133,29 +195,31 @@ class Transport:
             self.retries += 1
             backoff = self.backoff_base * (2 ** attempt) * (0.5 + random.random())
             await anyio.sleep(min(self.backoff_cap, wait if wait is not None else backoff))
-        raise EndpointError(f"gave up after {self.max_retries + 1} attempts for role {role}: {last}",
-                            url=base_urls[0])
+        where = ", ".join(redact_url(u) for u in base_urls)
+        raise EndpointError(f"unreachable: gave up after {self.max_retries + 1} attempts for role {role} "
+                            f"({where}): {last}", secrets=secrets)
 
 
-def _server_message(resp: httpx.Response) -> str:
+def _server_message(data: bytes) -> tuple[str, str]:
+    """(message, error code) of an error body, whatever shape the server gives it."""
     try:
-        data = resp.json()
-    except ValueError:
-        return resp.text or resp.reason_phrase
-    err = data.get("error", data) if isinstance(data, dict) else data
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data.decode("utf-8", "replace").strip() or "(empty body)", ""
+    err = payload.get("error", payload) if isinstance(payload, dict) else payload
     if isinstance(err, dict):
-        return str(err.get("message") or err.get("detail") or err)
-    return str(err)
+        return str(err.get("message") or err.get("detail") or err), str(err.get("code") or err.get("type") or "")
+    return str(err), ""
 
 
-def _retry_after(resp: httpx.Response) -> float | None:
-    ms = resp.headers.get("retry-after-ms")
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    ms = headers.get("retry-after-ms")
     if ms:
         try:
             return float(ms) / 1000
         except ValueError:
             pass
-    seconds = resp.headers.get("retry-after")
+    seconds = headers.get("retry-after")
     if seconds:
         try:
             return float(seconds)

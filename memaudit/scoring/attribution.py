@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from memaudit.errors import ContextOverflow, EndpointError, InvalidOutput
+from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.cache import text_hash
 from memaudit.prompts import load_prompt
 from memaudit.roles import ROLE_SPECS
@@ -28,7 +28,7 @@ from memaudit.store import Store
 from memaudit.types import Attribution, Episode, Reconstruction, Task
 
 RECOVERED = 0.75
-STAGE_FAILURES = (ContextOverflow, InvalidOutput, EndpointError)
+STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
 
 
 class StageFailed(Exception):
@@ -57,8 +57,6 @@ async def _ask(rt: Runtime, role: str, seed_parts: tuple, **values) -> dict:
     try:
         return (await call_role(rt.llm, role, prompt, seed_parts, **values)).data
     except STAGE_FAILURES as exc:
-        if isinstance(exc, EndpointError) and exc.transient:
-            raise
         raise StageFailed(failure_note(exc)) from None
 
 
@@ -121,7 +119,8 @@ async def _attribute(rt: Runtime, target: Target) -> None:
     row = Attribution(recon.run, recon.mode, recon.k, recon.variant, recon.user_id, recon.category, recon.dimension,
                       label, recon.score, stages, target.task.index if target.task else None, note)
     artifact = f"attr:{recon.mode}:{recon.k}:{recon.variant}:{recon.user_id}:{recon.dimension}"
-    await rt.store.write([Store.attribution_statement(row), *Store.call_use_statements(recon.run, artifact, uses)])
+    rt.store.write_later([Store.attribution_statement(row), *Store.call_use_statements(recon.run, artifact, uses)])
+    await rt.store.maybe_flush()
 
 
 async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
@@ -147,4 +146,4 @@ async def attribute_runs(rt: Runtime, runs, modes) -> None:
     jobs = []
     for run_id in runs:
         jobs += await plan_attribution(rt, run_id, modes)
-    await run_all(jobs)
+    await run_all(rt.store, jobs)

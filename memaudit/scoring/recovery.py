@@ -20,7 +20,7 @@ from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import role_group
-from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
 from memaudit.llm.client import LLM, CallResult
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import Prompt, load_prompt
@@ -38,9 +38,10 @@ EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
 
 
 # -- running many jobs -----------------------------------------------------------------------
-async def run_all(jobs: list[Callable[[], Awaitable[None]]]) -> None:
-    """Run the jobs in one task group (the client bounds in-flight calls). A MemauditError in any
-    job (e.g. a cache miss under replay) is raised as itself, not wrapped in an exception group."""
+async def run_all(store: Store, jobs: list[Callable[[], Awaitable[None]]]) -> None:
+    """Run the jobs of every pass of a command (runs, modes, k values) in one task group: they share
+    the client's pool of in-flight calls. Then commit what they queued. A MemauditError in any job
+    (e.g. a cache miss under replay) is raised as itself, not wrapped in an exception group."""
     try:
         async with anyio.create_task_group() as tg:
             for job in jobs:
@@ -50,6 +51,9 @@ async def run_all(jobs: list[Callable[[], Awaitable[None]]]) -> None:
         if first is None:
             raise
         raise first from None
+    finally:
+        with anyio.CancelScope(shield=True):  # finished rows are kept even when the command fails
+            await store.flush()
 
 
 def _first_memaudit_error(group: BaseExceptionGroup) -> MemauditError | None:
@@ -67,11 +71,9 @@ def failure_note(exc: Exception) -> str:
     """A stable one-line description of a model failure: the same whether the call was made now or
     read back from the cache by replay (the exceptions' own messages differ between the two)."""
     if isinstance(exc, ContextOverflow):
-        return f"context overflow: ~{exc.tokens} tokens > window {exc.window}"
+        return f"context overflow: {overflow_size(exc.tokens, exc.window)}"
     if isinstance(exc, InvalidOutput):
         return f"invalid output from {exc.role}: {exc.problem}"
-    if isinstance(exc, EndpointError):
-        return f"endpoint error {exc.status}: {exc.message}"
     return str(exc)
 
 
@@ -183,9 +185,7 @@ async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str
                                **values)
     except ContextOverflow as exc:
         return replace(recon, score=0.0, status="overflow", error=failure_note(exc))
-    except (InvalidOutput, EndpointError) as exc:
-        if isinstance(exc, EndpointError) and exc.transient:
-            raise
+    except InvalidOutput as exc:  # an EndpointError (misconfigured, unreachable) ends the command
         return replace(recon, status="failed", error=failure_note(exc))
     return await judge(scorer, replace(recon, label=fill.data["label"].strip(), reason=fill.data["reason"]))
 
@@ -198,9 +198,7 @@ async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
         verdict = await call_role(scorer.judge, "recovery_judge", scorer.judge_prompt, (recon.user_id, recon.dimension),
                                   dimension=recon.dimension, explanation=recon.explanation,
                                   ground_truth=recon.ground_truth, prediction=recon.label)
-    except (ContextOverflow, InvalidOutput, EndpointError) as exc:
-        if isinstance(exc, EndpointError) and exc.transient:
-            raise
+    except (ContextOverflow, InvalidOutput) as exc:
         return replace(recon, score=None, judge_reason=None, status="failed", error=failure_note(exc))
     return replace(recon, score=float(verdict.data["score"]), judge_reason=verdict.data["reason"], status="ok",
                    error=None)
@@ -211,8 +209,12 @@ def artifact_name(recon: Reconstruction) -> str:
 
 
 async def save_reconstruction(store: Store, recon: Reconstruction, uses: list) -> None:
-    await store.write([Store.reconstruction_statement(recon),
+    """Queued with the calls it used and committed in the store's next batch: one transaction per
+    row would make the one writer the bottleneck at hundreds of calls in flight. A row lost to a
+    kill is scored again on resume, from the cache."""
+    store.write_later([Store.reconstruction_statement(recon),
                        *Store.call_use_statements(recon.run, artifact_name(recon), uses)])
+    await store.maybe_flush()
 
 
 # -- planning a pass -------------------------------------------------------------------------
@@ -329,4 +331,4 @@ async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int |
     for run_id in runs:
         jobs += await plan_scoring(rt, scorer, run_id, modes, ks, context_window=context_window, dims=dims,
                                    variant=variant)
-    await run_all(jobs)
+    await run_all(rt.store, jobs)

@@ -70,4 +70,4 @@ async def rescore_runs(rt: Runtime, runs, variant: str, *, judge_model: str | No
             for recon in await rt.store.load_reconstructions(run_id, p["mode"], k=p["k"]):
                 if (recon.mode, recon.k, recon.user_id, recon.dimension) not in have:
                     jobs.append(partial(_rejudge, rt, scorer, replace(recon, variant=variant)))
-    await run_all(jobs)
+    await run_all(rt.store, jobs)

@@ -2,13 +2,16 @@
 reconstructions, attributions, the call cache and embedding vectors.
 
 Rows, not rules: this module reads and writes rows; what they mean lives in the stages.
-All writes go through one lock (one writer); cache rows are batched and committed together
-with the next artifact transaction, or when the batch is full.
+All writes go through one lock (one writer). Cache rows and other rows that may be lost on a
+crash (they are recomputed from the cache on resume) are queued and committed together with the
+next artifact transaction, when the batch is full, or once they have waited FLUSH_SECONDS: a
+killed command loses at most about that much work.
 """
 from __future__ import annotations
 
 import itertools
 import sqlite3
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Iterable
@@ -24,6 +27,7 @@ from memaudit.types import (Attribution, BankEntry, Benchmark, Episode, PoolEntr
 
 SCHEMA_DIR = data_dir("db")
 BATCH = 256
+FLUSH_SECONDS = 1.0
 
 Statement = tuple[str, tuple]
 
@@ -47,6 +51,7 @@ class Store:
         # thousands per second): a second, read-only connection answers them in the event-loop
         # thread, which WAL allows beside the writer, instead of a round trip to aiosqlite's thread.
         self._reader: sqlite3.Connection | None = None
+        self._last_commit = time.monotonic()
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -137,7 +142,10 @@ class Store:
             await self.conn.execute("COMMIT")
 
     def write_later(self, statements: list[Statement]) -> None:
-        """Queue statements for the next commit (cache rows: losing them on a crash is harmless)."""
+        """Queue statements for the next commit (rows a resume recomputes from the cache: losing
+        the last second of them on a crash costs that second, nothing else)."""
+        if not self._pending:
+            self._last_commit = time.monotonic()  # the age of the oldest queued row counts
         self._pending.extend(statements)
 
     async def flush(self) -> None:
@@ -145,7 +153,11 @@ class Store:
             await self.write([])
 
     async def maybe_flush(self) -> None:
-        if len(self._pending) >= BATCH:
+        """Commit the queue when it is full or its oldest row has waited FLUSH_SECONDS. Returns at
+        once while another commit runs: the queued rows go with the next one."""
+        if self._lock.locked() or not self._pending:
+            return
+        if len(self._pending) >= BATCH or time.monotonic() - self._last_commit >= FLUSH_SECONDS:
             await self.flush()
 
     async def _commit(self, batch: list[Statement]) -> None:

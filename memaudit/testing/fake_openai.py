@@ -5,6 +5,7 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.on("simulator", lambda body: {"feedback_type": "satisfied", "text": "thanks"})
     fake.on_text(lambda body: "a reply")                 # free-text calls (no schema)
     fake.faults = [429, 503]                             # next responses are these statuses
+    fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     llm = LLM(settings, store, transport=fake.transport())
 """
 from __future__ import annotations
@@ -70,6 +71,8 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         self.status_counts: Counter = Counter()
         self.rng = random.Random(seed)
+        self.api_key: str | None = None      # set: requests without this bearer token get a 401
+        self.models: set[str] | None = None  # set: other model names get a 404 model_not_found
 
     def on(self, name: str, fn: Callable[[dict], object]) -> "FakeOpenAI":
         self.handlers[name] = fn
@@ -85,15 +88,33 @@ class FakeOpenAI:
     async def handle(self, request: httpx.Request) -> httpx.Response:
         if self.latency:
             await anyio.sleep(self.latency)
-        if request.url.path.endswith("/models"):
-            return httpx.Response(200, json={"data": [{"id": "fake"}]})
-        body = orjson.loads(request.content)
+        reply = self.reply(request.url.path, request.headers.get("authorization"), request.content)
+        if reply is None:
+            raise httpx.ReadTimeout("fake timeout", request=request)
+        status, payload, headers = reply
+        return httpx.Response(status, json=payload, headers=headers)
+
+    def reply(self, path: str, authorization: str | None, content: bytes) -> tuple[int, dict, dict] | None:
+        """(status, JSON payload, headers) for one request, or None for a timeout. Shared by the
+        httpx transport and the loopback HTTP server, so both answer alike."""
+        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+            # Like some real servers, the refusal quotes the credentials it was given.
+            return self._status(401, {"error": {"message": f"Incorrect API key provided: {authorization}",
+                                                "code": "invalid_api_key"}})
+        if path.rstrip("/").endswith("/models"):
+            return 200, {"data": [{"id": "fake"}]}, {}
+        if not path.rstrip("/").endswith("/chat/completions"):
+            return self._status(404, {"error": {"message": f"no route {path}"}})
+        body = orjson.loads(content)
+        if self.models is not None and body.get("model") not in self.models:
+            return self._status(404, {"error": {"message": f"The model `{body.get('model')}` does not exist",
+                                                "code": "model_not_found"}})
         self.requests.append(body)
         fault = self.faults.pop(0) if self.faults else None
         if fault is None and self.fault_rate and self.rng.random() < self.fault_rate:
             fault = self.rng.choice(self.fault_statuses)
         if fault == "timeout":
-            raise httpx.ReadTimeout("fake timeout", request=request)
+            return None
         if fault == "overflow":
             return self._status(400, {"error": {"message": "This model's maximum context length is 8192 tokens",
                                                 "code": "context_length_exceeded"}})
@@ -103,9 +124,9 @@ class FakeOpenAI:
         text = "{not json" if fault == "garbage" else self.answer(body)
         return self._status(200, completion(body, text))
 
-    def _status(self, status: int, payload: dict, headers=None) -> httpx.Response:
+    def _status(self, status: int, payload: dict, headers=None) -> tuple[int, dict, dict]:
         self.status_counts[status] += 1
-        return httpx.Response(status, json=payload, headers=headers or {})
+        return status, payload, headers or {}
 
     def answer(self, body: dict) -> str:
         name = schema_name(body)

@@ -14,9 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @contextmanager
 def server_process(latency: float = 0.0):
-    """Start `python -m memaudit.testing.http_server` with `latency`; yields its base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "memaudit.testing.http_server", "--latency", str(latency)],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    """Start the stand-alone server (`python -m memaudit.testing.http_server`) with `latency`;
+    yields its base URL."""
+    proc = subprocess.Popen([sys.executable, "-c", "from memaudit.testing.http_server import main; main()",
+                             "--latency", str(latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()
         if not url:

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from memaudit.config import Settings
 from memaudit.embed import Embedder
 from memaudit.llm.client import LLM
 from memaudit.llm.server import embedded_server
 from memaudit.store import Store, open_store
+
+if TYPE_CHECKING:  # a test's MockTransport; commands never import httpx
+    import httpx
 
 
 @dataclass

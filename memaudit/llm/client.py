@@ -9,10 +9,9 @@ import contextvars
 import datetime as dt
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
-import httpx
 import orjson
 
 from memaudit.config import Settings
@@ -21,6 +20,9 @@ from memaudit.llm.cache import derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.llm.transport import Transport, request_body
+
+if TYPE_CHECKING:
+    import httpx
 
 # Calls made inside `llm.collect()` are appended here as (role, key, from_cache): the artifact that
 # results from them records which calls it used (token accounting per run and role, traceability).

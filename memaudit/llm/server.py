@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-import httpx
 
 from memaudit.config import EMBEDDED_CONTEXT, EMBEDDED_MODEL
 from memaudit.errors import EndpointError
@@ -87,6 +86,7 @@ def _die_with_parent() -> None:
 
 
 async def _wait_ready(url: str, proc: subprocess.Popen) -> None:
+    import httpx  # here, not at the top: every command imports this module, few start the server
     deadline = time.monotonic() + READY_TIMEOUT
     async with httpx.AsyncClient(timeout=2.0) as client:
         while time.monotonic() < deadline:

@@ -18,11 +18,10 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 import aiohttp
 import anyio
-import httpx
 import orjson
 
 from memaudit.errors import ContextOverflow, EndpointError, Refusal, redact_url
@@ -33,7 +32,6 @@ OVERFLOW_PATTERN = re.compile(
     r"exceed(s|ed)? (the )?(context|max)|context_length_exceeded|n_ctx", re.I)
 # Error codes and words with which hosted APIs refuse the content of a request (not its form).
 REFUSAL_PATTERN = re.compile(r"content[ _-]?(policy|filter|management)|safety system|flagged|moderation", re.I)
-TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, httpx.TransportError)
 JSON_HEADERS = {"content-type": "application/json"}
 
 
@@ -70,8 +68,16 @@ def _strict(schema):
     return schema
 
 
+if TYPE_CHECKING:  # httpx is needed only where a test hands in its MockTransport
+    import httpx
+
+
+class Unreachable(Exception):
+    """The request got no HTTP answer (refused, reset, timed out): retried."""
+
+
 class Session(Protocol):
-    """POSTs JSON bytes to one endpoint: (status, headers, body bytes)."""
+    """POSTs JSON bytes to one endpoint: (status, headers, body bytes), or raises Unreachable."""
 
     async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]: ...
 
@@ -87,8 +93,11 @@ class AiohttpSession:
             timeout=aiohttp.ClientTimeout(total=timeout, connect=10.0), headers=self.headers)
 
     async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
-        async with self.client.post(self.base_url + path, data=content) as resp:
-            return resp.status, resp.headers, await resp.read()
+        try:
+            async with self.client.post(self.base_url + path, data=content) as resp:
+                return resp.status, resp.headers, await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}".strip().rstrip(":")) from None
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -103,9 +112,13 @@ class MockSession:
         self.mock = mock
 
     async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        import httpx
         request = httpx.Request("POST", self.base_url + path, headers=self.headers, content=content)
-        resp = await self.mock.handle_async_request(request)
-        return resp.status_code, resp.headers, await resp.aread()
+        try:
+            resp = await self.mock.handle_async_request(request)
+            return resp.status_code, resp.headers, await resp.aread()
+        except httpx.TransportError as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}".strip().rstrip(":")) from None
 
     async def aclose(self) -> None:
         return None
@@ -169,8 +182,8 @@ class Transport:
                     start = time.perf_counter()
                     status, headers, data = await ep.session.post("/chat/completions", content)
                     latency = time.perf_counter() - start
-            except TRANSPORT_ERRORS as exc:
-                last = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+            except Unreachable as exc:
+                last = str(exc)
             else:
                 if status == 200:
                     try:

@@ -71,6 +71,16 @@ class LLM:
                                    settings.backoff_cap, settings.timeout, mock=transport)
         self.stats: dict[str, RoleStats] = {}
         self._flights: dict[str, _Flight] = {}
+        self._roles: tuple[Settings, dict] = (settings, {})
+
+    def role_config(self, role: str):
+        """The settings of `role`, resolved once per settings object (a hot path: every call)."""
+        settings, resolved = self._roles
+        if settings is not self.settings:  # a clone with other settings, or the embedded URL set
+            self._roles = settings, resolved = self.settings, {}
+        if role not in resolved:
+            resolved[role] = self.settings.role(role)
+        return resolved[role]
 
     async def aclose(self) -> None:
         await self.transport.aclose()
@@ -95,7 +105,7 @@ class LLM:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
-        rc = self.settings.role(role)
+        rc = self.role_config(role)
         temperature = rc.temperature if rc.temperature is not None else temperature
         max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
         if rc.max_tokens_cap is not None and rc.max_tokens is None:
@@ -137,7 +147,7 @@ class LLM:
                 # long queues clear of HTTP read timeouts.
                 self.transport.serial_urls.add(url)
                 self.settings = self.settings.with_embedded_url(url)
-        return self.settings.role(role)
+        return self.role_config(role)
 
     def _note_use(self, role: str, key: str, cached: bool) -> None:
         uses = _collector.get()

@@ -112,9 +112,9 @@ class Store:
     async def write(self, statements: list[Statement]) -> None:
         """Commit the statements (and any pending cache rows) in one transaction."""
         async with self._lock:
-            batch, self._pending = self._pending + list(statements), []
+            queued, self._pending = self._pending, []
             committing = list(self._pending_calls)
-            await self._commit(batch)
+            await self._commit(queued, list(statements))
             # Only now are the queued cache rows readable from the table: dropping them earlier
             # would let a lookup during the commit miss a call that was already made.
             for key in committing:
@@ -142,8 +142,9 @@ class Store:
             await self.conn.execute("COMMIT")
 
     def write_later(self, statements: list[Statement]) -> None:
-        """Queue statements for the next commit (rows a resume recomputes from the cache: losing
-        the last second of them on a crash costs that second, nothing else)."""
+        """Queue statements for the next commit: independent upserts into tables without foreign
+        keys (they may be reordered across tables), and rows a resume recomputes from the cache
+        (losing the last second of them on a crash costs that second, nothing else)."""
         if not self._pending:
             self._last_commit = time.monotonic()  # the age of the oldest queued row counts
         self._pending.extend(statements)
@@ -160,15 +161,21 @@ class Store:
         if len(self._pending) >= BATCH or time.monotonic() - self._last_commit >= FLUSH_SECONDS:
             await self.flush()
 
-    async def _commit(self, batch: list[Statement]) -> None:
-        if not batch:
+    async def _commit(self, queued: list[Statement], statements: list[Statement]) -> None:
+        if not queued and not statements:
             return
+        # Each executemany is one hop to the database thread. Queued rows are upserts into tables
+        # without foreign keys (calls, call uses, reconstructions, attributions, vectors), so
+        # however they interleave they go as one executemany per statement; the caller's own
+        # statements keep their order, runs of the same statement (turns) going together.
+        groups: dict[str, list[tuple]] = {}
+        for sql, params in queued:
+            groups.setdefault(sql, []).append(params)
+        runs = [(sql, [params for _, params in group]) for sql, group in itertools.groupby(statements, key=lambda st: st[0])]
         await self.conn.execute("BEGIN IMMEDIATE")
         try:
-            # Runs of the same statement (cache rows, turns) go as one executemany: one hop to
-            # the database thread per run instead of one per row.
-            for sql, group in itertools.groupby(batch, key=lambda st: st[0]):
-                await self.conn.executemany(sql, [params for _, params in group])
+            for sql, rows in [*groups.items(), *runs]:
+                await self.conn.executemany(sql, rows)
         except BaseException:
             with anyio.CancelScope(shield=True):  # a cancelled write must still roll back
                 await self.conn.execute("ROLLBACK")

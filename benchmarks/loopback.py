@@ -13,11 +13,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def server_process(latency: float = 0.0):
-    """Start the stand-alone server (`python -m memaudit.testing.http_server`) with `latency`;
-    yields its base URL."""
-    proc = subprocess.Popen([sys.executable, "-c", "from memaudit.testing.http_server import main; main()",
-                             "--latency", str(latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+def server_process(latency: float = 0.0, fake: str | None = None):
+    """Start the stand-alone server (`python -m memaudit.testing.http_server`) with `latency` and
+    optionally `fake` (MODULE:FUNCTION building its FakeOpenAI); yields its base URL."""
+    command = [sys.executable, "-c", "from memaudit.testing.http_server import main; main()", "--latency", str(latency)]
+    proc = subprocess.Popen(command + (["--fake", fake] if fake else []), cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()
         if not url:

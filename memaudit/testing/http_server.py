@@ -2,8 +2,9 @@
 subprocess (`--base-url http://127.0.0.1:P/v1`) and for the performance scripts.
 
 In a test:      with serve(FakeOpenAI()) as url: ...
-Stand-alone:    python -m memaudit.testing.http_server --port P --latency 0.05
-                (prints its base URL; answers are FakeOpenAI's schema-driven defaults)
+Stand-alone:    python -m memaudit.testing.http_server --port P --latency 0.05 [--fake MODULE:FUNCTION]
+                (prints its base URL; answers are FakeOpenAI's schema-driven defaults, or those
+                of the FakeOpenAI that FUNCTION returns)
 
 It is one asyncio event loop (in a background thread, or the main thread stand-alone) speaking
 just enough HTTP/1.1 with keep-alive: a request waits for its latency without holding a thread,
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import re
 import threading
 import time
@@ -154,8 +156,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per chat completion")
+    parser.add_argument("--fake", default=None, help="MODULE:FUNCTION returning the FakeOpenAI to serve")
     args = parser.parse_args()
-    with serve(port=args.port, latency=args.latency) as url:
+    fake = None
+    if args.fake:
+        module, function = args.fake.split(":")
+        fake = getattr(importlib.import_module(module), function)()
+    with serve(fake, port=args.port, latency=args.latency) as url:
         print(url, flush=True)
         threading.Event().wait()
 

@@ -2,6 +2,7 @@
 `memaudit.adapters` entry-point group (`name = "package.module:AdapterClass"`)."""
 from __future__ import annotations
 
+import functools
 import importlib
 from importlib.metadata import entry_points
 
@@ -19,6 +20,7 @@ BUILTIN = {
 }
 
 
+@functools.cache  # scanning the installed distributions costs ~15 ms, and commands ask often
 def _targets() -> dict[str, str]:
     found = dict(BUILTIN)
     for ep in entry_points(group="memaudit.adapters"):

@@ -8,7 +8,7 @@ import sys
 import click
 
 from memaudit.cli.common import GLOBAL_OPTIONS
-from memaudit.errors import MemauditError
+from memaudit.errors import MemauditError, scrub
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,7 +37,7 @@ def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="memaudit", standalone_mode=False)
     except MemauditError as exc:
-        click.echo(f"memaudit: error: {exc}", err=True)
+        click.echo(f"memaudit: error: {scrub(str(exc))}", err=True)  # no credential reaches a terminal or log
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -31,7 +31,8 @@ async def _demo(settings, users, tasks, max_turns, report_dir):
 
     size = DemoSize()
     size = replace(size, users=users or size.users, tasks=tasks or size.tasks, max_turns=max_turns or size.max_turns)
-    endpoint = redact_url(settings.base_url) if settings.base_url else ("the embedded SmolLM2-135M-Instruct model (llama.cpp, loopback)")
+    endpoint = (redact_url(settings.base_url) if settings.base_url
+                else "the embedded SmolLM2-135M-Instruct model (llama.cpp, loopback)")
     console.print(f"memaudit demo on {endpoint}; store {settings.db}", highlight=False)
     start = time.monotonic()
     async with open_runtime(settings) as rt:

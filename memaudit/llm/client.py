@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 import anyio
 import orjson
 
-from memaudit.config import Settings
+from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
 from memaudit.llm.cache import derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
@@ -73,7 +73,7 @@ class LLM:
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})
 
-    def role_config(self, role: str):
+    def role_config(self, role: str) -> RoleConfig:
         """The settings of `role`, resolved once per settings object (a hot path: every call)."""
         settings, resolved = self._roles
         if settings is not self.settings:  # a clone with other settings, or the embedded URL set

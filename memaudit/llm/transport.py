@@ -14,6 +14,7 @@ misconfigured endpoint that ends the command and is never recorded."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import random
 import re
 import time
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Mapping, Protocol
 import aiohttp
 import anyio
 import orjson
+from yarl import URL
 
 from memaudit.errors import ContextOverflow, EndpointError, Refusal, redact_url
 
@@ -86,11 +88,19 @@ class Session(Protocol):
 
 class AiohttpSession:
     def __init__(self, base_url: str, headers: dict, connections: int, timeout: float):
-        self.base_url = base_url
-        self.headers = {**headers, **JSON_HEADERS}
+        # `http://user:key@host/v1` means basic auth, unless a bearer token is configured too (it
+        # wins); either way the credentials leave the URL, which error messages may then name.
+        url = URL(base_url)
+        if url.user is not None:
+            if "Authorization" not in headers:
+                basic = base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode()
+                headers = {**headers, "Authorization": f"Basic {basic}"}
+            url = url.with_user(None)
+        self.base_url = str(url)
+        # As many connections are kept alive as may be in flight: none is reopened between calls.
         self.client = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections, keepalive_timeout=60),
-            timeout=aiohttp.ClientTimeout(total=timeout, connect=10.0), headers=self.headers)
+            timeout=aiohttp.ClientTimeout(total=timeout, connect=10.0), headers={**headers, **JSON_HEADERS})
 
     async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
         try:

@@ -581,3 +581,19 @@ def test_a_server_reported_overflow_says_so_without_none(settings, fake):
 def test_text_hashes_keep_their_own_scheme():
     assert TEXT_HASH_SCHEME == "s1"  # the value existing stores hold: changing it re-keys every vector
     assert text_hash("a memory") == "s1:" + hashlib.sha256(b"a memory").hexdigest()
+
+
+def test_credentials_in_a_base_url_become_basic_auth_beside_or_instead_of_a_key(settings):
+    fake = FakeOpenAI()
+    seen = []
+
+    def reply(path, authorization, content):
+        seen.append(authorization)
+        return FakeOpenAI.reply(fake, path, authorization, content)
+    fake.reply = reply
+    with serve(fake) as url:
+        with_userinfo = url.replace("http://", "http://alice:pa55word@")
+        run_with_llm(replace(settings, base_url=with_userinfo), None, lambda llm: call(llm))
+        run_with_llm(replace(settings, base_url=with_userinfo, api_key="sk-key-000000"), None,
+                     lambda llm: call(llm, seed_parts=(2,)))
+    assert seen[0].startswith("Basic ") and seen[1] == "Bearer sk-key-000000"

@@ -50,10 +50,16 @@ async def aiohttp_session(url: str, limit: int):
     return post, client.close
 
 
-def sessions():
-    import httpx
-    import httpx2
-    return {"httpx": httpx_like(httpx), "httpx2": httpx_like(httpx2), "aiohttp": aiohttp_session}
+def sessions() -> dict:
+    """The candidates that are installed (httpx2 is not a dependency of memaudit)."""
+    import importlib
+    found = {"aiohttp": aiohttp_session}
+    for name in ("httpx", "httpx2"):
+        try:
+            found[name] = httpx_like(importlib.import_module(name))
+        except ImportError:
+            print(f"{name} is not installed: skipped")
+    return found
 
 
 async def measure(open_session, url: str, in_flight: int, calls: int) -> tuple[float, float, float]:
@@ -84,7 +90,7 @@ async def main() -> None:
     available = sessions()
     with server_process(args.latency) as url:
         print(f"loopback server latency {args.latency * 1000:.0f} ms; {args.calls} calls per level")
-        for name in args.clients.split(","):
+        for name in [n for n in args.clients.split(",") if n in available]:
             for level in LEVELS:
                 calls = max(args.calls, level * 4)
                 rate, client_ms, server_ms = await measure(available[name], url, level, calls)

@@ -21,7 +21,6 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -194,6 +193,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
 
 
 def _read_config(path: Path) -> tuple[dict, dict]:
+    import tomllib  # here: most commands run without a config file, and every start-up counts
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:

@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Protocol
 
-import aiohttp
 import anyio
 import orjson
 from yarl import URL
@@ -88,6 +87,8 @@ class Session(Protocol):
 
 class AiohttpSession:
     def __init__(self, base_url: str, headers: dict, connections: int, timeout: float):
+        import aiohttp  # here: commands that call no model (tables, view, export) never load it
+        self.errors = (aiohttp.ClientError, asyncio.TimeoutError)
         # `http://user:key@host/v1` means basic auth, unless a bearer token is configured too (it
         # wins); either way the credentials leave the URL, which error messages may then name.
         url = URL(base_url)
@@ -106,7 +107,7 @@ class AiohttpSession:
         try:
             async with self.client.post(self.base_url + path, data=content) as resp:
                 return resp.status, resp.headers, await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except self.errors as exc:
             raise Unreachable(f"{type(exc).__name__}: {exc}".strip().rstrip(":")) from None
 
     async def aclose(self) -> None:

@@ -61,11 +61,24 @@ def request_body(*, backend: str, model: str, messages: list[dict], temperature:
 _NOT_STRICT = ("minLength", "maxLength")
 
 
-def _strict(schema):
+_STRICT_MEMO: dict[int, tuple[dict, dict]] = {}
+
+
+def _strict(schema: dict) -> dict:
+    """The strict form of a schema, made once per schema object (roles reuse theirs on every call)."""
+    memo = _STRICT_MEMO.get(id(schema))
+    if memo is None or memo[0] is not schema:
+        if len(_STRICT_MEMO) > 256:  # schemas built per call would otherwise pile up
+            _STRICT_MEMO.clear()
+        memo = _STRICT_MEMO[id(schema)] = (schema, _without_length_bounds(schema))
+    return memo[1]
+
+
+def _without_length_bounds(schema):
     if isinstance(schema, dict):
-        return {k: _strict(v) for k, v in schema.items() if k not in _NOT_STRICT}
+        return {k: _without_length_bounds(v) for k, v in schema.items() if k not in _NOT_STRICT}
     if isinstance(schema, list):
-        return [_strict(v) for v in schema]
+        return [_without_length_bounds(v) for v in schema]
     return schema
 
 

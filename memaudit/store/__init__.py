@@ -347,12 +347,14 @@ class Store:
 
     # -- call cache ------------------------------------------------------------------------
     async def get_call(self, key: str):
+        """The recorded outcome of a call (`ok`, `response`), or None. The request, often the
+        largest column, is not read: the key already stands for it."""
         pending = self._pending_calls.get(key)
         if pending is not None:
             return pending
         if self._reader is not None:
-            return self._reader.execute("SELECT * FROM calls WHERE key=?", (key,)).fetchone()
-        return await self.fetchone("SELECT * FROM calls WHERE key=?", (key,))
+            return self._reader.execute("SELECT ok, response FROM calls WHERE key=?", (key,)).fetchone()
+        return await self.fetchone("SELECT ok, response FROM calls WHERE key=?", (key,))
 
     def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,
                  prompt_tokens: int = 0, completion_tokens: int = 0, cached_tokens: int = 0,

@@ -42,10 +42,11 @@ def httpx_like(module):
 async def aiohttp_session(url: str, limit: int):
     import aiohttp
     client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit, limit_per_host=limit),
-                                   timeout=aiohttp.ClientTimeout(total=60), json_serialize=lambda o: orjson.dumps(o).decode())
+                                   timeout=aiohttp.ClientTimeout(total=60))
 
     async def post() -> dict:
-        async with client.post(url + "/chat/completions", json=BODY) as resp:
+        async with client.post(url + "/chat/completions", data=orjson.dumps(BODY),
+                               headers={"content-type": "application/json"}) as resp:
             return orjson.loads(await resp.read())
     return post, client.close
 

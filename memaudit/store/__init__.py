@@ -171,7 +171,8 @@ class Store:
         groups: dict[str, list[tuple]] = {}
         for sql, params in queued:
             groups.setdefault(sql, []).append(params)
-        runs = [(sql, [params for _, params in group]) for sql, group in itertools.groupby(statements, key=lambda st: st[0])]
+        runs = [(sql, [params for _, params in group])
+                for sql, group in itertools.groupby(statements, key=lambda st: st[0])]
         await self.conn.execute("BEGIN IMMEDIATE")
         try:
             for sql, rows in [*groups.items(), *runs]:

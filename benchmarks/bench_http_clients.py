@@ -25,6 +25,8 @@ LEVELS = (1, 16, 64, 256, 512)
 BODY = {"model": "bench", "messages": [{"role": "system", "content": "You answer in JSON."},
                                        {"role": "user", "content": "Question: what is the answer?"}],
         "temperature": 0.0, "seed": 1}
+CONTENT = orjson.dumps(BODY)  # every client sends the same bytes
+JSON = {"content-type": "application/json"}
 
 
 def httpx_like(module):
@@ -33,7 +35,7 @@ def httpx_like(module):
                                     limits=module.Limits(max_connections=limit, max_keepalive_connections=limit))
 
         async def post() -> dict:
-            resp = await client.post("/chat/completions", json=BODY)
+            resp = await client.post("/chat/completions", content=CONTENT, headers=JSON)
             return resp.json()
         return post, client.aclose
     return session
@@ -45,8 +47,7 @@ async def aiohttp_session(url: str, limit: int):
                                    timeout=aiohttp.ClientTimeout(total=60))
 
     async def post() -> dict:
-        async with client.post(url + "/chat/completions", data=orjson.dumps(BODY),
-                               headers={"content-type": "application/json"}) as resp:
+        async with client.post(url + "/chat/completions", data=CONTENT, headers=JSON) as resp:
             return orjson.loads(await resp.read())
     return post, client.close
 

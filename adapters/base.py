@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from memaudit.embed import Embedder
 from memaudit.llm.client import LLM
-from memaudit.types import MemoryItem
+from memaudit.types import MemoryItem, footprint
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -80,10 +80,7 @@ class MemoryAdapter(ABC):
     def dump(self) -> list[dict]: ...
 
     def footprint(self) -> tuple[int, float]:
-        items = self.dump()
-        if not items:
-            return 0, 0.0
-        return len(items), sum(len(str(i.get("content", ""))) for i in items) / len(items)
+        return footprint(self.dump())
 
     # -- state -----------------------------------------------------------------------------
     @abstractmethod

@@ -13,7 +13,7 @@ from memaudit.prompts import prompt_hashes
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.progress import RolloutProgress
 from memaudit.runtime import Runtime
-from memaudit.store import Store
+from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
 
 PROMPTS = ("agent", "simulator", "pref_judge")  # plus each adapter's own prompt files
@@ -65,26 +65,24 @@ async def _open_run(store: Store, run: str, system: str, bench: Benchmark, confi
     await store.ensure_run(run, system, bench.name, config=config, prompt_hashes=hashes)
 
 
+def episode_artifact(ep: Episode) -> str:
+    """How call_uses names an episode."""
+    return f"episode:{ep.user_id}:{ep.task_index}"
+
+
 def episode_record(store: Store, ep: Episode, adapter: MemoryAdapter, uses: list) -> list:
     """The rows of a finished episode: the episode, the memory state after it, the calls it used."""
     final = ep.turns[-1].preference_score if ep.turns else None
-    statements = store.episode_statements(ep, final)
-    statements.append(store.snapshot_statement(ep.run, ep.user_id, ep.task_index, adapter.snapshot(), adapter.dump()))
-    statements.extend(store.call_use_statements(ep.run, f"episode:{ep.user_id}:{ep.task_index}", uses))
+    statements = store.episodes.statements(ep, final)
+    statements.append(store.episodes.snapshot_statement(ep.run, ep.user_id, ep.task_index, adapter.snapshot(),
+                                                        adapter.dump()))
+    statements.extend(store.calls.use_statements(ep.run, episode_artifact(ep), uses))
     return statements
 
 
 async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses: list) -> None:
     """One transaction, so a kill never leaves half an episode or an episode without its snapshot."""
     await store.write(episode_record(store, ep, adapter, uses))
-
-
-async def _episode_tokens(store: Store, ep: Episode) -> int:
-    row = await store.fetchone(
-        "SELECT COALESCE(SUM(c.prompt_tokens + c.completion_tokens), 0) AS n FROM call_uses u "
-        "JOIN calls c ON c.key = u.key WHERE u.run=? AND u.artifact=?",
-        (ep.run, f"episode:{ep.user_id}:{ep.task_index}"))
-    return row["n"]
 
 
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
@@ -102,7 +100,7 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
         with rt.llm.collect() as uses:
             ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
         await commit_episode(rt.store, ep, adapter, uses)
-        tokens = await _episode_tokens(rt.store, ep) if progress.mode != "off" else 0
+        tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep)) if progress.mode != "off" else 0
         progress.episode_done(ep, uses, tokens)
     progress.user_done(run)
 
@@ -118,15 +116,22 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
                       progress: bool | str = True) -> list[str]:
     """Run (or resume) one run per system; returns the run ids. `progress`: True/"live" for the
     live table, "log" for plain lines, False/"off" for nothing."""
+    return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag), progress=progress)
+
+
+async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config: RunConfig, *,
+                       progress: bool | str = True) -> list[str]:
+    """`run_rollout` with its options as the RunConfig the runs record (replay passes the recorded one)."""
+    tasks, max_turns, k, tag = config.tasks, config.max_turns, config.k, config.tag
     if not systems:
         raise BadInput("no memory systems given", field="systems")
     if max_turns < 1 or k < 1 or (tasks is not None and tasks < 1):
         raise BadInput("--max-turns, --k and --tasks must be at least 1", field="max_turns/k/tasks")
     for system in systems:
         get_adapter(system)  # unknown names fail before anything is written
-    chosen = _users(bench, users)
+    chosen = _users(bench, config.users)
     plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
-    config = {"users": [u.id for u in chosen], "tasks": tasks, "max_turns": max_turns, "k": k, "tag": tag}
+    recorded = RunConfig([u.id for u in chosen], tasks, max_turns, k, tag).to_json()  # users resolved
     runs = [run_id(s, tag) for s in systems]
     if len(set(runs)) != len(runs):
         raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")
@@ -134,7 +139,7 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
     tracker = RolloutProgress(mode)
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*PROMPTS, *get_adapter(system).prompts), rt.settings.prompts_dir)
-        await _open_run(rt.store, run, system, bench, config, hashes)
+        await _open_run(rt.store, run, system, bench, recorded, hashes)
         finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
         tracker.add_run(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
                         sum(n == len(plan[u.id]) for n, u in zip(finished, chosen)))

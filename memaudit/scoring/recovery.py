@@ -21,15 +21,14 @@ from memaudit.adapters.registry import get_adapter
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import role_group
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError
-from memaudit.llm.client import LLM, CallResult
+from memaudit.llm.client import LLM
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import Prompt, load_prompt
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
-from memaudit.store import Store, dumps, loads
-from memaudit.types import MODES, BankEntry, Benchmark, Reconstruction, User
+from memaudit.store import PassConfig, Run, Store, dumps
+from memaudit.types import DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
 
-DEFAULT_VARIANT = "default"
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
 UNKNOWN_REASON = "the reader answered unknown: scored 0 without a judge call"
@@ -73,13 +72,6 @@ def failure_note(exc: Exception) -> str:
     if isinstance(exc, EndpointError):
         return f"endpoint error {exc.status}: {exc.message}"
     return str(exc)
-
-
-async def call_role(llm: LLM, role: str, prompt: Prompt, seed_parts: tuple, **values) -> CallResult:
-    """Call `role` with an explicit prompt (a rescoring variant may swap the judge's prompt file)."""
-    spec = ROLE_SPECS[role]
-    return await llm.call(role, prompt.render(**values), temperature=spec.temperature,
-                          max_tokens=spec.max_tokens, schema=spec.schema, check=spec.check, seed_parts=seed_parts)
 
 
 def with_model(llm: LLM, role: str, model: str | None) -> LLM:
@@ -145,13 +137,13 @@ class UserMemory:
         return dumps(found), {"items": found}
 
 
-async def open_memory(rt: Runtime, run: dict, user_id: str, *, with_adapter: bool) -> UserMemory:
-    snapshot = await rt.store.last_snapshot(run["run"], user_id)
+async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool) -> UserMemory:
+    snapshot = await rt.store.episodes.last_snapshot(run.run, user_id)
     items = snapshot["items"] if snapshot else []
     adapter = None
     if with_adapter:
-        adapter = get_adapter(run["system"])(AdapterContext(rt.llm, rt.embedder, scope=f"{run['run']}/{user_id}"))
-        if run["origin"] == "import":
+        adapter = get_adapter(run.system)(AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"))
+        if run.origin == "import":
             await adapter.load_items(items)
         elif snapshot is not None:
             await adapter.restore(snapshot["state"])
@@ -179,8 +171,8 @@ async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str
         return replace(recon, score=0.0, status="overflow",
                        error=failure_note(ContextOverflow("slot_fill", estimate, window)))
     try:
-        fill = await call_role(scorer.reader, "slot_fill", scorer.reader_prompt, (recon.user_id, recon.dimension),
-                               **values)
+        fill = await ask(scorer.reader, "slot_fill", prompt=scorer.reader_prompt,
+                         seed_parts=(recon.user_id, recon.dimension), **values)
     except ContextOverflow as exc:
         return replace(recon, score=0.0, status="overflow", error=failure_note(exc))
     except (InvalidOutput, EndpointError) as exc:
@@ -195,9 +187,9 @@ async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
     if is_unknown(recon.label):
         return replace(recon, score=0.0, judge_reason=UNKNOWN_REASON, status="ok", error=None)
     try:
-        verdict = await call_role(scorer.judge, "recovery_judge", scorer.judge_prompt, (recon.user_id, recon.dimension),
-                                  dimension=recon.dimension, explanation=recon.explanation,
-                                  ground_truth=recon.ground_truth, prediction=recon.label)
+        verdict = await ask(scorer.judge, "recovery_judge", prompt=scorer.judge_prompt,
+                            seed_parts=(recon.user_id, recon.dimension), dimension=recon.dimension,
+                            explanation=recon.explanation, ground_truth=recon.ground_truth, prediction=recon.label)
     except (ContextOverflow, InvalidOutput, EndpointError) as exc:
         if isinstance(exc, EndpointError) and exc.transient:
             raise
@@ -211,23 +203,16 @@ def artifact_name(recon: Reconstruction) -> str:
 
 
 async def save_reconstruction(store: Store, recon: Reconstruction, uses: list) -> None:
-    await store.write([Store.reconstruction_statement(recon),
-                       *Store.call_use_statements(recon.run, artifact_name(recon), uses)])
+    await store.write([store.scores.reconstruction_statement(recon),
+                       *store.calls.use_statements(recon.run, artifact_name(recon), uses)])
 
 
 # -- planning a pass -------------------------------------------------------------------------
-async def load_run(store: Store, run_id: str) -> dict:
-    run = await store.get_run(run_id)
-    if run is None:
-        raise BadInput(f"unknown run {run_id!r}", field="runs")
-    return run
-
-
-async def scored_users(store: Store, run: dict, bench: Benchmark) -> list[tuple[User, set[int]]]:
+async def scored_users(store: Store, run: Run, bench: Benchmark) -> list[tuple[User, set[int]]]:
     """Users with episodes in the run, in benchmark order, with the task indices that ran."""
     out = []
     for user in bench.users:
-        done = await store.episodes_done(run["run"], user.id)
+        done = await store.episodes.done(run.run, user.id)
         if done:
             out.append((user, done))
     return out
@@ -247,27 +232,6 @@ def blank_row(run: str, mode: str, k: int, variant: str, user_id: str, entry: Ba
                           entry.short, {}, None, None, None, None, "failed")
 
 
-async def existing_keys(store: Store, run: str, variant: str) -> set[tuple]:
-    rows = await store.fetchall("SELECT mode, k, user_id, dimension FROM reconstructions WHERE run=? AND variant=?",
-                                (run, variant))
-    return {(r["mode"], r["k"], r["user_id"], r["dimension"]) for r in rows}
-
-
-async def record_pass(store: Store, run: str, mode: str, k: int, variant: str, config: dict) -> None:
-    await store.write([("INSERT OR REPLACE INTO score_passes VALUES (?,?,?,?,?)",
-                        (run, mode, k, variant, dumps(config)))])
-
-
-async def load_passes(store: Store, run: str, variant: str | None = None) -> list[dict]:
-    sql, params = "SELECT * FROM score_passes WHERE run=?", [run]
-    if variant is not None:
-        sql += " AND variant=?"
-        params.append(variant)
-    rows = await store.fetchall(sql + " ORDER BY mode, k, variant", params)
-    return [{"run": r["run"], "mode": r["mode"], "k": r["k"], "variant": r["variant"], "config": loads(r["config"])}
-            for r in rows]
-
-
 def mode_passes(system: str, modes, ks) -> list[tuple[str, int]]:
     """(mode, k) pairs to score; a system without retrieval has no retrieve mode (tables show null)."""
     passes = []
@@ -282,15 +246,14 @@ def mode_passes(system: str, modes, ks) -> list[tuple[str, int]]:
 async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, context_window: int | None,
                        dims: str, variant: str, rescore: dict | None = None) -> list:
     """Record the run's passes and return one job per target that has no row yet."""
-    run = await load_run(rt.store, run_id)
-    bench = await rt.store.load_benchmark(run["bench"])
-    passes = mode_passes(run["system"], modes, ks)
+    run = await rt.store.runs.require(run_id)
+    bench = await rt.store.benchmarks.load(run.bench)
+    passes = mode_passes(run.system, modes, ks)
     window, answer_tokens = reader_budget(rt, context_window)
     for mode, k in passes:
-        await record_pass(rt.store, run_id, mode, k, variant,
-                          {"context_window": context_window, "window": window, "dims": dims,
-                           "rescore": rescore, **scorer.describe()})
-    have = await existing_keys(rt.store, run_id, variant)
+        await rt.store.scores.record_pass(run_id, mode, k, variant,
+                                          PassConfig(context_window, window, dims, rescore, scorer.describe()))
+    have = await rt.store.scores.keys(run_id, variant)
     jobs = []
     for user, done in await scored_users(rt.store, run, bench):
         todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, done, dims)

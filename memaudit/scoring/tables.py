@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from memaudit.errors import BadInput
 from memaudit.scoring import metrics, stats
 from memaudit.scoring.metrics import ModeRecovery
-from memaudit.store import Store, loads
-from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
+from memaudit.store import Run, Store, select_runs
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
 
 DEFAULT_K = 5
 ALPHA = 0.05
@@ -50,11 +49,11 @@ class RunData:
         return sum(g["prompt_tokens"] + g["completion_tokens"] for g in self.tokens.values())
 
 
-async def compute_tables(store: Store, runs: list[str] | None = None, *, variant: str = "default",
+async def compute_tables(store: Store, runs: list[str] | None = None, *, variant: str = DEFAULT_VARIANT,
                          bootstrap: int = stats.RESAMPLES, seed: int = 0) -> dict:
     """All tables for the runs (default: every run in the store, sorted). `bootstrap` = 0 skips
     intervals and tests."""
-    data = [await load_run(store, run, variant) for run in await select_runs(store, runs)]
+    data = [await run_data(store, run, variant) for run in await select_runs(store, runs)]
     boot = Bootstrap(bootstrap, seed)
     return {
         "table2": [table2_row(d, boot) for d in data],
@@ -67,20 +66,9 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
     }
 
 
-async def select_runs(store: Store, runs: list[str] | None) -> list[str]:
-    known = [r["run"] for r in await store.fetchall("SELECT run FROM runs ORDER BY run")]
-    if runs is None:
-        return known
-    missing = [r for r in runs if r not in known]
-    if missing:
-        raise BadInput(f"unknown run(s) {', '.join(missing)}; in the store: {', '.join(known) or 'none'}",
-                       field="runs")
-    return list(dict.fromkeys(runs))  # a run named twice is reported once
-
-
-async def load_run(store: Store, run: str, variant: str = "default") -> RunData:
-    info = await store.get_run(run)
-    return RunData(run=run, system=info["system"], bench=info["bench"],
+async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> RunData:
+    run = info.run
+    return RunData(run=run, system=info.system, bench=info.bench,
                    users=await metrics.user_metrics(store, run),
                    recovery=await metrics.recovery(store, run, variant=variant),
                    attributions=await metrics.attribution_counts(store, run, variant=variant),
@@ -88,16 +76,14 @@ async def load_run(store: Store, run: str, variant: str = "default") -> RunData:
                    partial=await is_partial(store, info, variant))
 
 
-async def is_partial(store: Store, info: dict, variant: str) -> bool:
+async def is_partial(store: Store, info: Run, variant: str) -> bool:
     """A run is partial when it ran fewer tasks than its benchmark has per user, or when it was
     scored only on the targets whose task ran (`dims="targeted"` in score_passes)."""
-    tasks = (info["config"] or {}).get("tasks")
-    row = await store.fetchone(
-        "SELECT MAX(n) AS n FROM (SELECT COUNT(*) AS n FROM tasks WHERE bench=? GROUP BY user_id)", (info["bench"],))
-    if tasks is not None and row["n"] is not None and tasks < row["n"]:
+    tasks = info.config.tasks
+    most = await store.benchmarks.most_tasks(info.bench)
+    if tasks is not None and most is not None and tasks < most:
         return True
-    passes = await store.fetchall("SELECT config FROM score_passes WHERE run=? AND variant=?", (info["run"], variant))
-    return any((loads(p["config"]) or {}).get("dims") == "targeted" for p in passes)
+    return any(p.config.dims == "targeted" for p in await store.scores.passes(info.run, variant))
 
 
 class Bootstrap:

@@ -95,8 +95,8 @@ def test_lower_order_statistic_of_nothing_is_null():
 @pytest.mark.parametrize("role, group", [("agent", "agent"), ("oracle", "attribution"), ("disclosure", "attribution"),
                                          ("elicitation", "attribution"), ("memory.extract", "memory"),
                                          ("memory:evolve", "memory"), ("slot_fill", "slot_fill")])
-def test_role_groups(role, group):
-    assert metrics.role_group(role) == group
+def test_usage_groups(role, group):
+    assert metrics.usage_group(role) == group
 
 
 def test_tokens_count_each_call_once_per_run(tmp_path):

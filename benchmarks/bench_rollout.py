@@ -83,7 +83,7 @@ async def main() -> None:
             start = time.perf_counter()
             await runner.run_rollout(rt, bench, SYSTEMS, users=users, tasks=TASKS, progress=False)
             wall = time.perf_counter() - start
-            episodes = (await rt.store.fetchone("SELECT COUNT(*) AS n FROM episodes"))["n"]
+            episodes = await rt.store.episodes.count()
 
     calls = len(fake.requests)
     longest = max(chains.values())

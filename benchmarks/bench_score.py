@@ -22,7 +22,7 @@ from memaudit.config import load_settings  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
 from memaudit.scoring.recovery import score_runs  # noqa: E402
 from memaudit.store import Store  # noqa: E402
-from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Task, User  # noqa: E402
+from memaudit.types import BANK_COUNTS, DEFAULT_VARIANT, BankEntry, Benchmark, Episode, Task, User  # noqa: E402
 from memaudit.testing.fake_openai import FakeOpenAI  # noqa: E402
 
 USERS = 3
@@ -49,10 +49,10 @@ async def seed_run(store: Store, bench: Benchmark) -> None:
     statements = []
     for user in bench.users:
         for task in bench.tasks[user.id]:
-            statements.append(("INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?)",
-                               ("nomem", user.id, task.index, task.text, "satisfied", 1, None, None)))
+            statements += store.episodes.statements(Episode("nomem", user.id, task.index, task.text, [], "satisfied"),
+                                                    None)
         items = [{"id": f"{user.id}-{i}", "content": f"User: a remark about topic {i} of {user.id}"} for i in range(40)]
-        statements.append(Store.snapshot_statement("nomem", user.id, len(bench.tasks[user.id]), {}, items))
+        statements.append(store.episodes.snapshot_statement("nomem", user.id, len(bench.tasks[user.id]), {}, items))
     await store.write(statements)
 
 
@@ -65,8 +65,8 @@ async def timed(concurrency: int, db: Path) -> tuple[float, int]:
         start = time.perf_counter()
         await score_runs(rt, ["nomem"], ["dump_all"])
         took = time.perf_counter() - start
-        rows = await rt.store.fetchone("SELECT COUNT(*) AS n FROM reconstructions WHERE status='ok'")
-    assert rows["n"] == USERS * 31, rows["n"]
+        ok = sum(r["ok"] for r in await rt.store.scores.summary("nomem", DEFAULT_VARIANT))
+    assert ok == USERS * 31, ok
     return took, len(fake.requests)
 
 

@@ -32,11 +32,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
                                  max_turns=max_turns, tag=tag, k=k, progress="log" if quiet else "live")
         for run_name in runs:
-            row = await rt.store.fetchone(
-                "SELECT COUNT(*) AS episodes, COALESCE(SUM(end_reason='satisfied'), 0) AS satisfied, "
-                "COALESCE(SUM(end_reason='failed'), 0) AS failed, "
-                "(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND t.fallback=1) AS fallbacks "
-                "FROM episodes e WHERE run=?", (run_name,))
+            row = await rt.store.episodes.outcomes(run_name)
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
                       f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks", highlight=False)
 

@@ -10,7 +10,8 @@ from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
 from memaudit.errors import BadInput
 from memaudit.llm.cache import text_hash
-from memaudit.store import Store
+from memaudit.scoring.metrics import user_recovery
+from memaudit.store import Store, select_runs
 from memaudit.types import CATEGORIES, Benchmark, Reconstruction
 
 EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
@@ -44,10 +45,8 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
 async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path) -> list[str]:
     """Write `runs` (default: every run in the store) and their benchmark; returns the run ids."""
     out = Path(out_dir)
-    rows = [await store.get_run(r) for r in runs] if runs else await store.list_runs()
-    missing = [r for r, row in zip(runs or [], rows) if row is None]
-    if missing:
-        raise BadInput(f"no such run(s): {', '.join(missing)}", field="runs")
+    rows = await store.runs.rows() if not runs else \
+        [await store.runs.row(r.run) for r in await select_runs(store, runs)]
     if not rows:
         raise BadInput("the store holds no runs to export", field="runs")
     benches = sorted({row["bench"] for row in rows})
@@ -65,8 +64,7 @@ async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path)
 async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> None:
     run = row["run"]
     users = {u.id: u for u in bench.users}
-    final_scores = {(r["user_id"], r["task_idx"]): r["final_preference_score"] for r in await store.fetchall(
-        "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=?", (run,))}
+    final_scores = await store.episodes.final_preferences(run)
     for ep in await store.load_episodes(run):
         name = f"{ep.user_id}/episode_{ep.task_index}.json"
         record = {"user_id": ep.user_id, "task": ep.task, "ground_truth": None, "end_reason": ep.end_reason,
@@ -82,9 +80,9 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> N
                       for i, e in enumerate(prefs)],
             "turns": [{"turn": t.index, "agent_response": t.assistant, "score": t.preference_score, "summary": "",
                        "per_pref": t.per_pref} for t in ep.turns]})
-    for r in await store.fetchall("SELECT DISTINCT user_id FROM snapshots WHERE run=? ORDER BY user_id", (run,)):
-        items = (await store.last_snapshot(run, r["user_id"]))["items"]
-        write_json(out / "memory" / run / r["user_id"] / "memories.json", {"num_memories": len(items), "memories": items})
+    for user_id in await store.episodes.snapshot_users(run):
+        items = (await store.last_snapshot(run, user_id))["items"]
+        write_json(out / "memory" / run / user_id / "memories.json", {"num_memories": len(items), "memories": items})
     k = (row["config"] or {}).get("k", RETRIEVE_K)
     for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
         await _export_mode(store, run, mode, mode_k, bench, out / "output" / out_dir)
@@ -102,11 +100,9 @@ async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchma
         order = {e.dimension: i for i, e in enumerate(user.bank)}
         records = sorted(by_user[user.id], key=lambda r: (order.get(r.dimension, len(order)), r.dimension))
         details = [_recon_detail(r) for r in records]
-        per_category = _category_means(records)
-        means = [v for v in per_category.values() if v is not None]
+        recovery = user_recovery(user.id, [(r.category, r.score, r.status) for r in records])
         write_json(out / "recon_judge" / f"{user.id}.json", {
-            "user_id": user.id, "per_category": per_category,
-            "overall": sum(means) / len(means) if means else None, "details": details})
+            "user_id": user.id, "per_category": recovery.categories, "overall": recovery.B, "details": details})
         attributed = []
         for r, detail in zip(records, details):
             a = attributions.get((user.id, r.dimension))
@@ -132,27 +128,13 @@ def _recon_detail(r: Reconstruction) -> dict:
     return detail
 
 
-def _category_means(records: list[Reconstruction]) -> dict[str, float | None]:
-    """Per-category means as B counts them: an overflow scores 0, a failed target is left out."""
-    scores: dict[str, list[float]] = {c: [] for c in CATEGORIES}
-    for r in records:
-        if r.status == "overflow":
-            scores.setdefault(r.category, []).append(0.0)
-        elif r.status == "ok" and r.score is not None:
-            scores.setdefault(r.category, []).append(r.score)
-    return {c: sum(v) / len(v) if v else None for c, v in scores.items()}
-
-
 async def _export_oracle(store: Store, bench: Benchmark, out: Path) -> None:
     for user in bench.users:
         verdicts = {}
         for task in bench.tasks.get(user.id, ()):
-            row = await store.fetchone("SELECT can_invite, reason FROM oracle WHERE bench=? AND user_id=? AND "
-                                       "dimension=? AND task_hash=?",
-                                       (bench.name, user.id, task.target_dimension, text_hash(task.text)))
-            if row is not None:
-                can_invite = None if row["can_invite"] is None else bool(row["can_invite"])
-                verdicts[task.target_dimension] = {"can_invite": can_invite, "reason": row["reason"]}
+            verdict = await store.attributions.oracle(bench.name, user.id, task.target_dimension, text_hash(task.text))
+            if verdict is not None:
+                verdicts[task.target_dimension] = verdict
         if verdicts:
             write_json(out / "output" / ORACLE_DIR / f"{user.id}.json", verdicts)
 

@@ -28,13 +28,7 @@ def dimensions() -> list[tuple[str, str]]:
 
 async def insert(store: Store, rows: dict[str, list[tuple]]) -> None:
     """Bulk insert: one executemany per table, all in one transaction."""
-    conn = store.conn
-    await conn.execute("BEGIN IMMEDIATE")
-    for table, values in rows.items():
-        if values:
-            marks = ",".join("?" * len(values[0]))
-            await conn.executemany(f"INSERT INTO {table} VALUES ({marks})", values)
-    await conn.execute("COMMIT")
+    await store.insert_rows(rows)
 
 
 def run_row(run: str, system: str, bench: str = "b", origin: str = "rollout", config: dict | None = None) -> tuple:

@@ -9,7 +9,7 @@ and propagates."""
 from __future__ import annotations
 
 from memaudit.errors import ContextOverflow, EndpointError, InvalidOutput
-from memaudit.prompts import load_prompt
+from memaudit.roles import RoleSpec, ask
 
 MODEL_FAILURES = (InvalidOutput, ContextOverflow, EndpointError)
 
@@ -37,11 +37,9 @@ async def memory_call(adapter, role: str, prompt: str, *, schema: dict, max_toke
                       seed_parts: tuple, **values) -> dict | None:
     """Render `prompts/<prompt>.md`, call `role` with structured output; None (and a recorded
     failure) when the model failed for good."""
-    llm = adapter.ctx.llm
-    messages = load_prompt(prompt, llm.settings.prompts_dir).render(**values)
     try:
-        result = await llm.call(role, messages, temperature=0.0, max_tokens=max_tokens, schema=schema,
-                                seed_parts=seed_parts)
+        result = await ask(adapter.ctx.llm, role, spec=RoleSpec(prompt, schema, 0.0, max_tokens), seed_parts=seed_parts,
+                           **values)
     except MODEL_FAILURES as exc:
         adapter.failures.record(role, clock, exc)
         return None

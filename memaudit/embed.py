@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 import anyio
 import numpy as np
 
+from memaudit.caches import VectorCache
 from memaudit.llm.cache import text_hash
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -45,7 +46,7 @@ def encode_with_model(texts: list[str]) -> np.ndarray:
 class Embedder:
     """Embeds texts through a cache. `encoder` maps a list of texts to an (n, DIM) array."""
 
-    def __init__(self, store=None, *, encoder: Callable[[list[str]], np.ndarray] | None = None,
+    def __init__(self, store: VectorCache | None = None, *, encoder: Callable[[list[str]], np.ndarray] | None = None,
                  model_name: str = MODEL_NAME):
         self.store = store
         self.encoder = encoder or encode_with_model

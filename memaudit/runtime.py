@@ -35,6 +35,6 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
             return await stack.enter_async_context(embedded_server(log_path=log))
 
         on_demand = start_server if settings.embedded and transport is None and settings.cache != "replay" else None
-        llm = LLM(settings, store, transport=transport, start_server=on_demand)
+        llm = LLM(settings, store.calls, transport=transport, start_server=on_demand)
         stack.push_async_callback(llm.aclose)
-        yield Runtime(llm.settings, store, llm, embedder or Embedder(store))
+        yield Runtime(llm.settings, store, llm, embedder or Embedder(store.vectors))

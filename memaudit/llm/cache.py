@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-import orjson
+from memaudit.canonical import canonical
 
 SCHEME = "s1"
 RECORD_VERSION = 1
@@ -19,10 +19,6 @@ def key_record(*, model: str, backend: str, messages: list[dict], temperature: f
     return {"v": RECORD_VERSION, "model": model, "backend": backend, "messages": messages,
             "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
             "schema": schema, "sample": sample}
-
-
-def canonical(obj) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 
 
 def cache_key(record: dict) -> str:

@@ -15,6 +15,7 @@ import anyio
 import httpx
 import orjson
 
+from memaudit.caches import CallCache
 from memaudit.config import Settings
 from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput
 from memaudit.llm.cache import canonical, cache_key, derive_seed, key_record
@@ -57,7 +58,7 @@ class _Flight:
 
 
 class LLM:
-    def __init__(self, settings: Settings, store, *, transport: httpx.AsyncBaseTransport | None = None,
+    def __init__(self, settings: Settings, store: CallCache, *, transport: httpx.AsyncBaseTransport | None = None,
                  start_server: Callable[[], Awaitable[str]] | None = None):
         self.settings = settings
         # Started on the first call that needs a model (embedded server): a fully cached command

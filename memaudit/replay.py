@@ -46,7 +46,7 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         rollouts.setdefault(dumps([run.bench, run.config.to_json()]), []).append(run)
     for group in rollouts.values():
         bench = await rt.store.benchmarks.load(group[0].bench)
-        await rollout_runs(rt, bench, [r.system for r in group], group[0].config, progress=False)
+        await rollout_runs(rt, bench, [r.system for r in group], group[0].config)
 
     passes = {r.run: await recorded.scores.passes(r.run) for r in runs}
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions

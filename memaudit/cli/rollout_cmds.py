@@ -23,6 +23,7 @@ def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, quiet):
 
 async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, quiet):
     from memaudit.bench.instances import resolve_bench
+    from memaudit.cli.progress import RolloutProgress
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
 
@@ -30,7 +31,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     async with open_runtime(settings) as rt:
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
-                                 max_turns=max_turns, tag=tag, k=k, progress="log" if quiet else "live")
+                                 max_turns=max_turns, tag=tag, k=k, progress=RolloutProgress("log" if quiet else "live"))
         for run_name in runs:
             row = await rt.store.episodes.outcomes(run_name)
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "

@@ -11,7 +11,8 @@ from memaudit.adapters.registry import get_adapter
 from memaudit.errors import BadInput
 from memaudit.prompts import prompt_hashes
 from memaudit.rollout.episode import run_episode
-from memaudit.rollout.progress import RolloutProgress
+from memaudit.rollout.progress import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
+                                       UserDone)
 from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
@@ -86,7 +87,7 @@ async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses
 
 
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
-                    k: int, progress: RolloutProgress) -> None:
+                    k: int, progress: ProgressSink | None) -> None:
     done = await rt.store.episodes_done(run, user.id)
     pending = [t for t in tasks if t.index not in done]
     if not pending:
@@ -100,9 +101,11 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
         with rt.llm.collect() as uses:
             ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
         await commit_episode(rt.store, ep, adapter, uses)
-        tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep)) if progress.mode != "off" else 0
-        progress.episode_done(ep, uses, tokens)
-    progress.user_done(run)
+        if progress:
+            tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep))
+            progress(EpisodeDone(ep, len(uses), sum(1 for _, _, cached in uses if cached), tokens))
+    if progress:
+        progress(UserDone(run))
 
 
 def _first_leaf(error: BaseException) -> BaseException:
@@ -113,14 +116,14 @@ def _first_leaf(error: BaseException) -> BaseException:
 
 async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
-                      progress: bool | str = True) -> list[str]:
-    """Run (or resume) one run per system; returns the run ids. `progress`: True/"live" for the
-    live table, "log" for plain lines, False/"off" for nothing."""
+                      progress: ProgressSink | None = None) -> list[str]:
+    """Run (or resume) one run per system; returns the run ids. `progress` receives the rollout's
+    events (memaudit/rollout/progress.py); None (or False) sends none."""
     return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag), progress=progress)
 
 
 async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config: RunConfig, *,
-                       progress: bool | str = True) -> list[str]:
+                       progress: ProgressSink | None = None) -> list[str]:
     """`run_rollout` with its options as the RunConfig the runs record (replay passes the recorded one)."""
     tasks, max_turns, k, tag = config.tasks, config.max_turns, config.k, config.tag
     if not systems:
@@ -135,14 +138,13 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
     runs = [run_id(s, tag) for s in systems]
     if len(set(runs)) != len(runs):
         raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")
-    mode = {True: "live", False: "off"}.get(progress, progress)
-    tracker = RolloutProgress(mode)
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*PROMPTS, *get_adapter(system).prompts), rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, recorded, hashes)
         finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
-        tracker.add_run(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
-                        sum(n == len(plan[u.id]) for n, u in zip(finished, chosen)))
+        if progress:
+            progress(RunPlanned(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
+                                sum(n == len(plan[u.id]) for n, u in zip(finished, chosen))))
     # The embedded server answers one request at a time: interleaving pairs there buys no speed and
     # evicts each pair's prompt prefix from its cache, so pairs run one after another, user-major
     # (a user's simulator and judge prefixes are shared by every system).
@@ -153,16 +155,20 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
 
     async def run_pair(system: str, run: str, user: User) -> None:
         async with limiter:
-            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=tracker)
+            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress)
 
-    with tracker:
-        try:
-            async with anyio.create_task_group() as tg:
-                for system, run, user in pairs:
-                    tg.start_soon(run_pair, system, run, user)
-        except BaseExceptionGroup as group:
-            # The first failure (e.g. an unreachable endpoint) is what the user needs to see; the
-            # other pairs were cancelled because of it.
-            raise _first_leaf(group) from None
+    if progress:
+        progress(RolloutStarted())
+    try:
+        async with anyio.create_task_group() as tg:
+            for system, run, user in pairs:
+                tg.start_soon(run_pair, system, run, user)
+    except BaseExceptionGroup as group:
+        # The first failure (e.g. an unreachable endpoint) is what the user needs to see; the
+        # other pairs were cancelled because of it.
+        raise _first_leaf(group) from None
+    finally:
+        if progress:
+            progress(RolloutFinished())
     await rt.store.flush()
     return runs

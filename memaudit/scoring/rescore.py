@@ -42,7 +42,7 @@ async def rescore_runs(rt: Runtime, runs, variant: str, *, judge_model: str | No
                        judge_prompt: str | None = None, reader_model: str | None = None) -> None:
     """Score every default pass of the runs again as `variant`, with the given changes."""
     if variant == DEFAULT_VARIANT:
-        raise BadInput("a rescoring variant needs its own name, not 'default'", field="variant")
+        raise BadInput(f"a rescoring variant needs its own name, not {DEFAULT_VARIANT!r}", field="variant")
     if judge_model is None and judge_prompt is None and reader_model is None:
         raise BadInput("nothing to change: give --judge-model, --judge-prompt or --reader-model", field="variant")
     if judge_prompt is not None:  # recorded absolute, so replay finds it from any directory

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from memaudit.store import Store, dumps
-from memaudit.types import ATTRIBUTION_LABELS, BANK_COUNTS, CATEGORIES, MODES, RUBRIC
+from memaudit.types import ATTRIBUTION_LABELS, BANK_COUNTS, CATEGORIES, DEFAULT_VARIANT, MODES, RUBRIC
 
 
 def bench_rows(bench: str, users: list[str], tasks: int = 31) -> dict[str, list[tuple]]:
@@ -35,7 +35,7 @@ def run_row(run: str, system: str, bench: str = "b", origin: str = "rollout", co
     return (run, system, bench, origin, dumps(config or {}), "{}")
 
 
-def recon_row(run, mode, user, category, dimension, score, status="ok", k=None, variant="default") -> tuple:
+def recon_row(run, mode, user, category, dimension, score, status="ok", k=None, variant=DEFAULT_VARIANT) -> tuple:
     k = (0 if mode == "dump_all" else 5) if k is None else k
     return (run, mode, k, variant, user, category, dimension, "expl", "truth", "{}", "label", "reason", score,
             "judge", status, None)
@@ -53,7 +53,7 @@ def snapshot_row(run, user, idx, n_items, avg_chars) -> tuple:
     return (run, user, idx, "{}", "[]", n_items, avg_chars)
 
 
-def attribution_row(run, mode, user, category, dimension, label, k=None, variant="default") -> tuple:
+def attribution_row(run, mode, user, category, dimension, label, k=None, variant=DEFAULT_VARIANT) -> tuple:
     k = (0 if mode == "dump_all" else 5) if k is None else k
     return (run, mode, k, variant, user, category, dimension, label, None, "[]", None, "")
 
@@ -65,7 +65,7 @@ def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0
 SYSTEMS = ("amem", "longctx_full", "mem0", "memt", "nomem")
 
 
-def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, variants=("default",)) -> dict:
+def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, variants=(DEFAULT_VARIANT,)) -> dict:
     """Rows of a full study: every system × user × 31 tasks with turns, final snapshots, both modes
     scored, attributions and call records. System i recovers a little more than system i+1."""
     rng = np.random.default_rng(seed)
@@ -95,12 +95,12 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
             for mode in MODES:
                 k = 0 if mode == "dump_all" else 5
                 for variant in variants:
-                    shift = 0.0 if variant == "default" else 0.05
+                    shift = 0.0 if variant == DEFAULT_VARIANT else 0.05
                     for c, d in dims:
                         p = float(np.clip(skill - (0.07 if mode == "retrieve" else 0.0) + shift, 0, 1))
                         score = float(grid[np.clip(rng.binomial(4, p), 0, 4)])
                         rows["reconstructions"].append(recon_row(run, mode, user, c, d, score, k=k, variant=variant))
-                        if variant == "default":
+                        if variant == DEFAULT_VARIANT:
                             label = "ok" if score >= 0.75 else ATTRIBUTION_LABELS[int(rng.integers(1, 5))]
                             rows["attributions"].append(attribution_row(run, mode, user, c, d, label, k=k))
     return rows

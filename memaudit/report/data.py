@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from memaudit.errors import BadInput
 from memaudit.scoring import metrics
 from memaudit.store import Store
-from memaudit.store import select_runs as select_store_runs
+from memaudit.store import select_runs
 from memaudit.types import DEFAULT_VARIANT
 
 VARIANT = DEFAULT_VARIANT
@@ -59,12 +59,12 @@ class Summary:
         return want if want in self.scores else None
 
 
-async def select_runs(store: Store, runs: list[str] | None) -> list[dict]:
+async def report_runs(store: Store, runs: list[str] | None) -> list[dict]:
     """The report's runs (as run rows), sorted by id; every run when none is named."""
     if not await store.runs.names():
         raise BadInput("the store has no runs to report on; run `memaudit rollout` or `memaudit import-release` "
                        "first", file=str(store.path))
-    chosen = sorted(r.run for r in await select_store_runs(store, runs or None))
+    chosen = sorted(r.run for r in await select_runs(store, runs or None))
     return [await store.runs.row(name) for name in chosen]
 
 

@@ -42,7 +42,7 @@ MODE_COLOURS = {"dump_all": "#1f5f8b", "retrieve": "#e07a2f"}
 async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> Path:
     """Write the report for `runs` (default: every run in the store) into out_dir; returns index.html."""
     out = Path(out_dir)
-    selected = await data.select_runs(store, runs)
+    selected = await data.report_runs(store, runs)
     summary = await data.load_summary(store, selected)
     tables = await compute_tables(store, [r["run"] for r in selected])
     writer = _Writer(out)

@@ -182,8 +182,8 @@ class Store:
     async def insert_rows(self, rows: dict[str, list[tuple]]) -> None:
         """Bulk positional rows, table -> rows in column order: one executemany per table, all in
         one transaction (stores built directly from rows: synthetic studies, fixtures)."""
-        await self.write([(f"INSERT INTO {table} VALUES ({marks(values[0])})", values[i])
-                          for table, values in rows.items() for i in range(len(values))])
+        await self.write([(f"INSERT INTO {table} VALUES ({marks(row)})", row)
+                          for table, values in rows.items() for row in values])
 
     # -- compatibility surface: the repositories' most used methods, under their old names ---
     async def save_benchmark(self, bench: Benchmark, *, replace: bool = False) -> None:

@@ -62,8 +62,8 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     for run, found in passes.items():
         variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
-            await rescore_runs(rt, [run], variant, judge_model=change["judge_model"],
-                               judge_prompt=change["judge_prompt"], reader_model=change["reader_model"])
+            await rescore_runs(rt, [run], variant, judge_model=change.judge_model, judge_prompt=change.judge_prompt,
+                               reader_model=change.reader_model)
 
     attribution: dict[str, list[str]] = {}
     for run in runs:

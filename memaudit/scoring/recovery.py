@@ -26,7 +26,7 @@ from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import Prompt, load_prompt
 from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
-from memaudit.store import PassConfig, Run, Store, dumps
+from memaudit.store import PassConfig, Rescore, Run, Store, dumps
 from memaudit.types import DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
 
 DIMS = ("all", "targeted")
@@ -244,7 +244,7 @@ def mode_passes(system: str, modes, ks) -> list[tuple[str, int]]:
 
 
 async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, context_window: int | None,
-                       dims: str, variant: str, rescore: dict | None = None) -> list:
+                       dims: str, variant: str, rescore: Rescore | None = None) -> list:
     """Record the run's passes and return one job per target that has no row yet."""
     run = await rt.store.runs.require(run_id)
     bench = await rt.store.benchmarks.load(run.bench)

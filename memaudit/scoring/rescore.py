@@ -14,6 +14,7 @@ from memaudit.errors import BadInput
 from memaudit.prompts import load_prompt
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import Scorer, judge, plan_scoring, run_all, save_reconstruction, with_model
+from memaudit.store import Rescore
 from memaudit.types import DEFAULT_VARIANT, Reconstruction
 
 
@@ -48,8 +49,7 @@ async def rescore_runs(rt: Runtime, runs, variant: str, *, judge_model: str | No
     if judge_prompt is not None:  # recorded absolute, so replay finds it from any directory
         judge_prompt = str(Path(judge_prompt).resolve())
     scorer = variant_scorer(rt, judge_model=judge_model, judge_prompt=judge_prompt, reader_model=reader_model)
-    rescore = {"from": DEFAULT_VARIANT, "judge_model": judge_model, "judge_prompt": judge_prompt,
-               "reader_model": reader_model}
+    rescore = Rescore(judge_model, judge_prompt, reader_model)
     jobs = []
     for run_id in runs:
         await rt.store.runs.require(run_id)

@@ -35,11 +35,11 @@ from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.store.runs import Run, RunConfig, Runs, select_runs
-from memaudit.store.scores import PassConfig, Scores, ScorePass
+from memaudit.store.scores import PassConfig, Rescore, Scores, ScorePass
 from memaudit.types import Attribution, Benchmark, Episode, Reconstruction
 
-__all__ = ["Store", "open_store", "Statement", "dumps", "loads", "Run", "RunConfig", "PassConfig", "ScorePass",
-           "select_runs"]
+__all__ = ["Store", "open_store", "Statement", "dumps", "loads", "Run", "RunConfig", "PassConfig", "Rescore",
+           "ScorePass", "select_runs"]
 
 SCHEMA_DIR = data_dir("db")
 BATCH = 256

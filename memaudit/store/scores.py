@@ -12,6 +12,26 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Rescore:
+    """What a frozen-rescoring variant changed against the variant it started from."""
+    judge_model: str | None
+    judge_prompt: str | None   # an absolute path, so replay finds it from any directory
+    reader_model: str | None
+    base_variant: str = DEFAULT_VARIANT  # stored as "from"
+
+    def to_json(self) -> dict:
+        return {"from": self.base_variant, "judge_model": self.judge_model, "judge_prompt": self.judge_prompt,
+                "reader_model": self.reader_model}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "Rescore | None":
+        if data is None:
+            return None
+        return cls(data.get("judge_model"), data.get("judge_prompt"), data.get("reader_model"),
+                   data.get("from", DEFAULT_VARIANT))
+
+
+@dataclass(frozen=True)
 class PassConfig:
     """What a scoring pass ran with (`score_passes.config`): the reader window asked for and the
     one used, which targets (`dims`), the frozen-rescoring change (None for the default variant),
@@ -19,18 +39,18 @@ class PassConfig:
     context_window: int | None
     window: int | None
     dims: str
-    rescore: dict | None = None
+    rescore: Rescore | None = None
     scorer: dict = field(default_factory=dict)  # reader_model, reader_prompt, judge_model, judge_prompt
 
     def to_json(self) -> dict:
         return {"context_window": self.context_window, "window": self.window, "dims": self.dims,
-                "rescore": self.rescore, **self.scorer}
+                "rescore": None if self.rescore is None else self.rescore.to_json(), **self.scorer}
 
     @classmethod
     def from_json(cls, data: dict | None) -> "PassConfig":
         data = dict(data or {})
         return cls(data.pop("context_window", None), data.pop("window", None), data.pop("dims", "all"),
-                   data.pop("rescore", None), data)
+                   Rescore.from_json(data.pop("rescore", None)), data)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from memaudit.errors import BadInput
-from memaudit.store import PassConfig, RunConfig, open_store, select_runs
+from memaudit.store import PassConfig, Rescore, RunConfig, open_store, select_runs
 from memaudit.types import (DEFAULT_VARIANT, Attribution, BankEntry, Benchmark, Episode, Reconstruction, Task, Turn,
                             User, footprint)
 
@@ -60,6 +60,9 @@ def test_pass_config_keeps_scorer_fields():
     config = PassConfig.from_json(stored)
     assert config.dims == "targeted" and config.window == 8192
     assert config.to_json() == stored
+    change = {"from": "default", "judge_model": "j2", "judge_prompt": "/p/judge.md", "reader_model": None}
+    rescored = PassConfig.from_json({**stored, "rescore": change})
+    assert rescored.rescore == Rescore("j2", "/p/judge.md", None) and rescored.to_json()["rescore"] == change
 
 
 def test_runs_episodes_and_scores_round_trip(tmp_path):

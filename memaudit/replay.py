@@ -20,7 +20,7 @@ from memaudit.scoring.tables import compute_tables
 from memaudit.store import Store, dumps, loads, open_store
 
 # What the scratch store starts from: the inputs and the caches, never an artifact.
-COPIED = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings")
+COPIED = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "param_refusals")
 # Artifact tables and their keys, compared in this order (the first difference is reported).
 ARTIFACTS = {
     "episodes": ("run", "user_id", "task_idx"),

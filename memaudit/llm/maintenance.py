@@ -12,7 +12,7 @@ from pathlib import Path
 from memaudit.errors import BadInput
 
 CALL_COLUMNS = ("key, role, model, request, response, ok, prompt_tokens, completion_tokens, cached_tokens, "
-                "latency, created")
+                "latency, created, reasoning_tokens")
 
 
 async def cache_stats(store) -> list[dict]:
@@ -51,6 +51,7 @@ async def merge_caches(store, sources: list[Path]) -> list[dict]:
         if source.resolve() == target:
             raise BadInput("cannot merge a store into itself", file=str(source))
         _check_source(source)
+        await (await type(store).open(source)).close()  # brings a store made by an older version up to date
         before = await _counts(store)
         await store.conn.execute("ATTACH DATABASE ? AS src", (str(source),))
         try:
@@ -58,10 +59,13 @@ async def merge_caches(store, sources: list[Path]) -> list[dict]:
                 (f"INSERT INTO calls({CALL_COLUMNS}) SELECT {CALL_COLUMNS} FROM src.calls WHERE true "
                  "ON CONFLICT(key) DO UPDATE SET response=excluded.response, ok=excluded.ok, "
                  "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
-                 "cached_tokens=excluded.cached_tokens, latency=excluded.latency, created=excluded.created "
+                 "cached_tokens=excluded.cached_tokens, latency=excluded.latency, created=excluded.created, "
+                 "reasoning_tokens=excluded.reasoning_tokens "
                  "WHERE calls.ok = 0 AND excluded.ok = 1", ()),
                 ("INSERT OR IGNORE INTO embeddings(model, text_hash, vector) "
                  "SELECT model, text_hash, vector FROM src.embeddings", ()),
+                ("INSERT OR IGNORE INTO param_refusals(model, backend, param) "
+                 "SELECT model, backend, param FROM src.param_refusals", ()),
             ])
         finally:
             await store.conn.execute("DETACH DATABASE src")

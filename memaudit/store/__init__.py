@@ -337,12 +337,14 @@ class Store:
 
     def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,
                  prompt_tokens: int = 0, completion_tokens: int = 0, cached_tokens: int = 0,
-                 latency: float = 0.0, created: str = "") -> None:
+                 latency: float = 0.0, created: str = "", reasoning_tokens: int = 0) -> None:
         row = {"key": key, "role": role, "model": model, "request": request, "response": response, "ok": int(ok),
                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-               "cached_tokens": cached_tokens, "latency": latency, "created": created}
+               "cached_tokens": cached_tokens, "latency": latency, "created": created,
+               "reasoning_tokens": reasoning_tokens}
         self._pending_calls[key] = row
-        self.write_later([("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?)", tuple(row.values()))])
+        self.write_later([(f"INSERT OR REPLACE INTO calls({', '.join(row)}) VALUES ({','.join('?' * len(row))})",
+                           tuple(row.values()))])
 
     # -- embeddings ------------------------------------------------------------------------
     async def get_vectors(self, model: str, hashes: list[str]) -> dict[str, bytes]:

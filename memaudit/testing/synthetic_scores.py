@@ -64,8 +64,8 @@ def attribution_row(run, mode, user, category, dimension, label, k=None, variant
     return (run, mode, k, variant, user, category, dimension, label, None, "[]", None, "")
 
 
-def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0) -> tuple:
-    return (key, role, "m", "{}", "{}", 1, prompt, completion, cached, 0.0, "")
+def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> tuple:
+    return (key, role, "m", "{}", "{}", 1, prompt, completion, cached, 0.0, "", reasoning)
 
 
 SYSTEMS = ("amem", "longctx_full", "mem0", "memt", "nomem")

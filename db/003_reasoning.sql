@@ -7,6 +7,6 @@ ALTER TABLE calls ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE param_refusals (
     model TEXT NOT NULL,
     backend TEXT NOT NULL,
-    param TEXT NOT NULL,                   -- temperature | top_p
+    param TEXT NOT NULL,                   -- max_tokens | temperature | top_p
     PRIMARY KEY (model, backend, param)
 );

@@ -20,7 +20,7 @@ from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOu
 from memaudit.llm.cache import canonical, cache_key, derive_seed, key_record
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import estimate_tokens
-from memaudit.llm.dialect import OMITTABLE, ParameterRefused, Refusals, request_body, sent_fields
+from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body, sent_fields
 from memaudit.llm.transport import Transport
 
 # Calls made inside `llm.collect()` are appended here as (role, key, from_cache): the artifact that
@@ -96,9 +96,9 @@ class LLM:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
-        # A model that refuses a sampling parameter (a 400 naming it) is asked again without it,
-        # under the key of what is then sent; the refusal is remembered (memaudit/llm/dialect.py).
-        for _ in OMITTABLE:
+        # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
+        # key of what is then sent; the refusal is remembered (memaudit/llm/dialect.py).
+        for _ in REFUSABLE:
             try:
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
                                                 seed_parts)
@@ -232,7 +232,8 @@ class LLM:
             body = request_body(backend=rc.backend, model=rc.model, messages=messages,
                                 temperature=record["temperature"], top_p=record["top_p"],
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
-                                schema_name=role, reasoning_effort=record.get("reasoning_effort"))
+                                schema_name=role, reasoning_effort=record.get("reasoning_effort"),
+                                refused=await self.refusals.of(rc.model, rc.backend))
             response, took = await self.transport.post_chat(rc.base_urls, rc.api_key, body, role)
             latency += took
             raw, finish, usage = _parse_choice(response)

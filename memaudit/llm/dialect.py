@@ -6,9 +6,9 @@ Hosted reasoning models (gpt-5.x, the o-series) refuse `max_tokens` (they take
 `top_p` other than their default. For them the sampling parameters are left out of the request,
 and so out of the cache key: the key and the run record hold what was sent, so a replay is exact
 and a table can say that a role ran at the model's default temperature. A model that is not
-recognised by its name but answers a 400 naming one of these parameters is remembered as refusing
-it, in the store (`param_refusals`), so every later call, process and replay keys its requests
-the same way."""
+recognised by its name but answers a 400 naming one of these parameters is asked again without it
+and remembered as refusing it, in the store (`param_refusals`), so every later call, process and
+replay keys its requests the same way."""
 from __future__ import annotations
 
 import re
@@ -20,8 +20,9 @@ from memaudit.errors import EndpointError
 
 # gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5").
 REASONING_MODEL = re.compile(r"^(gpt-5|o\d)(\b|[-._])", re.I)
-# Parameters a model may refuse that memaudit can leave out (the model then uses its default).
-OMITTABLE = ("temperature", "top_p")
+# Parameters a model may refuse (a 400 naming them): `max_tokens` is then sent under its new name
+# `max_completion_tokens`; a sampling parameter is left out (the model uses its default).
+REFUSABLE = ("max_tokens", "temperature", "top_p")
 # Reasoning tokens are spent from the completion budget before the visible answer: a role's budget
 # sized for the answer alone would end most replies empty. The published runner gave reasoning
 # models 8192 completion tokens on every call; a role's `max_tokens` in the config still wins.
@@ -68,7 +69,7 @@ def sent_fields(*, model: str, backend: str, temperature: float | None, top_p: f
 
 def request_body(*, backend: str, model: str, messages: list[dict], temperature: float | None,
                  top_p: float | None, max_tokens: int | None, seed: int, schema: dict | None, schema_name: str,
-                 reasoning_effort: str | None = None) -> dict:
+                 reasoning_effort: str | None = None, refused: frozenset[str] = frozenset()) -> dict:
     """The chat-completions body in the endpoint's dialect; a None field is left out."""
     body: dict = {"model": model, "messages": messages, "seed": seed}
     if temperature is not None:
@@ -77,7 +78,8 @@ def request_body(*, backend: str, model: str, messages: list[dict], temperature:
         body["top_p"] = top_p
     if max_tokens is not None:
         # The OpenAI API took `max_tokens` as the old name; its reasoning models accept only the new one.
-        body["max_completion_tokens" if backend == "openai" else "max_tokens"] = max_tokens
+        new_name = backend == "openai" or "max_tokens" in refused
+        body["max_completion_tokens" if new_name else "max_tokens"] = max_tokens
     if reasoning_effort is not None:
         body["reasoning_effort"] = reasoning_effort
     if schema is not None:
@@ -107,14 +109,14 @@ def _strict(schema):
 
 def refusal(resp: httpx.Response, message: str, url: str) -> EndpointError:
     """The error for a non-retryable answer: ParameterRefused when a 400 names a parameter memaudit
-    can leave out (`param`, as the OpenAI API reports it), else a plain EndpointError."""
+    can do without (`param`, as the OpenAI API reports it), else a plain EndpointError."""
     param = None
     if resp.status_code == 400:
         try:
             error = resp.json().get("error")
         except (ValueError, AttributeError):
             error = None
-        if isinstance(error, dict) and error.get("param") in OMITTABLE:
+        if isinstance(error, dict) and error.get("param") in REFUSABLE:
             param = error["param"]
     if param is not None:
         return ParameterRefused(param, message[:300], url=url)

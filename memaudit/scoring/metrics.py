@@ -162,18 +162,21 @@ async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
     (imported releases)."""
     rows = await store.fetchall(
         "SELECT u.role, COUNT(*) AS calls, SUM(c.prompt_tokens) AS prompt, SUM(c.completion_tokens) AS completion, "
-        "SUM(c.cached_tokens) AS cached FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
+        "SUM(c.cached_tokens) AS cached, SUM(c.reasoning_tokens) AS reasoning "
+        "FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
         "JOIN calls c ON c.key=u.key GROUP BY u.role ORDER BY u.role", (run,))
     if not rows:
         return None
     out: dict[str, dict] = {}
     for r in rows:
         group = out.setdefault(role_group(r["role"]),
-                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0})
+                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
+                                "reasoning_tokens": 0})
         group["calls"] += r["calls"]
         group["prompt_tokens"] += r["prompt"] or 0
         group["completion_tokens"] += r["completion"] or 0
         group["cached_tokens"] += r["cached"] or 0
+        group["reasoning_tokens"] += r["reasoning"] or 0
     return dict(sorted(out.items()))
 
 

@@ -214,12 +214,13 @@ def token_rows(d: RunData) -> list[dict]:
     single `all` row of nulls (shown as n/a)."""
     if d.tokens is None:
         return [{"run": d.run, "system": d.system, "role": "all", "calls": None, "prompt_tokens": None,
-                 "completion_tokens": None, "cached_tokens": None, "total_tokens": None}]
+                 "completion_tokens": None, "cached_tokens": None, "reasoning_tokens": None, "total_tokens": None}]
     rows = [{"run": d.run, "system": d.system, "role": role, **usage,
              "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
             for role, usage in d.tokens.items()]
     total = {key: sum(r[key] for r in rows)
-             for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens")}
+             for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+                         "total_tokens")}
     return rows + [{"run": d.run, "system": d.system, "role": "all", **total}]
 
 
@@ -337,9 +338,11 @@ def _gap(rows):
 
 
 def _tokens(rows):
-    header = ["run", "role", "calls", "prompt", "completion", "cached", "total"]
+    # Reasoning tokens are part of the completion tokens (as the API counts them), not added to the total.
+    header = ["run", "role", "calls", "prompt", "completion", "of which reasoning", "cached", "total"]
     body = [[r["run"], r["role"], *(_num(r[k]) for k in ("calls", "prompt_tokens", "completion_tokens",
-                                                          "cached_tokens", "total_tokens"))] for r in rows]
+                                                          "reasoning_tokens", "cached_tokens", "total_tokens"))]
+            for r in rows]
     return header, body
 
 

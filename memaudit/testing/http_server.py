@@ -58,10 +58,9 @@ def _handler(fake: FakeOpenAI, latency: float):
                 time.sleep(latency)
             fake.requests.append(body)
             refused = fake.refusal(body)
-            if refused is not None:
-                self._send(400, refused)
-                return
-            self._send(200, fake.completion(body, fake.answer(body)))
+            status, payload = (400, refused) if refused is not None else (200, fake.completion(body, fake.answer(body)))
+            fake.status_counts[status] += 1
+            self._send(status, payload)
     return Handler
 
 

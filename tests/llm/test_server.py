@@ -1,4 +1,5 @@
-"""The embedded server's command line matches what llama_cpp.server accepts (no server started)."""
+"""The embedded server: its command line matches what llama_cpp.server accepts; a server that
+dies is reported at once, naming its exit and its log; the smoke check `make install` ends with."""
 from __future__ import annotations
 
 import re
@@ -87,3 +88,25 @@ def test_a_server_that_exits_at_start_up_names_its_exit_and_log(tmp_path, monkey
     with pytest.raises(server.ServerExited) as info:
         anyio.run(start)
     assert str(info.value) == f"the embedded model server exited with code 3 at start-up; log: {tmp_path / 's.log'}"
+
+
+def test_the_smoke_check_fails_in_one_line_naming_the_log(tmp_path, monkeypatch, capsys):
+    from memaudit.cli import main
+    from memaudit.llm import server
+
+    monkeypatch.setattr(server, "server_command", lambda port, **_: [sys.executable, "-c", CRASHING_SERVER, str(port)])
+    log = tmp_path / "smoke.log"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--smoke", "--log", str(log)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code != 0 and err.count("\n") == 1
+    assert f"smoke check of the embedded model failed: the embedded model server exited with signal SIGILL; log: {log}" in err
+
+
+@pytest.mark.integration
+def test_the_smoke_check_on_the_bundled_model(tmp_path, capsys):
+    """What `make install` ends with: the real embedded server loads the bundled model and answers."""
+    pytest.importorskip("llama_cpp.server")
+    from memaudit.cli import main
+    main(["serve", "--smoke", "--log", str(tmp_path / "smoke.log")])
+    assert "the embedded model loaded and answered" in capsys.readouterr().out

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from memaudit.bench.files import read_json
 from memaudit.bench.pool import BUNDLED_POOL, load_pool, parse_pool
-from memaudit.bench.validate import check_benchmark
+from memaudit.bench.validate import check_benchmark, unknown_categories
 from memaudit.errors import BadInput
-from memaudit.types import BankEntry, Benchmark, PoolEntry, Task, User
+from memaudit.types import CATEGORIES, BankEntry, Benchmark, PoolEntry, Task, User
 
 BANKS_FILE = "Deeppersona/data/user_memory_banks_pooled_final.json"
 POOL_FILE = "Deeppersona/data/dimension_pool.json"
@@ -119,8 +119,11 @@ def _read_users(banks, pool, problems: list[str]) -> list[User]:
         if not isinstance(memory_bank, dict):
             problems.append(f"{where}: memory_bank: missing object of categories")
             memory_bank = {}
+        problems += unknown_categories(memory_bank, where)
         bank = []
         for category, entries in memory_bank.items():
+            if category not in CATEGORIES:
+                continue  # reported just above
             if not isinstance(entries, list):
                 problems.append(f"{where}: memory_bank.{category}: expected a list")
                 continue

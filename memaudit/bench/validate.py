@@ -22,6 +22,13 @@ def check_benchmark(bench: Benchmark, pool: dict[str, list[PoolEntry]] | None, *
     return problems
 
 
+def unknown_categories(memory_bank: dict, where: str) -> list[str]:
+    """Every category of a bank as read from its file that is not one of the five, even one whose
+    list is empty (it leaves no entry behind to be checked later)."""
+    return [f"{where}: memory_bank.{category}: unknown category"
+            for category in sorted(set(memory_bank) - set(CATEGORIES))]
+
+
 def _check_bank(user: User, pool: dict[str, list[PoolEntry]] | None, file: str) -> list[str]:
     where = f"{file}: user {user.id}"
     problems: list[str] = []

@@ -18,8 +18,9 @@ import httpx
 
 from memaudit.errors import EndpointError
 
-# gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5").
-REASONING_MODEL = re.compile(r"^(gpt-5|o\d)(\b|[-._])", re.I)
+# gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5") and
+# as a fine-tune ("ft:gpt-5-mini:org::id").
+REASONING_MODEL = re.compile(r"(^|[/:])(gpt-5|o\d)([-._:]|$)", re.I)
 # Parameters a model may refuse (a 400 naming them): `max_tokens` is then sent under its new name
 # `max_completion_tokens`; a sampling parameter is left out (the model uses its default).
 REFUSABLE = ("max_tokens", "temperature", "top_p")
@@ -39,7 +40,7 @@ class ParameterRefused(EndpointError):
 
 
 def is_reasoning_model(model: str) -> bool:
-    return bool(REASONING_MODEL.match(model.rsplit("/", 1)[-1]))
+    return REASONING_MODEL.search(model) is not None
 
 
 @dataclass(frozen=True)

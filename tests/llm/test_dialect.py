@@ -14,12 +14,13 @@ from tests.llm.test_client import MESSAGES, call, run_with_llm
 
 
 @pytest.mark.parametrize("model", ["gpt-5", "gpt-5.4-mini", "gpt-5-nano-2025-08-07", "o1", "o3-mini", "o4-mini",
-                                   "openai/gpt-5.1"])
+                                   "openai/gpt-5.1", "ft:gpt-5-mini:acme::abc123"])
 def test_reasoning_models_by_name(model):
     assert is_reasoning_model(model)
 
 
-@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4.1", "omni-7b", "smollm2-135m-instruct", "Mem-T-4B"])
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4.1", "omni-7b", "smollm2-135m-instruct", "Mem-T-4B",
+                                   "gpt-50-turbo", "pro1-7b"])
 def test_other_models_by_name(model):
     assert not is_reasoning_model(model)
 

@@ -134,9 +134,11 @@ class Refusals:
 
     async def of(self, model: str, backend: str) -> frozenset[str]:
         if self._known is None:
-            self._known = {}
+            known: dict[tuple[str, str], set[str]] = {}
             for row in await self.store.fetchall("SELECT model, backend, param FROM param_refusals"):
-                self._known.setdefault((row["model"], row["backend"]), set()).add(row["param"])
+                known.setdefault((row["model"], row["backend"]), set()).add(row["param"])
+            if self._known is None:  # concurrent first calls: the first to finish reading wins
+                self._known = known
         return frozenset(self._known.get((model, backend), ()))
 
     async def learn(self, model: str, backend: str, param: str) -> None:

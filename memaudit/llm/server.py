@@ -64,7 +64,6 @@ class ServerExited(EndpointError):
 
     def __init__(self, returncode: int, log_path: Path | None, when: str = ""):
         super().__init__(f"exited with {exit_status(returncode)}{when}")
-        self.log_path = log_path
         self.text = (f"the embedded model server exited with {exit_status(returncode)}{when}; "
                      f"log: {log_path if log_path else 'not kept (no log path given)'}")
 

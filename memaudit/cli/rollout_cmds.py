@@ -25,6 +25,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.bench.instances import resolve_bench
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
+    from memaudit.scoring.metrics import memory_write_failures, total_write_failures
 
     names = split_list(systems) or []
     async with open_runtime(settings) as rt:
@@ -37,8 +38,10 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
                 "COALESCE(SUM(end_reason='failed'), 0) AS failed, "
                 "(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND t.fallback=1) AS fallbacks "
                 "FROM episodes e WHERE run=?", (run_name,))
+            lost = total_write_failures((await memory_write_failures(rt.store, run_name)).values())
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
-                      f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks", highlight=False)
+                      f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks"
+                      + ("" if lost is None else f", {lost} memory write failures"), highlight=False)
 
 
 COMMANDS = [rollout]

@@ -7,6 +7,7 @@ anything is written, and every file's resolved path (symlinks already in the out
 followed) must stay under it."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from memaudit.bench.files import write_json
@@ -24,6 +25,16 @@ EXPORT_TASKS_DIR = "tasks"
 
 def _write(out: Path, relative: str, data) -> None:
     write_json(inside(out, out / relative, label=relative), data)
+
+
+def _refuse_links_out(out: Path) -> None:
+    """Before writing: any symlink already in `out` that leads outside it is refused, so a refused
+    export leaves no half-written tree behind (`_write` checks each file again)."""
+    for folder, dirs, files in os.walk(out):
+        for name in (*dirs, *files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                inside(out, path, label=str(path.relative_to(out)))
 
 
 def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
@@ -68,6 +79,9 @@ async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path)
     for row in rows:
         check_id(row["run"], "run id", field="runs")
     bench = await store.load_benchmark(benches[0])
+    for user in bench.users:
+        check_id(user.id, "user id", file=f"benchmark {bench.name}", user=user.id[:40])
+    _refuse_links_out(out)
     write_benchmark(bench, out)
     for row in rows:
         await _export_run(store, row, bench, out)

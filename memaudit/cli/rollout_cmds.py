@@ -12,12 +12,14 @@ from memaudit.cli.common import current_settings, global_options, out, run, spli
 @click.option("--users", default=None, help="`3` = the first three users, or `user_001,user_004`")
 @click.option("--tasks", type=int, default=None, help="only the first N tasks of each user")
 @click.option("--max-turns", type=int, default=25, show_default=True, help="assistant replies per episode")
-@click.option("--tag", default=None, help="run id becomes <system>_<tag>")
+@click.option("--tag", default=None, help="run id becomes <system>_<tag>; a run id is a safe id: 1-128 letters, "
+              "digits, '_', '-', '.', starting with a letter or a digit")
 @click.option("--k", type=int, default=5, show_default=True, help="memory items retrieved per reply")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
 @global_options
 def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, quiet):
-    """Run (or resume) episodes: the assistant with each memory system helps the simulated users."""
+    """Run (or resume) episodes: the assistant with each memory system helps the simulated users.
+    One process writes a run at a time: a second rollout of the same run is refused as busy."""
     run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, quiet)
 
 

@@ -137,7 +137,7 @@ class Store:
 
     async def write(self, statements: list[Statement]) -> None:
         """Commit the statements (and any pending cache rows) in one transaction."""
-        async with self._lock:
+        async with self._lock, self._faults():
             batch, self._pending = self._pending + list(statements), []
             committing = list(self._pending_calls)
             await self._commit(batch)
@@ -193,10 +193,6 @@ class Store:
     async def _commit(self, batch: list[Statement]) -> None:
         if not batch:
             return
-        async with self._faults():
-            await self._commit_batch(batch)
-
-    async def _commit_batch(self, batch: list[Statement]) -> None:
         await self.conn.execute("BEGIN IMMEDIATE")
         try:
             # Runs of the same statement (cache rows, turns) go as one executemany: one hop to

@@ -42,6 +42,7 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
     out = Path(out_dir)
     for user in bench.users:
         check_id(user.id, "user id", file=f"benchmark {bench.name}", user=user.id[:40])
+    _refuse_links_out(out)
     users = []
     for user in bench.users:
         bank: dict[str, list] = {c: [] for c in CATEGORIES}
@@ -50,7 +51,7 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
                                                     "explanation": e.explanation})
         users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
     _write(out, BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
-                                  "users": users})
+                             "users": users})
     if bench.pool:
         pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
                     for p in entries] for c, entries in bench.pool.items()}
@@ -60,7 +61,7 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
         records = [{**t.review, "task": t.text, "rationale": t.rationale, "target_category": t.target_category,
                     "target_dimension": t.target_dimension, "target_short": t.target_short} for t in tasks]
         _write(out, f"{TASKS_ROOT}/{EXPORT_TASKS_DIR}/{user.id}.json",
-                   {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
+               {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
 
 
 async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path) -> list[str]:
@@ -76,12 +77,16 @@ async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path)
     if len(benches) > 1:
         raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
                        "at a time with --runs", field="runs")
+    bench = await store.load_benchmark(benches[0])
+    known = {u.id for u in bench.users}  # their ids are checked by write_benchmark
     for row in rows:
         check_id(row["run"], "run id", field="runs")
-    bench = await store.load_benchmark(benches[0])
-    for user in bench.users:
-        check_id(user.id, "user id", file=f"benchmark {bench.name}", user=user.id[:40])
-    _refuse_links_out(out)
+        stray = {r["user_id"] for r in await store.fetchall(
+            "SELECT user_id FROM episodes WHERE run=? UNION SELECT user_id FROM snapshots WHERE run=?",
+            (row["run"], row["run"]))} - known
+        if stray:
+            raise BadInput(f"run {row['run']} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
+                           f"e.g. {sorted(stray)[0][:40]!r}", field="runs")
     write_benchmark(bench, out)
     for row in rows:
         await _export_run(store, row, bench, out)
@@ -111,8 +116,7 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> N
                        "per_pref": t.per_pref} for t in ep.turns]})
     for r in await store.fetchall("SELECT DISTINCT user_id FROM snapshots WHERE run=? ORDER BY user_id", (run,)):
         items = (await store.last_snapshot(run, r["user_id"]))["items"]
-        _write(out, f"memory/{run}/{check_id(r['user_id'], 'user id', user=r['user_id'][:40])}/memories.json",
-               {"num_memories": len(items), "memories": items})
+        _write(out, f"memory/{run}/{r['user_id']}/memories.json", {"num_memories": len(items), "memories": items})
     k = (row["config"] or {}).get("k", RETRIEVE_K)
     for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
         await _export_mode(store, run, mode, mode_k, bench, out, f"output/{out_dir}")

@@ -315,8 +315,7 @@ def _mode_label(row: dict) -> str:
 def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
               "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "memory write failures",
-              "tokens",
-              "B/Mtok dump/top-k"]
+              "tokens", "B/Mtok dump/top-k"]
     body = [[r["run"] + (" (partial)" if r["partial"] else ""), _pm(r, "A", 1), _pm(r, "D", 2), _pm(r, "C", 2),
              _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1), _num(r["chars"], 1),
              f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",

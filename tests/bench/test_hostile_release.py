@@ -173,3 +173,18 @@ def test_a_rollout_tag_that_is_not_a_safe_id_is_refused(tmp_path, capsys, tag):
     assert "not a safe id" in err and "tag" in err
     with sqlite3.connect(tmp_path / "s.db") as conn:
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+
+
+def test_export_refuses_records_of_users_outside_the_benchmark(release, tmp_path, capsys):
+    root, _ = release
+    db = tmp_path / "s.db"
+    assert memaudit("import-release", root, "--db", db) == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA foreign_keys=OFF")
+        conn.execute("UPDATE snapshots SET user_id='team/alice' WHERE user_id='user_002'")
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert memaudit("export", "--out", out, "--db", db) == 2
+    err = one_line_error(capsys)
+    assert "not in benchmark" in err and "team/alice" in err
+    assert not out.exists()

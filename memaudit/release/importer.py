@@ -220,11 +220,12 @@ def _reconstruction_statements(root: Path, label: str, run: str, mode: str, k: i
         status = d.get("status") if d.get("status") in STATUSES else (
             "ok" if isinstance(predicted, str) and score is not None else "failed")
         evidence = {"items": d.get("retrieved_memories") or []} if mode == "retrieve" else (footprint or {})
-        rows.append((sql, (run, mode, k, "default", user, d["category"], d["dimension"], str(d.get("explanation") or ""),
-                      str(d.get("ground_truth") or ""), dumps(evidence), predicted if isinstance(predicted, str) else None,
-                      d.get("slot_fill_reason"), score, d.get("judge_reason"), status,
-                      d.get("error") or (None if status == "ok" else "imported record without a prediction or score"),
-                      snapshot_task)))
+        rows.append((sql, (
+            run, mode, k, "default", user, d["category"], d["dimension"], str(d.get("explanation") or ""),
+            str(d.get("ground_truth") or ""), dumps(evidence), predicted if isinstance(predicted, str) else None,
+            d.get("slot_fill_reason"), score, d.get("judge_reason"), status,
+            d.get("error") or (None if status == "ok" else "imported record without a prediction or score"),
+            snapshot_task)))
     return rows
 
 

@@ -309,8 +309,8 @@ def _run_overview(summary: Summary, run: dict) -> str:
     return page(path, f"run {run['run']}",
                 cfg + f"<p>scoring passes: {pass_links}</p><h2>Per user</h2>" + table(headers, rows)
                 + '<p class="note">A = satisfied episodes / all; C = mean assistant replies per episode; D = mean of '
-                  "scorable turn preference scores; items/chars from the final memory snapshot; memory write failures = "
-                  "memory-side calls that failed for good, so that write was lost; B category-balanced, "
+                  "scorable turn preference scores; items/chars from the final memory snapshot; memory write "
+                  "failures = memory-side calls that failed for good, so that write was lost; B category-balanced, "
                   "overflow counted as 0, failed left out.</p>",
                 [(INDEX, "report")])
 

@@ -392,7 +392,8 @@ class Store:
         rows = await self.fetchall(sql + " ORDER BY mode, k, user_id, category, dimension", params)
         return [Reconstruction(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"], r["dimension"],
                                r["explanation"], r["ground_truth"], loads(r["evidence"]), r["label"], r["reason"],
-                               r["score"], r["judge_reason"], r["status"], r["error"], r["snapshot_task"]) for r in rows]
+                               r["score"], r["judge_reason"], r["status"], r["error"], r["snapshot_task"])
+                for r in rows]
 
     @staticmethod
     def attribution_statement(a: Attribution) -> Statement:

@@ -72,9 +72,8 @@ async def test_users_whose_episodes_are_not_all_finished_are_named_and_skipped(s
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",))
         # the state a concurrent `score` sees while user_002's last episode is being run
-        await rt.store.write([("DELETE FROM snapshots WHERE run='longctx_full' AND user_id='user_002' AND task_idx=3", ()),
-                              ("DELETE FROM episodes WHERE run='longctx_full' AND user_id='user_002' AND task_idx=3",
-                               ())])
+        last = "run='longctx_full' AND user_id='user_002' AND task_idx=3"
+        await rt.store.write([(f"DELETE FROM snapshots WHERE {last}", ()), (f"DELETE FROM episodes WHERE {last}", ())])
         skipped = await score_runs(rt, ["longctx_full"], ["dump_all"])
         assert skipped == ["longctx_full: user user_002 skipped: 2 of 3 planned episodes finished (the rollout is "
                            "still running or was stopped; score again once it is complete)"]

@@ -67,3 +67,24 @@ def test_a_half_garbage_mem0_run_shows_its_write_failures(settings, tmp_path, ca
     column = header.split(" | ").index("memory write failures")
     assert row.split(" | ")[column] == str(lost)
     assert "memory write failures" in index and "memory write failures" in run_page
+
+
+def test_the_rollout_summary_counts_write_failures(tmp_path, capsys, monkeypatch):
+    import memaudit.runtime
+    from memaudit.testing.http_server import serve
+    from tests.rollout.test_cli_inprocess import store_tiny_bench
+
+    monkeypatch.setattr(memaudit.runtime, "Embedder", lambda store: Embedder(store, encoder=fake_encoder))
+    fake = FakeOpenAI()
+    fake.on("memory_mem0_extract", half_garbage).on("memory_mem0_decide", half_garbage)
+    db = tmp_path / "m.db"
+    store_tiny_bench(db)
+    with serve(fake) as url:
+        main(["rollout", "--bench", "tiny", "--systems", "mem0,nomem", "--tasks", "2", "--max-turns", "2",
+              "--base-url", url, "--model", "fake", "--db", str(db), "--quiet"])
+    out = capsys.readouterr().out
+    mem0 = next(line for line in out.splitlines() if line.startswith("mem0:"))
+    nomem = next(line for line in out.splitlines() if line.startswith("nomem:"))
+    lost = int(mem0.rsplit(", ", 1)[1].split()[0])
+    assert lost > 0 and mem0.endswith(f"{lost} memory write failures")
+    assert "memory write failures" not in nomem  # nomem makes no memory calls: nothing to count

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from memaudit.errors import BadInput
 from memaudit.scoring import metrics
+from memaudit.scoring.tables import check_fresh
 from memaudit.store import Store, loads
 
 VARIANT = "default"
@@ -80,6 +81,7 @@ async def load_summary(store: Store, runs: list[dict]) -> Summary:
         "ORDER BY run, mode, k", [VARIANT, *names])]
     summary = Summary(runs, passes, scores={p: {} for p in passes}, labels={p: {} for p in passes})
     for run in names:
+        await check_fresh(store, run, VARIANT)
         summary.metrics[run] = await metrics.user_metrics(store, run)
         for (mode, k), rec in (await metrics.recovery(store, run, variant=VARIANT)).items():
             summary.recovery[Pass(run, mode, k)] = rec.users

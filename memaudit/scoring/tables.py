@@ -78,8 +78,22 @@ async def select_runs(store: Store, runs: list[str] | None) -> list[str]:
     return list(dict.fromkeys(runs))  # a run named twice is reported once
 
 
+async def check_fresh(store: Store, run: str, variant: str = "default") -> None:
+    """Refuse a run whose reconstructions read a memory snapshot that is not the user's final one
+    (scored while the rollout was still writing): its B would sit beside a footprint of another store."""
+    stale = [r for r in await store.stale_reconstructions(run) if r["variant"] == variant]
+    if stale:
+        r = stale[0]
+        read = "an unrecorded snapshot" if r["snapshot_task"] is None else f"the memory after task {r['snapshot_task']}"
+        final = "no stored memory" if r["last"] is None else f"the final memory is after task {r['last']}"
+        others = f" (and {len(stale) - 1} more user(s))" if len(stale) > 1 else ""
+        raise BadInput(f"run {run}: {r['n']} reconstruction(s) of user {r['user_id']} read {read}, but {final}"
+                       f"{others}; run `memaudit score` again to rescore them", field="runs")
+
+
 async def load_run(store: Store, run: str, variant: str = "default") -> RunData:
     info = await store.get_run(run)
+    await check_fresh(store, run, variant)
     return RunData(run=run, system=info["system"], bench=info["bench"],
                    users=await metrics.user_metrics(store, run),
                    recovery=await metrics.recovery(store, run, variant=variant),
@@ -154,6 +168,7 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     row["chars"], row["chars_std"] = stats.mean_std([u.chars for u in users])
     row["failed_episodes"] = sum(u.failed_episodes for u in users)
     row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
+    row["memory_write_failures"] = metrics.total_write_failures(u.memory_write_failures for u in users)
     row["tokens"] = tokens
     return row
 
@@ -300,13 +315,14 @@ def _mode_label(row: dict) -> str:
 
 def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "tokens",
-              "B/Mtok dump/top-k"]
+              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "memory write failures",
+              "tokens", "B/Mtok dump/top-k"]
     body = [[r["run"] + (" (partial)" if r["partial"] else ""), _pm(r, "A", 1), _pm(r, "D", 2), _pm(r, "C", 2),
              _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1), _num(r["chars"], 1),
              f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
              f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
-             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["tokens"]),
+             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["memory_write_failures"]),
+             _num(r["tokens"]),
              f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}"] for r in rows]
     return header, body
 

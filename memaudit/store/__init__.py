@@ -7,9 +7,11 @@ with the next artifact transaction, or when the batch is full.
 """
 from __future__ import annotations
 
+import fcntl
 import itertools
+import os
 import sqlite3
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -26,6 +28,35 @@ SCHEMA_DIR = data_dir("db")
 BATCH = 256
 
 Statement = tuple[str, tuple]
+# SQLite errors that are faults of the store file or its place, not bugs: each becomes one line.
+STORE_FAULTS = {
+    "readonly database": "the store is read-only; make the file and its directory writable, or copy it and "
+                         "give --db the copy",
+    "unable to open database": "the store cannot be opened for writing; check the directory's permissions",
+    "disk is full": "the disk holding the store is full",
+    "disk I/O error": "the disk holding the store failed to read or write",
+    "database is locked": "another process held the store locked for too long; retry when it is done",
+}
+
+
+def store_fault(exc: BaseException, path) -> BadInput | None:
+    """The one-line error for a store fault (read-only file, full disk …), or None when `exc` is
+    not one of them (a bug keeps its traceback)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    for phrase, advice in STORE_FAULTS.items():
+        if phrase in str(exc):
+            return BadInput(f"{exc}: {advice}", file=str(path) if path is not None else None)
+    return None
+
+
+RECONSTRUCTION_COLUMNS = ("run", "mode", "k", "variant", "user_id", "category", "dimension", "explanation",
+                          "ground_truth", "evidence", "label", "reason", "score", "judge_reason", "status", "error",
+                          "snapshot_task")
+
+
+class RunBusy(BadInput):
+    """Another process is writing this run (a second `rollout` of the same run)."""
 
 
 def dumps(obj: Any) -> str:
@@ -73,7 +104,7 @@ class Store:
                 store._reader.execute("PRAGMA query_only=1")
         except sqlite3.DatabaseError as exc:
             await conn.close()
-            raise BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
+            raise store_fault(exc, path) or BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
         return store
 
     async def close(self) -> None:
@@ -106,7 +137,7 @@ class Store:
 
     async def write(self, statements: list[Statement]) -> None:
         """Commit the statements (and any pending cache rows) in one transaction."""
-        async with self._lock:
+        async with self._lock, self._faults():
             batch, self._pending = self._pending + list(statements), []
             committing = list(self._pending_calls)
             await self._commit(batch)
@@ -121,7 +152,7 @@ class Store:
         statements are grouped by SQL, in order of first appearance, and each group goes through one
         executemany: a batch must not depend on interleaving (parents before children is kept)."""
         await self.flush()
-        async with self._lock:
+        async with self._lock, self._faults():
             await self.conn.execute("BEGIN IMMEDIATE")
             try:
                 for batch in batches:
@@ -147,6 +178,17 @@ class Store:
     async def maybe_flush(self) -> None:
         if len(self._pending) >= BATCH:
             await self.flush()
+
+    @asynccontextmanager
+    async def _faults(self):
+        """Store faults raised inside become one-line errors naming the store."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            fault = store_fault(exc, self.path)
+            if fault is None:
+                raise
+            raise fault from None
 
     async def _commit(self, batch: list[Statement]) -> None:
         if not batch:
@@ -233,6 +275,21 @@ class Store:
                            (run, system, bench, origin, dumps(config or {}), dumps(prompt_hashes or {})))])
         return await self.get_run(run)
 
+    def run_lock(self, run: str):
+        """Hold `run` for this process while it writes the run's episodes: a second process asking
+        for the same run gets RunBusy at once. An advisory lock on `<store>.locks/<run>.lock`, which
+        the system drops when the holder exits, however it exits (a SIGKILLed rollout leaves no
+        stale lock behind). The lock files stay: removing one could race with a process opening it."""
+        if str(self.path) == ":memory:":
+            return nullcontext()
+        return _file_lock(self.path.with_name(self.path.name + ".locks") / f"{run}.lock", run, self.path)
+
+    async def drop_empty_run(self, run: str) -> None:
+        """Delete the run row if no episode was written under it: an empty row would pin the
+        run's settings although nothing ran with them."""
+        await self.write([("DELETE FROM runs WHERE run=? AND NOT EXISTS (SELECT 1 FROM episodes WHERE run=?)",
+                           (run, run))])
+
     async def get_run(self, run: str) -> dict | None:
         row = await self.fetchone("SELECT * FROM runs WHERE run=?", (run,))
         if row is None:
@@ -282,6 +339,33 @@ class Store:
                         r["end_reason"], r["error"])
                 for r in await self.fetchall(f"SELECT * FROM episodes WHERE {where} ORDER BY user_id, task_idx", params)]
 
+    async def final_snapshot_tasks(self, run: str) -> dict[str, int]:
+        """user -> the task index of the user's last memory snapshot in the run."""
+        rows = await self.fetchall("SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id",
+                                   (run,))
+        return {r["user_id"]: r["last"] for r in rows}
+
+    async def stale_reconstructions(self, run: str) -> list[sqlite3.Row]:
+        """Per (variant, user, snapshot read): reconstructions of the run whose memory snapshot is not
+        the user's final one (read while the rollout was still writing, or before it was resumed)."""
+        return await self.fetchall(
+            "SELECT r.variant, r.user_id, r.snapshot_task, s.last, COUNT(*) AS n FROM reconstructions r "
+            "LEFT JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) s "
+            "ON s.user_id = r.user_id WHERE r.run=? AND r.snapshot_task IS NOT s.last "
+            "GROUP BY r.variant, r.user_id, r.snapshot_task ORDER BY r.variant, r.user_id", (run, run))
+
+    @staticmethod
+    def drop_stale_statements(run: str) -> list[Statement]:
+        """Delete the stale reconstructions of a run and the attributions made from them."""
+        stale = ("SELECT 1 FROM reconstructions r WHERE r.run=? AND r.snapshot_task IS NOT "
+                 "(SELECT MAX(s.task_idx) FROM snapshots s WHERE s.run=r.run AND s.user_id=r.user_id)")
+        return [(f"DELETE FROM attributions WHERE run=? AND EXISTS ({stale} AND r.mode=attributions.mode AND "
+                 "r.k=attributions.k AND r.variant=attributions.variant AND r.user_id=attributions.user_id AND "
+                 "r.dimension=attributions.dimension)", (run, run)),
+                (f"DELETE FROM reconstructions WHERE run=? AND snapshot_task IS NOT "
+                 "(SELECT MAX(s.task_idx) FROM snapshots s WHERE s.run=reconstructions.run AND "
+                 "s.user_id=reconstructions.user_id)", (run,))]
+
     async def last_snapshot(self, run: str, user_id: str) -> dict | None:
         row = await self.fetchone("SELECT * FROM snapshots WHERE run=? AND user_id=? ORDER BY task_idx DESC LIMIT 1",
                                   (run, user_id))
@@ -293,9 +377,10 @@ class Store:
     # -- reconstructions and attributions --------------------------------------------------
     @staticmethod
     def reconstruction_statement(r: Reconstruction) -> Statement:
-        return ("INSERT OR REPLACE INTO reconstructions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        return (f"INSERT OR REPLACE INTO reconstructions({', '.join(RECONSTRUCTION_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(RECONSTRUCTION_COLUMNS))})",
                 (r.run, r.mode, r.k, r.variant, r.user_id, r.category, r.dimension, r.explanation, r.ground_truth,
-                 dumps(r.evidence), r.label, r.reason, r.score, r.judge_reason, r.status, r.error))
+                 dumps(r.evidence), r.label, r.reason, r.score, r.judge_reason, r.status, r.error, r.snapshot_task))
 
     async def load_reconstructions(self, run: str, mode: str | None = None, *, k: int | None = None,
                                    variant: str = "default", user_id: str | None = None) -> list[Reconstruction]:
@@ -307,7 +392,8 @@ class Store:
         rows = await self.fetchall(sql + " ORDER BY mode, k, user_id, category, dimension", params)
         return [Reconstruction(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"], r["dimension"],
                                r["explanation"], r["ground_truth"], loads(r["evidence"]), r["label"], r["reason"],
-                               r["score"], r["judge_reason"], r["status"], r["error"]) for r in rows]
+                               r["score"], r["judge_reason"], r["status"], r["error"], r["snapshot_task"])
+                for r in rows]
 
     @staticmethod
     def attribution_statement(a: Attribution) -> Statement:
@@ -360,6 +446,26 @@ class Store:
     def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
         self.write_later([("INSERT OR IGNORE INTO embeddings VALUES (?,?,?)", (model, h, v))
                           for h, v in vectors.items()])
+
+
+@contextmanager
+def _file_lock(path: Path, run: str, store_path: Path):
+    try:
+        path.parent.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise BadInput(f"cannot create the run lock {path.name} beside the store ({exc.strerror}); "
+                       "the store's directory must be writable", file=str(store_path)) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunBusy(f"run {run!r} is busy: another memaudit rollout is writing it into this store; "
+                          "wait for it to finish (then rerun to resume), or use --tag for a separate run",
+                          file=str(store_path)) from None
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 @asynccontextmanager

@@ -12,11 +12,17 @@ class CallCache(Protocol):
 
     def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,
                  prompt_tokens: int = 0, completion_tokens: int = 0, cached_tokens: int = 0,
-                 latency: float = 0.0, created: str = "") -> None:
+                 latency: float = 0.0, created: str = "", reasoning_tokens: int = 0) -> None:
         """Record a call (committed with the next write; readable by get_call at once)."""
 
     async def maybe_flush(self) -> None:
         """Commit queued rows when enough have piled up."""
+
+    async def refused_params(self) -> list[tuple[str, str, str]]:
+        """(model, backend, param) of every request parameter a model refused."""
+
+    async def record_refusal(self, model: str, backend: str, param: str) -> None:
+        """Remember at once that `model` on `backend` refuses `param`."""
 
 
 class VectorCache(Protocol):

@@ -15,6 +15,9 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
     max_tokens = 512
     context_window = 32768
     api_key_env = "MEMT_KEY"       # name of an environment variable; keys never go in files
+
+    [roles.recovery_judge]
+    reasoning_effort = "low"       # sent to reasoning models (none|minimal|low|medium|high|xhigh)
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memaudit.errors import BadInput
+from memaudit.llm.dialect import REASONING_EFFORTS
 from memaudit.resources import data_dir
 
 ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy", "slot_fill",
@@ -64,6 +68,7 @@ class RoleConfig:
     context_window: int | None = None
     api_key: str | None = field(default=None, repr=False)
     max_tokens_cap: int | None = None
+    reasoning_effort: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ class Settings:
             context_window=window,
             api_key=os.environ.get(key_env) if key_env else self.api_key,
             max_tokens_cap=EMBEDDED_MAX_TOKENS.get(role_group(role)) if on_embedded else None,
+            reasoning_effort=section.get("reasoning_effort"),
         )
 
     def with_embedded_url(self, url: str) -> "Settings":
@@ -204,7 +210,8 @@ def _read_config(path: Path) -> tuple[dict, dict]:
         if key in data and not isinstance(data[key], dict):
             default.setdefault(key, data[key])
     sections = data.get("roles", {})
-    allowed = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env"}
+    allowed = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env",
+               "reasoning_effort"}
     for name, section in sections.items():
         if name not in ROLES:
             raise BadInput(f"unknown role {name!r}; roles are {', '.join(ROLES)}", file=str(path), field=f"roles.{name}")
@@ -213,4 +220,8 @@ def _read_config(path: Path) -> tuple[dict, dict]:
             raise BadInput(f"unknown keys {sorted(unknown)}", file=str(path), field=f"roles.{name}")
         if section.get("backend") and section["backend"] not in BACKENDS:
             raise BadInput(f"unknown backend {section['backend']!r}", file=str(path), field=f"roles.{name}.backend")
+        effort = section.get("reasoning_effort")
+        if effort is not None and effort not in REASONING_EFFORTS:
+            raise BadInput(f"unknown reasoning_effort {effort!r}; choose one of {', '.join(REASONING_EFFORTS)}",
+                           file=str(path), field=f"roles.{name}.reasoning_effort")
     return default, sections

@@ -123,6 +123,7 @@ class Reconstruction:
     judge_reason: str | None
     status: str  # ok | overflow | failed
     error: str | None = None
+    snapshot_task: int | None = None  # the memory read: the user's snapshot after this task
 
 
 @dataclass

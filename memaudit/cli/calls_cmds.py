@@ -23,7 +23,7 @@ def call_record(row: dict) -> dict:
     record = {"key": row["key"], "role": row["role"], "model": row["model"], "request": request,
               "response": response.get("text") if row["ok"] else None,
               "usage": {"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"],
-                        "cached_tokens": row["cached_tokens"]},
+                        "cached_tokens": row["cached_tokens"], "reasoning_tokens": row["reasoning_tokens"]},
               "latency": row["latency"], "ok": bool(row["ok"]),
               "from_cache": None if row["from_cache"] is None else bool(row["from_cache"]),
               "created": row["created"]}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import click
 from rich.console import Console
 
 from memaudit.config import load_settings
+from memaudit.store import store_fault
 
 console = Console(stderr=True)
 # Piped output (a log, CI) gets room for the wide tables; a terminal keeps its own width.
@@ -66,4 +68,12 @@ def split_list(text: str | None) -> list[str] | None:
 
 
 def run(coro_fn, *args, **kwargs):
-    return anyio.run(functools.partial(coro_fn, *args, **kwargs))
+    """Run a command's coroutine. A store fault the store did not already name (a read-only file
+    or a full disk met outside its write path) still becomes a one-line error, not a traceback."""
+    try:
+        return anyio.run(functools.partial(coro_fn, *args, **kwargs))
+    except sqlite3.OperationalError as exc:
+        fault = store_fault(exc, None)
+        if fault is None:
+            raise
+        raise fault from None

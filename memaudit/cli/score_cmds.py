@@ -64,7 +64,9 @@ async def _score(settings, modes, ks, runs, context_window, dims):
 
     async with open_runtime(settings) as rt:
         chosen = await _chosen_runs(rt.store, runs)
-        await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+        skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+        for line in skipped:
+            click.echo(f"memaudit: {line}", err=True)
         await _print_scores(rt.store, chosen, DEFAULT_VARIANT)
 
 

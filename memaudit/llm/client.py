@@ -21,7 +21,8 @@ from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOu
 from memaudit.llm.cache import canonical, cache_key, derive_seed, key_record
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import estimate_tokens
-from memaudit.llm.transport import Transport, request_body
+from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body, sent_fields
+from memaudit.llm.transport import Transport
 
 # Calls made inside `llm.collect()` are appended here as (role, key, from_cache): the artifact that
 # results from them records which calls it used (token accounting per run and role, traceability).
@@ -47,6 +48,7 @@ class RoleStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
     failures: int = 0
 
 
@@ -70,6 +72,7 @@ class LLM:
                                    settings.backoff_cap, settings.timeout, mock=transport)
         self.stats: dict[str, RoleStats] = {}
         self._flights: dict[str, _Flight] = {}
+        self.refusals = Refusals(store)
 
     async def aclose(self) -> None:
         await self.transport.aclose()
@@ -94,14 +97,32 @@ class LLM:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
+        # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
+        # key of what is then sent; the refusal is remembered (memaudit/llm/dialect.py).
+        for _ in REFUSABLE:
+            try:
+                return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
+                                                seed_parts)
+            except ParameterRefused as exc:
+                rc = self.settings.role(role)
+                await self.refusals.learn(rc.model, rc.backend, exc.param)
+        return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts)
+
+    async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
+                            seed_parts) -> CallResult:
         rc = self.settings.role(role)
         temperature = rc.temperature if rc.temperature is not None else temperature
         max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
         if rc.max_tokens_cap is not None and rc.max_tokens is None:
             max_tokens = min(max_tokens or rc.max_tokens_cap, rc.max_tokens_cap)
+        sent = sent_fields(model=rc.model, backend=rc.backend, temperature=temperature, top_p=None,
+                           max_tokens=max_tokens, budget_configured=rc.max_tokens is not None,
+                           reasoning_effort=rc.reasoning_effort,
+                           refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
-        record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=temperature,
-                            top_p=None, max_tokens=max_tokens, seed=seed, schema=schema, sample=sample)
+        record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
+                            top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,
+                            reasoning_effort=sent.reasoning_effort)
         key = cache_key(record)
         stats = self.stats.setdefault(role, RoleStats())
         flight = self._flights.get(key)
@@ -109,8 +130,8 @@ class LLM:
             await flight.done.wait()
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
-                return await self.call(role, messages, temperature=temperature, max_tokens=max_tokens,
-                                       schema=schema, check=check, sample=sample, seed_parts=seed_parts)
+                return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
+                                                seed_parts)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)
@@ -166,6 +187,8 @@ class LLM:
         stats.calls += 1
         try:
             text, data, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
+        except ParameterRefused:
+            raise  # not an answer: asked again without the parameter, under another key
         except (InvalidOutput, ContextOverflow, EndpointError) as exc:
             stats.failures += 1
             if mode != "off" and not (isinstance(exc, EndpointError) and exc.transient):
@@ -179,7 +202,8 @@ class LLM:
                                 response=orjson.dumps({"text": text, "usage": usage}).decode(), ok=True,
                                 prompt_tokens=usage.get("prompt_tokens", 0),
                                 completion_tokens=usage.get("completion_tokens", 0),
-                                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now())
+                                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now(),
+                                reasoning_tokens=usage.get("reasoning_tokens", 0))
             await self.store.maybe_flush()
         return CallResult(text, data, usage, key, False)
 
@@ -197,10 +221,11 @@ class LLM:
         stats.prompt_tokens += usage.get("prompt_tokens", 0)
         stats.completion_tokens += usage.get("completion_tokens", 0)
         stats.cached_tokens += usage.get("cached_tokens", 0)
+        stats.reasoning_tokens += usage.get("reasoning_tokens", 0)
 
     async def _call_with_repair(self, role, rc, record, schema, check):
         messages = list(record["messages"])
-        total = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+        total = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "reasoning_tokens": 0}
         latency = 0.0
         attempts = self.settings.repair_attempts + 1
         raw, found = "", ""
@@ -208,7 +233,8 @@ class LLM:
             body = request_body(backend=rc.backend, model=rc.model, messages=messages,
                                 temperature=record["temperature"], top_p=record["top_p"],
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
-                                schema_name=role)
+                                schema_name=role, reasoning_effort=record.get("reasoning_effort"),
+                                refused=await self.refusals.of(rc.model, rc.backend))
             response, took = await self.transport.post_chat(rc.base_urls, rc.api_key, body, role)
             latency += took
             raw, finish, usage = _parse_choice(response)
@@ -236,9 +262,11 @@ def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
         return "", "malformed", {}
     usage = response.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
+    completion = usage.get("completion_tokens_details") or {}
     return text, finish, {"prompt_tokens": usage.get("prompt_tokens", 0) or 0,
                           "completion_tokens": usage.get("completion_tokens", 0) or 0,
-                          "cached_tokens": details.get("cached_tokens", 0) or 0}
+                          "cached_tokens": details.get("cached_tokens", 0) or 0,
+                          "reasoning_tokens": completion.get("reasoning_tokens", 0) or 0}
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:

@@ -44,6 +44,7 @@ async def merge_caches(store, sources: list[Path]) -> list[dict]:
         if source.resolve() == target:
             raise BadInput("cannot merge a store into itself", file=str(source))
         _check_source(source)
+        await (await type(store).open(source)).close()  # brings a store made by an older version up to date
         before = await store.calls.counts()
         await store.calls.merge_from(source)
         after = await store.calls.counts()

@@ -1,4 +1,4 @@
-"""Endpoints, the structured-output dialects, and the one retry loop.
+"""Endpoints and the one retry loop (what a request body holds: memaudit/llm/dialect.py).
 
 One shared httpx client per endpoint; each endpoint bounds its in-flight calls with a capacity
 limiter; a role listing several base URLs spreads calls by least in-flight load."""
@@ -13,44 +13,12 @@ import anyio
 import httpx
 
 from memaudit.errors import ContextOverflow, EndpointError
+from memaudit.llm.dialect import refusal
 
 RETRYABLE = {408, 409, 425, 429}
 OVERFLOW_PATTERN = re.compile(
     r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|"
     r"exceed(s|ed)? (the )?(context|max)|context_length_exceeded|n_ctx", re.I)
-
-
-def request_body(*, backend: str, model: str, messages: list[dict], temperature: float, top_p: float | None,
-                 max_tokens: int | None, seed: int, schema: dict | None, schema_name: str) -> dict:
-    """The chat-completions body in the endpoint's structured-output dialect."""
-    body: dict = {"model": model, "messages": messages, "temperature": temperature, "seed": seed}
-    if top_p is not None:
-        body["top_p"] = top_p
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    if schema is not None:
-        name = re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64]
-        if backend == "llamacpp":
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        elif backend == "vllm":
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-        else:
-            body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
-    return body
-
-
-# String-length bounds are not accepted by every strict structured-output API; they are still
-# checked locally on the answer (memaudit/llm/schema.py).
-_NOT_STRICT = ("minLength", "maxLength")
-
-
-def _strict(schema):
-    if isinstance(schema, dict):
-        return {k: _strict(v) for k, v in schema.items() if k not in _NOT_STRICT}
-    if isinstance(schema, list):
-        return [_strict(v) for v in schema]
-    return schema
 
 
 @dataclass
@@ -73,6 +41,9 @@ class Transport:
     _endpoints: dict = field(default_factory=dict)
     retries: int = 0
     serial_urls: set = field(default_factory=set)  # one-request-at-a-time servers (the embedded model)
+    # Servers memaudit started itself: base URL -> an async check that raises when the server's
+    # process has exited, so a crash is reported at once, not after every retry (llm/server.py).
+    watched: dict = field(default_factory=dict)
 
     def endpoint(self, base_url: str, api_key: str | None) -> Endpoint:
         ident = (base_url, api_key)
@@ -111,6 +82,8 @@ class Transport:
                     resp = await ep.client.post("/chat/completions", json=body)
                     latency = time.perf_counter() - start
             except (httpx.TimeoutException, httpx.TransportError) as exc:
+                if ep.base_url in self.watched:
+                    await self.watched[ep.base_url]()
                 last = f"{type(exc).__name__}: {exc}".strip()
             else:
                 if resp.status_code == 200:
@@ -123,7 +96,7 @@ class Transport:
                     if OVERFLOW_PATTERN.search(message) and resp.status_code in (400, 413, 422, 500):
                         raise ContextOverflow(role, None, None, message[:200])
                     if resp.status_code not in RETRYABLE and resp.status_code < 500:
-                        raise EndpointError(message[:300], status=resp.status_code, url=ep.base_url)
+                        raise refusal(resp, message, ep.base_url)
                     last = f"HTTP {resp.status_code}: {message[:200]}"
                     wait = _retry_after(resp)
             finally:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from memaudit.errors import BadInput
 from memaudit.scoring import metrics
-from memaudit.store import Store
-from memaudit.store import select_runs
+from memaudit.scoring.tables import check_fresh
+from memaudit.store import Store, select_runs
 from memaudit.types import DEFAULT_VARIANT
 
 VARIANT = DEFAULT_VARIANT
@@ -73,6 +73,7 @@ async def load_summary(store: Store, runs: list[dict]) -> Summary:
     passes = [Pass(*key) for key in await store.scores.scored_modes(names, VARIANT)]
     summary = Summary(runs, passes, scores={p: {} for p in passes}, labels={p: {} for p in passes})
     for run in names:
+        await check_fresh(store, run, VARIANT)
         summary.metrics[run] = await metrics.user_metrics(store, run)
         for (mode, k), rec in (await metrics.recovery(store, run, variant=VARIANT)).items():
             summary.recovery[Pass(run, mode, k)] = rec.users

@@ -189,10 +189,12 @@ def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
             count = row.get(f"overflow_{mode}")
             text = "—" if count is None else str(count)
             cells.append(link(INDEX, _list_page(p, "status-overflow"), text) if p and count else text)
+        lost = row.get("memory_write_failures")
+        cells.append(to_run("—" if lost is None else str(lost)))
         body.append([f'<td class="n">{c}</td>' if i > 1 else c for i, c in enumerate(cells)])
         charts.append((row["run"], bars))
     headers = ["run", "system", "users", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-               "overflow full", "overflow top-k"]
+               "overflow full", "overflow top-k", "memory write failures"]
     return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
             + table(headers, body)
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
@@ -293,7 +295,8 @@ def _run_overview(summary: Summary, run: dict) -> str:
                link(path, episodes, f"{m.episodes if m else 0} episodes")]
         row += [link(path, episodes, text) for text in
                 (num(m.A * 100 if m else None, 1), num(m and m.C, 2), num(m and m.D, 2))]
-        row += [link(path, _memory_page(run["run"], user), num(m and m.items, 0)), num(m and m.chars, 1)]
+        row += [link(path, _memory_page(run["run"], user), num(m and m.items, 0)), num(m and m.chars, 1),
+                num(m and m.memory_write_failures, 0)]
         for p in passes:
             row.append(link(path, _user_page(run["bench"], user), num(_recovery(summary, p, user)),
                             anchor=_pass_anchor(p)))
@@ -301,11 +304,13 @@ def _run_overview(summary: Summary, run: dict) -> str:
     cfg = dl([("system", esc(run["system"])), ("benchmark", esc(run["bench"])), ("origin", esc(run["origin"])),
               ("config", f"<code>{esc(dumps(run['config']))}</code>")])
     pass_links = " · ".join(link(path, _pass_page(p), esc(p.name)) for p in passes) or "not scored"
-    headers = ["user", "episodes", "A (%)", "C", "D (/5)", "items", "chars/item", *[f"B {p.name}" for p in passes]]
+    headers = ["user", "episodes", "A (%)", "C", "D (/5)", "items", "chars/item", "memory write failures",
+               *[f"B {p.name}" for p in passes]]
     return page(path, f"run {run['run']}",
                 cfg + f"<p>scoring passes: {pass_links}</p><h2>Per user</h2>" + table(headers, rows)
                 + '<p class="note">A = satisfied episodes / all; C = mean assistant replies per episode; D = mean of '
-                  "scorable turn preference scores; items/chars from the final memory snapshot; B category-balanced, "
+                  "scorable turn preference scores; items/chars from the final memory snapshot; memory write "
+                  "failures = memory-side calls that failed for good, so that write was lost; B category-balanced, "
                   "overflow counted as 0, failed left out.</p>",
                 [(INDEX, "report")])
 

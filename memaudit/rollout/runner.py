@@ -1,14 +1,22 @@
 """Run episodes for several memory systems: all (system, user) pairs concurrently, each user's
 tasks in order with the user's own adapter. Every finished episode, the memory snapshot after it
 and the calls it used are committed in one transaction, so a killed run resumes at the next
-episode with the same memory state."""
+episode with the same memory state.
+
+One process writes a run at a time (the store's run lock: a second `rollout` of the same run is told
+it is busy), and a run row is never left without episodes: such a row would pin settings that
+nothing ran with."""
 from __future__ import annotations
+
+import sqlite3
+from contextlib import ExitStack, suppress
 
 import anyio
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.registry import get_adapter
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, MemauditError
+from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.progress import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
@@ -56,6 +64,9 @@ def _tasks(bench: Benchmark, user: User, tasks: int | None) -> list[Task]:
 
 async def _open_run(store: Store, run: str, system: str, bench: Benchmark, config: dict, hashes: dict) -> None:
     existing = await store.get_run(run)
+    if existing is not None and existing["origin"] == "rollout":
+        await store.runs.drop_if_empty(run)  # left by a rollout killed before its first episode
+        existing = await store.get_run(run)
     if existing is not None and (existing["config"] != config or existing["prompt_hashes"] != hashes):
         changed = sorted(k for k in set(config) | set(existing["config"])
                          if config.get(k) != existing["config"].get(k))
@@ -135,9 +146,26 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
     chosen = _users(bench, config.users)
     plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
     recorded = RunConfig([u.id for u in chosen], tasks, max_turns, k, tag).to_json()  # users resolved
-    runs = [run_id(s, tag) for s in systems]
+    runs = [check_id(run_id(s, tag), "run id", field="tag") for s in systems]
     if len(set(runs)) != len(runs):
         raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")
+    with ExitStack() as locks:
+        for run in runs:
+            locks.enter_context(rt.store.runs.lock(run))
+        try:
+            await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded, max_turns=max_turns, k=k,
+                                  progress=progress)
+        except BaseException:
+            with anyio.CancelScope(shield=True), suppress(MemauditError, sqlite3.Error):
+                for run in runs:  # the failure is what the user needs to see, not a failed cleanup
+                    await rt.store.runs.drop_if_empty(run)
+            raise
+    return runs
+
+
+async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], runs: list[str], chosen: list[User],
+                          plan: dict[str, list[Task]], recorded: dict, *, max_turns: int, k: int,
+                          progress: ProgressSink | None) -> None:
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*PROMPTS, *get_adapter(system).prompts), rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, recorded, hashes)
@@ -171,4 +199,3 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         if progress:
             progress(RolloutFinished())
     await rt.store.flush()
-    return runs

@@ -9,7 +9,8 @@ B  per access mode and k: the mean of the five per-category means of the reconst
    without a score) are left out and counted.
 
 Episodes that ended `failed` stay in A's and C's denominators (they are episodes the user did not
-finish) and are counted; simulator fallback turns are counted.
+finish) and are counted; simulator fallback turns are counted, and so are the memory system's lost
+writes (`memory_write_failures`: memory-side calls that failed for good, so nothing was stored).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class UserMetrics:
     chars: float | None
     failed_episodes: int
     simulator_fallbacks: int
+    memory_write_failures: int | None  # None: the system keeps no count (or the run was imported)
 
 
 @dataclass
@@ -64,6 +66,20 @@ class ModeRecovery:
         return sum(r.failed for r in self.users.values())
 
 
+async def memory_write_failures(store: Store, run: str) -> dict[str, int | None]:
+    """user -> memory-side writes lost for good, as of the user's final snapshot.
+
+    The one place that knows where the count lives: adapters keep it in their snapshot state under
+    `write_failures` (adapters/memory_calls.py FailureLog); a state without it gives None."""
+    return await store.episodes.last_state_field(run, "write_failures")
+
+
+def total_write_failures(counts) -> int | None:
+    """The sum over users, None when no user's system keeps a count."""
+    known = [n for n in counts if n is not None]
+    return sum(known) if known else None
+
+
 async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
     """A, C, D, E and failure counts per user with at least one stored episode."""
     episodes = await store.episodes.episode_rows(run)
@@ -79,6 +95,7 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
             scores.setdefault(t["user_id"], []).append(t["preference_score"])
         fallbacks[t["user_id"]] = fallbacks.get(t["user_id"], 0) + int(t["fallback"])
     footprint = await store.episodes.last_footprints(run)
+    write_failures = await memory_write_failures(store, run)
 
     out: dict[str, UserMetrics] = {}
     for user, eps in sorted(by_user.items()):
@@ -92,7 +109,8 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
             D=sum(pref) / len(pref) if pref else None,
             items=items, chars=chars,
             failed_episodes=sum(e["end_reason"] == "failed" for e in eps),
-            simulator_fallbacks=fallbacks.get(user, 0))
+            simulator_fallbacks=fallbacks.get(user, 0),
+            memory_write_failures=write_failures.get(user))
     return out
 
 
@@ -163,11 +181,13 @@ async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
     out: dict[str, dict] = {}
     for r in rows:
         group = out.setdefault(usage_group(r["role"]),
-                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0})
+                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
+                                "reasoning_tokens": 0})
         group["calls"] += r["calls"]
         group["prompt_tokens"] += r["prompt"] or 0
         group["completion_tokens"] += r["completion"] or 0
         group["cached_tokens"] += r["cached"] or 0
+        group["reasoning_tokens"] += r["reasoning"] or 0
     return dict(sorted(out.items()))
 
 

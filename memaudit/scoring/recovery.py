@@ -6,6 +6,10 @@ each filled value against the hidden one.
 One reconstruction row per (run, mode, k, variant, user, dimension), written together with the
 calls it used. Existing rows are skipped (resume). A model failure becomes a `failed` row with
 its error, a prompt that does not fit the reader becomes an `overflow` row: never a silent 0.
+
+Scoring may run while a rollout is still writing the run: only users whose planned episodes have
+all finished are scored (the others are named, with the reason), each row records the snapshot it
+read, and a row whose snapshot is no longer the user's final one is deleted and scored again.
 """
 from __future__ import annotations
 
@@ -208,14 +212,36 @@ async def save_reconstruction(store: Store, recon: Reconstruction, uses: list) -
 
 
 # -- planning a pass -------------------------------------------------------------------------
-async def scored_users(store: Store, run: Run, bench: Benchmark) -> list[tuple[User, set[int]]]:
-    """Users with episodes in the run, in benchmark order, with the task indices that ran."""
-    out = []
+@dataclass(frozen=True)
+class ReadyUser:
+    user: User
+    done: set[int]       # task indices with a finished episode
+    snapshot_task: int | None  # the final memory snapshot: after this task (None: no memory stored)
+
+
+async def ready_users(store: Store, run: Run, bench: Benchmark) -> tuple[list[ReadyUser], list[str]]:
+    """Users whose final memory can be scored, in benchmark order, and one line per user skipped.
+
+    A rollout run's user is ready once every episode the run planned for it (its `users` and first
+    `tasks` tasks) has finished: before that, its memory is not final. An imported run is complete
+    as recorded: every user with episodes is ready."""
+    final = await store.episodes.final_snapshot_tasks(run.run)
+    planned_users = run.config.users  # None: every user of the benchmark
+    ready, skipped = [], []
     for user in bench.users:
         done = await store.episodes.done(run.run, user.id)
+        if run.origin == "rollout":
+            if planned_users is not None and user.id not in planned_users:
+                continue
+            planned = {t.index for t in bench.tasks.get(user.id, ())[:run.config.tasks]}
+            if not planned <= done:
+                skipped.append(f"{run.run}: user {user.id} skipped: {len(planned & done)} of {len(planned)} "
+                               "planned episodes finished (the rollout is still running or was stopped; score "
+                               "again once it is complete)")
+                continue
         if done:
-            out.append((user, done))
-    return out
+            ready.append(ReadyUser(user, done, final.get(user.id)))
+    return ready, skipped
 
 
 def targets(bench: Benchmark, user: User, done: set[int], dims: str) -> list[BankEntry]:
@@ -244,9 +270,11 @@ def mode_passes(system: str, modes, ks) -> list[tuple[str, int]]:
 
 
 async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, context_window: int | None,
-                       dims: str, variant: str, rescore: Rescore | None = None) -> list:
-    """Record the run's passes and return one job per target that has no row yet."""
+                       dims: str, variant: str, rescore: Rescore | None = None) -> tuple[list, list[str]]:
+    """Record the run's passes; return one job per target of a ready user that has no fresh row
+    yet, and the lines naming the users skipped."""
     run = await rt.store.runs.require(run_id)
+    await rt.store.write(rt.store.scores.drop_stale_statements(run_id))
     bench = await rt.store.benchmarks.load(run.bench)
     passes = mode_passes(run.system, modes, ks)
     window, answer_tokens = reader_budget(rt, context_window)
@@ -255,16 +283,18 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
                                           PassConfig(context_window, window, dims, rescore, scorer.describe()))
     have = await rt.store.scores.keys(run_id, variant)
     jobs = []
-    for user, done in await scored_users(rt.store, run, bench):
-        todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, done, dims)
+    ready, skipped = await ready_users(rt.store, run, bench)
+    for r in ready:
+        user = r.user
+        todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, r.done, dims)
                 if (mode, k, user.id, e.dimension) not in have]
         if not todo:
             continue
         memory = await open_memory(rt, run, user.id, with_adapter=any(m == "retrieve" for m, _, _ in todo))
         for mode, k, entry in todo:
-            jobs.append(partial(_score_target, rt, scorer, memory, blank_row(run_id, mode, k, variant, user.id, entry),
-                                window, answer_tokens))
-    return jobs
+            row = replace(blank_row(run_id, mode, k, variant, user.id, entry), snapshot_task=r.snapshot_task)
+            jobs.append(partial(_score_target, rt, scorer, memory, row, window, answer_tokens))
+    return jobs, skipped
 
 
 async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction,
@@ -284,12 +314,16 @@ def check_options(modes, dims: str) -> None:
 
 
 async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None, dims: str = "all",
-                     variant: str = DEFAULT_VARIANT) -> None:
-    """Score every target of every run in every mode (and every k of retrieve), all in parallel."""
+                     variant: str = DEFAULT_VARIANT) -> list[str]:
+    """Score every target of every ready user of every run in every mode (and every k of
+    retrieve), all in parallel; returns one line per user skipped because it was not ready."""
     check_options(modes, dims)
     scorer = Scorer.configured(rt.llm)
-    jobs = []
+    jobs, skipped = [], []
     for run_id in runs:
-        jobs += await plan_scoring(rt, scorer, run_id, modes, ks, context_window=context_window, dims=dims,
-                                   variant=variant)
+        run_jobs, run_skipped = await plan_scoring(rt, scorer, run_id, modes, ks, context_window=context_window,
+                                                   dims=dims, variant=variant)
+        jobs += run_jobs
+        skipped += run_skipped
     await run_all(jobs)
+    return skipped

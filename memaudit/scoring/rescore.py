@@ -60,8 +60,10 @@ async def rescore_runs(rt: Runtime, runs, variant: str, *, judge_model: str | No
         for p in passes:
             cfg = p.config
             if reader_model is not None:
-                jobs += await plan_scoring(rt, scorer, run_id, [p.mode], [p.k], context_window=cfg.context_window,
-                                           dims=cfg.dims, variant=variant, rescore=rescore)
+                run_jobs, _ = await plan_scoring(rt, scorer, run_id, [p.mode], [p.k],
+                                                 context_window=cfg.context_window, dims=cfg.dims,
+                                                 variant=variant, rescore=rescore)
+                jobs += run_jobs  # users not ready were skipped by the default pass too
                 continue
             await rt.store.scores.record_pass(run_id, p.mode, p.k, variant,
                                               replace(cfg, rescore=rescore, scorer={**cfg.scorer, **scorer.describe()}))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from memaudit.errors import BadInput
 from memaudit.scoring import metrics, stats
 from memaudit.scoring.metrics import ModeRecovery
 from memaudit.store import Run, Store, select_runs
@@ -66,8 +67,22 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
     }
 
 
+async def check_fresh(store: Store, run: str, variant: str = DEFAULT_VARIANT) -> None:
+    """Refuse a run whose reconstructions read a memory snapshot that is not the user's final one
+    (scored while the rollout was still writing): its B would sit beside a footprint of another store."""
+    stale = [r for r in await store.scores.stale(run) if r["variant"] == variant]
+    if stale:
+        r = stale[0]
+        read = "an unrecorded snapshot" if r["snapshot_task"] is None else f"the memory after task {r['snapshot_task']}"
+        final = "no stored memory" if r["last"] is None else f"the final memory is after task {r['last']}"
+        others = f" (and {len(stale) - 1} more user(s))" if len(stale) > 1 else ""
+        raise BadInput(f"run {run}: {r['n']} reconstruction(s) of user {r['user_id']} read {read}, but {final}"
+                       f"{others}; run `memaudit score` again to rescore them", field="runs")
+
+
 async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> RunData:
     run = info.run
+    await check_fresh(store, run, variant)
     return RunData(run=run, system=info.system, bench=info.bench,
                    users=await metrics.user_metrics(store, run),
                    recovery=await metrics.recovery(store, run, variant=variant),
@@ -140,6 +155,7 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     row["chars"], row["chars_std"] = stats.mean_std([u.chars for u in users])
     row["failed_episodes"] = sum(u.failed_episodes for u in users)
     row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
+    row["memory_write_failures"] = metrics.total_write_failures(u.memory_write_failures for u in users)
     row["tokens"] = tokens
     return row
 
@@ -200,12 +216,13 @@ def token_rows(d: RunData) -> list[dict]:
     single `all` row of nulls (shown as n/a)."""
     if d.tokens is None:
         return [{"run": d.run, "system": d.system, "role": "all", "calls": None, "prompt_tokens": None,
-                 "completion_tokens": None, "cached_tokens": None, "total_tokens": None}]
+                 "completion_tokens": None, "cached_tokens": None, "reasoning_tokens": None, "total_tokens": None}]
     rows = [{"run": d.run, "system": d.system, "role": role, **usage,
              "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
             for role, usage in d.tokens.items()]
     total = {key: sum(r[key] for r in rows)
-             for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens")}
+             for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+                         "total_tokens")}
     return rows + [{"run": d.run, "system": d.system, "role": "all", **total}]
 
 
@@ -285,13 +302,14 @@ def _mode_label(row: dict) -> str:
 
 def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "tokens",
-              "B/Mtok dump/top-k"]
+              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "memory write failures",
+              "tokens", "B/Mtok dump/top-k"]
     body = [[r["run"] + (" (partial)" if r["partial"] else ""), _pm(r, "A", 1), _pm(r, "D", 2), _pm(r, "C", 2),
              _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1), _num(r["chars"], 1),
              f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
              f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
-             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["tokens"]),
+             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["memory_write_failures"]),
+             _num(r["tokens"]),
              f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}"] for r in rows]
     return header, body
 
@@ -323,9 +341,11 @@ def _gap(rows):
 
 
 def _tokens(rows):
-    header = ["run", "role", "calls", "prompt", "completion", "cached", "total"]
+    # Reasoning tokens are part of the completion tokens (as the API counts them), not added to the total.
+    header = ["run", "role", "calls", "prompt", "completion", "of which reasoning", "cached", "total"]
     body = [[r["run"], r["role"], *(_num(r[k]) for k in ("calls", "prompt_tokens", "completion_tokens",
-                                                          "cached_tokens", "total_tokens"))] for r in rows]
+                                                          "reasoning_tokens", "cached_tokens", "total_tokens"))]
+            for r in rows]
     return header, body
 
 

@@ -5,11 +5,11 @@ This package is the only code that knows the schema (db/*.sql). `Store` owns the
 the one writer; each group of tables has a typed repository, reachable from the store:
 
     store.benchmarks    benchmarks, users, bank entries, tasks            (store/benchmarks.py)
-    store.runs          runs and their RunConfig; select_runs             (store/runs.py)
+    store.runs          runs and their RunConfig; select_runs; run locks  (store/runs.py)
     store.episodes      episodes, turns, memory snapshots                 (store/episodes.py)
     store.scores        scoring passes (PassConfig), reconstructions      (store/scores.py)
     store.attributions  attributions, oracle verdicts                     (store/attributions.py)
-    store.calls         calls, call_uses (the client's CallCache)         (store/calls.py)
+    store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
 
 Rows, not rules: the store reads and writes rows; what they mean lives in the stages.
@@ -34,15 +34,36 @@ from memaudit.store.benchmarks import Benchmarks
 from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
 from memaudit.store.rows import Statement, dumps, loads, marks
-from memaudit.store.runs import Run, RunConfig, Runs, select_runs
+from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
 from memaudit.store.scores import PassConfig, Rescore, Scores, ScorePass
 from memaudit.types import Attribution, Benchmark, Episode, Reconstruction
 
-__all__ = ["Store", "open_store", "Statement", "dumps", "loads", "Run", "RunConfig", "PassConfig", "Rescore",
-           "ScorePass", "select_runs"]
+__all__ = ["Store", "open_store", "store_fault", "Statement", "dumps", "loads", "Run", "RunBusy", "RunConfig",
+           "PassConfig", "Rescore", "ScorePass", "select_runs"]
 
 SCHEMA_DIR = data_dir("db")
 BATCH = 256
+
+# SQLite errors that are faults of the store file or its place, not bugs: each becomes one line.
+STORE_FAULTS = {
+    "readonly database": "the store is read-only; make the file and its directory writable, or copy it and "
+                         "give --db the copy",
+    "unable to open database": "the store cannot be opened for writing; check the directory's permissions",
+    "disk is full": "the disk holding the store is full",
+    "disk I/O error": "the disk holding the store failed to read or write",
+    "database is locked": "another process held the store locked for too long; retry when it is done",
+}
+
+
+def store_fault(exc: BaseException, path) -> BadInput | None:
+    """The one-line error for a store fault (read-only file, full disk …), or None when `exc` is
+    not one of them (a bug keeps its traceback)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    for phrase, advice in STORE_FAULTS.items():
+        if phrase in str(exc):
+            return BadInput(f"{exc}: {advice}", file=str(path) if path is not None else None)
+    return None
 
 
 class Store:
@@ -89,7 +110,7 @@ class Store:
                 store._reader.execute("PRAGMA query_only=1")
         except sqlite3.DatabaseError as exc:
             await conn.close()
-            raise BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
+            raise store_fault(exc, path) or BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
         return store
 
     async def close(self) -> None:
@@ -122,7 +143,7 @@ class Store:
 
     async def write(self, statements: list[Statement]) -> None:
         """Commit the statements (and any pending cache rows) in one transaction."""
-        async with self._lock:
+        async with self._lock, self._faults():
             batch, self._pending = self._pending + list(statements), []
             committing = list(self._pending_calls)
             await self._commit(batch)
@@ -137,7 +158,7 @@ class Store:
         statements are grouped by SQL, in order of first appearance, and each group goes through one
         executemany: a batch must not depend on interleaving (parents before children is kept)."""
         await self.flush()
-        async with self._lock:
+        async with self._lock, self._faults():
             await self.conn.execute("BEGIN IMMEDIATE")
             try:
                 for batch in batches:
@@ -163,6 +184,17 @@ class Store:
     async def maybe_flush(self) -> None:
         if len(self._pending) >= BATCH:
             await self.flush()
+
+    @asynccontextmanager
+    async def _faults(self):
+        """Store faults raised inside become one-line errors naming the store."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            fault = store_fault(exc, self.path)
+            if fault is None:
+                raise
+            raise fault from None
 
     async def _commit(self, batch: list[Statement]) -> None:
         if not batch:
@@ -232,6 +264,12 @@ class Store:
 
     def put_call(self, **row) -> None:
         self.calls.put_call(**row)
+
+    async def refused_params(self) -> list[tuple[str, str, str]]:
+        return await self.calls.refused_params()
+
+    async def record_refusal(self, model: str, backend: str, param: str) -> None:
+        await self.calls.record_refusal(model, backend, param)
 
     async def get_vectors(self, model: str, hashes: list[str]) -> dict[str, bytes]:
         return await self.vectors.get_vectors(model, hashes)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from memaudit.store import Store
 
 # What a scratch store starts from: the inputs and the caches, never an artifact.
-INPUTS = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings")
+INPUTS = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "param_refusals")
 # Artifact tables and their keys, in comparison order (the first difference is reported).
 ARTIFACTS = {
     "episodes": ("run", "user_id", "task_idx"),

@@ -6,13 +6,13 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from memaudit.store.rows import Statement, loads
+from memaudit.store.rows import Statement, loads, marks
 
 if TYPE_CHECKING:
     from memaudit.store import Store
 
 CALL_COLUMNS = ("key, role, model, request, response, ok, prompt_tokens, completion_tokens, cached_tokens, "
-                "latency, created")
+                "latency, created, reasoning_tokens")
 
 
 class Calls:
@@ -31,15 +31,26 @@ class Calls:
 
     def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,
                  prompt_tokens: int = 0, completion_tokens: int = 0, cached_tokens: int = 0,
-                 latency: float = 0.0, created: str = "") -> None:
+                 latency: float = 0.0, created: str = "", reasoning_tokens: int = 0) -> None:
         row = {"key": key, "role": role, "model": model, "request": request, "response": response, "ok": int(ok),
                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-               "cached_tokens": cached_tokens, "latency": latency, "created": created}
+               "cached_tokens": cached_tokens, "latency": latency, "created": created,
+               "reasoning_tokens": reasoning_tokens}
         self.db._pending_calls[key] = row
-        self.db.write_later([("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?)", tuple(row.values()))])
+        self.db.write_later([(f"INSERT OR REPLACE INTO calls({', '.join(row)}) VALUES ({marks(row)})",
+                              tuple(row.values()))])
 
     async def maybe_flush(self) -> None:
         await self.db.maybe_flush()
+
+    # -- parameters a model refused (param_refusals) ---------------------------------------
+    async def refused_params(self) -> list[tuple[str, str, str]]:
+        """(model, backend, param) of every parameter a model refused with a 400."""
+        return [(r["model"], r["backend"], r["param"])
+                for r in await self.db.fetchall("SELECT model, backend, param FROM param_refusals")]
+
+    async def record_refusal(self, model: str, backend: str, param: str) -> None:
+        await self.db.write([("INSERT OR IGNORE INTO param_refusals VALUES (?,?,?)", (model, backend, param))])
 
     # -- uses ------------------------------------------------------------------------------
     @staticmethod
@@ -56,10 +67,11 @@ class Calls:
         return row["n"]
 
     async def usage_by_role(self, run: str):
-        """Per call role of the run: distinct calls and their prompt, completion and cached tokens."""
+        """Per call role of the run: distinct calls and their prompt, completion, cached and reasoning tokens."""
         return await self.db.fetchall(
             "SELECT u.role, COUNT(*) AS calls, SUM(c.prompt_tokens) AS prompt, SUM(c.completion_tokens) AS completion, "
-            "SUM(c.cached_tokens) AS cached FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
+            "SUM(c.cached_tokens) AS cached, SUM(c.reasoning_tokens) AS reasoning "
+            "FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
             "JOIN calls c ON c.key=u.key GROUP BY u.role ORDER BY u.role", (run,))
 
     # -- looking after the cache -----------------------------------------------------------
@@ -83,18 +95,21 @@ class Calls:
         return row[0], row[1], row[2]
 
     async def merge_from(self, source: Path) -> None:
-        """Add the source store's calls and embeddings in one transaction. A stored answer is never
-        replaced, except a recorded failure by a successful answer."""
+        """Add the source store's calls, embeddings and refused parameters in one transaction. A
+        stored answer is never replaced, except a recorded failure by a successful answer."""
         await self.db.conn.execute("ATTACH DATABASE ? AS src", (str(source),))
         try:
             await self.db.write([
                 (f"INSERT INTO calls({CALL_COLUMNS}) SELECT {CALL_COLUMNS} FROM src.calls WHERE true "
                  "ON CONFLICT(key) DO UPDATE SET response=excluded.response, ok=excluded.ok, "
                  "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
-                 "cached_tokens=excluded.cached_tokens, latency=excluded.latency, created=excluded.created "
+                 "cached_tokens=excluded.cached_tokens, latency=excluded.latency, created=excluded.created, "
+                 "reasoning_tokens=excluded.reasoning_tokens "
                  "WHERE calls.ok = 0 AND excluded.ok = 1", ()),
                 ("INSERT OR IGNORE INTO embeddings(model, text_hash, vector) "
                  "SELECT model, text_hash, vector FROM src.embeddings", ()),
+                ("INSERT OR IGNORE INTO param_refusals(model, backend, param) "
+                 "SELECT model, backend, param FROM src.param_refusals", ()),
             ])
         finally:
             await self.db.conn.execute("DETACH DATABASE src")

@@ -78,6 +78,11 @@ class Episodes:
             "SELECT user_id, preference_score, fallback FROM turns WHERE run=? ORDER BY user_id, task_idx, turn",
             (run,))
 
+    async def users_with_records(self, run: str) -> set[str]:
+        """Users with an episode or a memory snapshot in the run."""
+        return {r["user_id"] for r in await self.db.fetchall(
+            "SELECT user_id FROM episodes WHERE run=? UNION SELECT user_id FROM snapshots WHERE run=?", (run, run))}
+
     async def user_transcripts(self, runs: list[str], user_id: str) -> dict:
         """(run, task index) -> the episode row with its turn rows, for one user across runs."""
         episodes: dict = {}
@@ -98,9 +103,23 @@ class Episodes:
         return {"task_idx": row["task_idx"], "state": loads(row["state"]), "items": loads(row["items"]),
                 "n_items": row["n_items"], "avg_chars": row["avg_chars"]}
 
+    async def final_snapshot_tasks(self, run: str) -> dict[str, int]:
+        """user -> the task index of the user's last memory snapshot in the run."""
+        rows = await self.db.fetchall(
+            "SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id", (run,))
+        return {r["user_id"]: r["last"] for r in rows}
+
     async def snapshot_users(self, run: str) -> list[str]:
         return [r["user_id"] for r in await self.db.fetchall(
             "SELECT DISTINCT user_id FROM snapshots WHERE run=? ORDER BY user_id", (run,))]
+
+    async def last_state_field(self, run: str, name: str) -> dict:
+        """user -> the top-level field `name` of the state in the user's last snapshot (None without it)."""
+        rows = await self.db.fetchall(
+            "SELECT s.user_id, json_extract(s.state, '$.' || ?) AS n FROM snapshots s "
+            "JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) l "
+            "ON s.user_id=l.user_id AND s.task_idx=l.last WHERE s.run=?", (name, run, run))
+        return {r["user_id"]: r["n"] for r in rows}
 
     async def last_footprints(self, run: str) -> dict[str, tuple[int, float]]:
         """user -> (items, mean chars) of the user's last snapshot in the run."""

@@ -1,7 +1,11 @@
 """Runs: which memory system ran on which benchmark, with what configuration and prompts."""
 from __future__ import annotations
 
+import fcntl
+import os
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memaudit.errors import BadInput
@@ -9,6 +13,10 @@ from memaudit.store.rows import Statement, dumps, loads
 
 if TYPE_CHECKING:
     from memaudit.store import Store
+
+
+class RunBusy(BadInput):
+    """Another process is writing this run (a second `rollout` of the same run)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,22 @@ class Runs:
                                             prompt_hashes=prompt_hashes)])
         return await self.row(run)
 
+    def lock(self, run: str):
+        """Hold `run` for this process while it writes the run's episodes: a second process asking
+        for the same run gets RunBusy at once. An advisory lock on `<store>.locks/<run>.lock`, which
+        the system drops when the holder exits, however it exits (a SIGKILLed rollout leaves no
+        stale lock behind). The lock files stay: removing one could race with a process opening it."""
+        path = self.db.path
+        if str(path) == ":memory:":
+            return nullcontext()
+        return _file_lock(path.with_name(path.name + ".locks") / f"{run}.lock", run, path)
+
+    async def drop_if_empty(self, run: str) -> None:
+        """Delete the run row if no episode was written under it: an empty row would pin the
+        run's settings although nothing ran with them."""
+        await self.db.write([("DELETE FROM runs WHERE run=? AND NOT EXISTS (SELECT 1 FROM episodes WHERE run=?)",
+                              (run, run))])
+
     async def row(self, run: str) -> dict | None:
         """The run as a dict with its JSON columns decoded (config and prompt_hashes as stored)."""
         row = await self.db.fetchone("SELECT * FROM runs WHERE run=?", (run,))
@@ -93,6 +117,26 @@ class Runs:
 
     async def list(self) -> list[Run]:
         return [_typed(row) for row in await self.rows()]
+
+
+@contextmanager
+def _file_lock(path: Path, run: str, store_path: Path):
+    try:
+        path.parent.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise BadInput(f"cannot create the run lock {path.name} beside the store ({exc.strerror}); "
+                       "the store's directory must be writable", file=str(store_path)) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunBusy(f"run {run!r} is busy: another memaudit rollout is writing it into this store; "
+                          "wait for it to finish (then rerun to resume), or use --tag for a separate run",
+                          file=str(store_path)) from None
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def _typed(row: dict) -> Run:

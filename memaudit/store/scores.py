@@ -62,6 +62,11 @@ class ScorePass:
     config: PassConfig
 
 
+RECONSTRUCTION_COLUMNS = ("run", "mode", "k", "variant", "user_id", "category", "dimension", "explanation",
+                          "ground_truth", "evidence", "label", "reason", "score", "judge_reason", "status", "error",
+                          "snapshot_task")
+
+
 class Scores:
     def __init__(self, db: "Store"):
         self.db = db
@@ -90,9 +95,10 @@ class Scores:
     def reconstruction_statement(r: Reconstruction, *, replace: bool = True) -> Statement:
         """`replace=False` makes a second row for the same key an IntegrityError (an import's damage)."""
         verb = "INSERT OR REPLACE" if replace else "INSERT"
-        return (f"{verb} INTO reconstructions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        return (f"{verb} INTO reconstructions({', '.join(RECONSTRUCTION_COLUMNS)}) "
+                f"VALUES ({marks(RECONSTRUCTION_COLUMNS)})",
                 (r.run, r.mode, r.k, r.variant, r.user_id, r.category, r.dimension, r.explanation, r.ground_truth,
-                 dumps(r.evidence), r.label, r.reason, r.score, r.judge_reason, r.status, r.error))
+                 dumps(r.evidence), r.label, r.reason, r.score, r.judge_reason, r.status, r.error, r.snapshot_task))
 
     async def load(self, run: str, mode: str | None = None, *, k: int | None = None,
                    variant: str = DEFAULT_VARIANT, user_id: str | None = None) -> list[Reconstruction]:
@@ -109,6 +115,27 @@ class Scores:
         rows = await self.db.fetchall(
             "SELECT mode, k, user_id, dimension FROM reconstructions WHERE run=? AND variant=?", (run, variant))
         return {(r["mode"], r["k"], r["user_id"], r["dimension"]) for r in rows}
+
+    async def stale(self, run: str):
+        """Per (variant, user, snapshot read): reconstructions of the run whose memory snapshot is not
+        the user's final one (read while the rollout was still writing, or before it was resumed)."""
+        return await self.db.fetchall(
+            "SELECT r.variant, r.user_id, r.snapshot_task, s.last, COUNT(*) AS n FROM reconstructions r "
+            "LEFT JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) s "
+            "ON s.user_id = r.user_id WHERE r.run=? AND r.snapshot_task IS NOT s.last "
+            "GROUP BY r.variant, r.user_id, r.snapshot_task ORDER BY r.variant, r.user_id", (run, run))
+
+    @staticmethod
+    def drop_stale_statements(run: str) -> list[Statement]:
+        """Delete the stale reconstructions of a run and the attributions made from them."""
+        stale = ("SELECT 1 FROM reconstructions r WHERE r.run=? AND r.snapshot_task IS NOT "
+                 "(SELECT MAX(s.task_idx) FROM snapshots s WHERE s.run=r.run AND s.user_id=r.user_id)")
+        return [(f"DELETE FROM attributions WHERE run=? AND EXISTS ({stale} AND r.mode=attributions.mode AND "
+                 "r.k=attributions.k AND r.variant=attributions.variant AND r.user_id=attributions.user_id AND "
+                 "r.dimension=attributions.dimension)", (run, run)),
+                (f"DELETE FROM reconstructions WHERE run=? AND snapshot_task IS NOT "
+                 "(SELECT MAX(s.task_idx) FROM snapshots s WHERE s.run=reconstructions.run AND "
+                 "s.user_id=reconstructions.user_id)", (run,))]
 
     async def summary(self, run: str, variant: str) -> list[dict]:
         """Per (mode, k): targets, ok, overflow, failed and the flat mean score of non-failed rows."""
@@ -155,4 +182,4 @@ class Scores:
 def _reconstruction(r) -> Reconstruction:
     return Reconstruction(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"], r["dimension"],
                           r["explanation"], r["ground_truth"], loads(r["evidence"]), r["label"], r["reason"],
-                          r["score"], r["judge_reason"], r["status"], r["error"])
+                          r["score"], r["judge_reason"], r["status"], r["error"], r["snapshot_task"])

@@ -2,8 +2,9 @@
 subprocess (`--base-url http://127.0.0.1:P/v1`).
 
 In a test:      with serve(FakeOpenAI()) as url: ...
-Stand-alone:    python -m memaudit.testing.http_server --port P --latency 0.05
-                (prints its base URL; answers are FakeOpenAI's schema-driven defaults)"""
+Stand-alone:    python -m memaudit.testing.http_server --port P --latency 0.05 [--reasoning]
+                (prints its base URL; answers are FakeOpenAI's schema-driven defaults; with
+                --reasoning it refuses requests as a hosted reasoning model does)"""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import orjson
 
-from memaudit.testing.fake_openai import FakeOpenAI, completion
+from memaudit.testing.fake_openai import FakeOpenAI
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
 
@@ -56,7 +57,10 @@ def _handler(fake: FakeOpenAI, latency: float):
             if latency:
                 time.sleep(latency)
             fake.requests.append(body)
-            self._send(200, completion(body, fake.answer(body)))
+            refused = fake.refusal(body)
+            status, payload = (400, refused) if refused is not None else (200, fake.completion(body, fake.answer(body)))
+            fake.status_counts[status] += 1
+            self._send(status, payload)
     return Handler
 
 
@@ -78,8 +82,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per chat completion")
+    parser.add_argument("--reasoning", action="store_true", help="behave like a hosted reasoning model")
     args = parser.parse_args()
-    with serve(port=args.port, latency=args.latency) as url:
+    with serve(FakeOpenAI(reasoning=args.reasoning), port=args.port, latency=args.latency) as url:
         print(url, flush=True)
         threading.Event().wait()
 

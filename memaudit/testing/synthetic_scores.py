@@ -35,10 +35,12 @@ def run_row(run: str, system: str, bench: str = "b", origin: str = "rollout", co
     return (run, system, bench, origin, dumps(config or {}), "{}")
 
 
-def recon_row(run, mode, user, category, dimension, score, status="ok", k=None, variant=DEFAULT_VARIANT) -> tuple:
+def recon_row(run, mode, user, category, dimension, score, status="ok", k=None, variant=DEFAULT_VARIANT,
+              snapshot_task=None) -> tuple:
+    """`snapshot_task`: the snapshot the row read; fresh rows name the user's final one."""
     k = (0 if mode == "dump_all" else 5) if k is None else k
     return (run, mode, k, variant, user, category, dimension, "expl", "truth", "{}", "label", "reason", score,
-            "judge", status, None)
+            "judge", status, None, snapshot_task)
 
 
 def episode_row(run, user, idx, end_reason="satisfied", n_turns=2) -> tuple:
@@ -58,8 +60,8 @@ def attribution_row(run, mode, user, category, dimension, label, k=None, variant
     return (run, mode, k, variant, user, category, dimension, label, None, "[]", None, "")
 
 
-def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0) -> tuple:
-    return (key, role, "m", "{}", "{}", 1, prompt, completion, cached, 0.0, "")
+def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> tuple:
+    return (key, role, "m", "{}", "{}", 1, prompt, completion, cached, 0.0, "", reasoning)
 
 
 SYSTEMS = ("amem", "longctx_full", "mem0", "memt", "nomem")
@@ -99,7 +101,8 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
                     for c, d in dims:
                         p = float(np.clip(skill - (0.07 if mode == "retrieve" else 0.0) + shift, 0, 1))
                         score = float(grid[np.clip(rng.binomial(4, p), 0, 4)])
-                        rows["reconstructions"].append(recon_row(run, mode, user, c, d, score, k=k, variant=variant))
+                        rows["reconstructions"].append(recon_row(run, mode, user, c, d, score, k=k, variant=variant,
+                                                                          snapshot_task=31))
                         if variant == DEFAULT_VARIANT:
                             label = "ok" if score >= 0.75 else ATTRIBUTION_LABELS[int(rng.integers(1, 5))]
                             rows["attributions"].append(attribution_row(run, mode, user, c, d, label, k=k))

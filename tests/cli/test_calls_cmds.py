@@ -57,7 +57,7 @@ def test_json_lines_carry_the_request_as_sent_and_the_outcome(tmp_path, capsys):
     first, _, failed, _ = calls(db, capsys)
     assert first["request"]["messages"] == REQUEST["messages"] and first["request"]["seed"] == 7
     assert first["response"] == "answer k1" and first["ok"] is True and first["latency"] == 0.5
-    assert first["usage"] == {"prompt_tokens": 5, "completion_tokens": 1, "cached_tokens": 0}
+    assert first["usage"] == {"prompt_tokens": 5, "completion_tokens": 1, "cached_tokens": 0, "reasoning_tokens": 0}
     assert failed["ok"] is False and failed["response"] is None and failed["error"]["error"] == "bad json"
     assert set(first) >= {"key", "role", "model", "request", "response", "usage", "latency", "ok", "from_cache"}
 

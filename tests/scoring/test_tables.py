@@ -26,7 +26,7 @@ B3 = (6 * 0.25 / 7 + 4 * 0.25) / 5
 def scored(run, mode, per_user: dict, k=None, variant="default", overflow=(), failed=()):
     return [recon_row(run, mode, u, c, d, None if (u, d) in overflow + failed else score,
                       "overflow" if (u, d) in overflow else "failed" if (u, d) in failed else "ok",
-                      k=k, variant=variant)
+                      k=k, variant=variant, snapshot_task=1)
             for u, score in per_user.items() for c, d in dimensions()]
 
 
@@ -196,7 +196,7 @@ def test_renderers(tmp_path):
 
 def test_robustness_by_hand(tmp_path):
     # the variant re-judges amem_x's dump_all: u1 loses one rubric level everywhere, u2 and u3 unchanged
-    variant = [(("INSERT INTO reconstructions VALUES (" + ",".join("?" * 16) + ")"), row) for row in
+    variant = [(("INSERT INTO reconstructions VALUES (" + ",".join("?" * 17) + ")"), row) for row in
                scored("amem_x", "dump_all", {"u1": 0.75, "u2": 0.5, "u3": 0.25}, variant="v2",
                       overflow=(("u3", "skill_memory_0"),))]
     rob = with_store(tmp_path, lambda s: compare_variants(s, ["amem_x", "mem0_imp"], "v2"), variant)

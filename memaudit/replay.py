@@ -18,9 +18,10 @@ from memaudit.scoring.recovery import DEFAULT_VARIANT, load_passes, score_runs
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.scoring.tables import compute_tables
 from memaudit.store import Store, dumps, loads, open_store
+from memaudit.utilization.act import utilization_runs
 
 # What the scratch store starts from: the inputs and the caches, never an artifact.
-COPIED = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings")
+COPIED = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "act_scenarios")
 # Artifact tables and their keys, compared in this order (the first difference is reported).
 ARTIFACTS = {
     "episodes": ("run", "user_id", "task_idx"),
@@ -29,6 +30,8 @@ ARTIFACTS = {
     "score_passes": ("run", "mode", "k", "variant"),
     "reconstructions": ("run", "mode", "k", "variant", "user_id", "dimension"),
     "attributions": ("run", "mode", "k", "variant", "user_id", "dimension"),
+    "utilization_passes": ("run", "k"),
+    "act_cases": ("run", "k", "user_id", "dimension"),
 }
 ORACLE_KEY = ("bench", "user_id", "dimension", "task_hash")
 SHOWN = 120  # characters of a differing value shown in the report line
@@ -103,6 +106,15 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[dict]) -> None:
             attribution.setdefault(dumps(modes), []).append(run["run"])
     for modes, group in attribution.items():
         await attribute_runs(rt, group, loads(modes))
+
+    # Utilization passes (memaudit/utilization/) after scoring: Know is read from the reconstructions.
+    utilization: dict[tuple, list[str]] = {}
+    for run in runs:
+        for p in await recorded.fetchall("SELECT k, config FROM utilization_passes WHERE run=? ORDER BY k",
+                                         (run["run"],)):
+            utilization.setdefault((p["k"], loads(p["config"])["threshold"]), []).append(run["run"])
+    for (k, threshold), group in utilization.items():
+        await utilization_runs(rt, group, k=k, threshold=threshold)
 
 
 def _by_settings(passes: list[dict]) -> dict[tuple, list[dict]]:

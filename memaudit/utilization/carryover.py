@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from memaudit.scoring import stats
 from memaudit.store import Store
 from memaudit.types import Benchmark, Episode, User
+from memaudit.utilization.summary import with_ci
 
 CORRECTIVE = ("correction", "too_deep", "too_shallow")
 HONOURED = 4
 NO_RECORDS = ("no per-preference judgments recorded for this run (an imported release without pref_judge/); "
               "a per-turn mean cannot say which preference a reply honoured")
+NO_LATER = "no episode of this run comes after a preference's targeted episode"
 
 
 @dataclass
@@ -114,6 +116,7 @@ async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
         if users is not None:
             carry = {u: f.carryover for u, f in users.items()}
             bother = {u: f.bother for u, f in users.items()}
+            row["na_reason"] = None if any(f.pairs for f in users.values()) else NO_LATER
             row.update(prefs=sum(f.prefs for f in users.values()),
                        carryover=stats.mean_std(carry.values())[0], carryover_ci95=boot.ci(carry.values()),
                        bother_rate=stats.mean_std(bother.values())[0], bother_ci95=boot.ci(bother.values()))
@@ -141,8 +144,8 @@ def table(rows: list[dict], num, ci) -> tuple[list[str], list[list[str]]]:
     body = []
     for r in rows:
         versus = r["carryover_vs_nomem"]
-        body.append([r["run"], num(r["prefs"]), f"{num(r['carryover'])} {ci(r['carryover_ci95'])}",
-                     f"{num(r['bother_rate'])} {ci(r['bother_ci95'])}",
+        body.append([r["run"], num(r["prefs"]), with_ci(r["carryover"], r["carryover_ci95"], num, ci),
+                     with_ci(r["bother_rate"], r["bother_ci95"], num, ci),
                      "n/a" if versus is None else f"{num(versus['diff'])} {ci(versus['ci95'])} p={num(versus['p'], 4)}",
                      r["na_reason"] or ""])
     return header, body

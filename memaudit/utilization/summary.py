@@ -80,12 +80,18 @@ async def utilization_rows(store: Store, runs: list[str], boot) -> list[dict]:
     return rows
 
 
+def with_ci(value, interval, num, ci) -> str:
+    """`value [low, high]`, or the value alone when there is no interval."""
+    return num(value) if value is None or interval is None else f"{num(value)} {ci(interval)}"
+
+
 def table(rows: list[dict], num, ci) -> tuple[list[str], list[list[str]]]:
     """Header and body for md/latex; `num` and `ci` are the tables' cell formatters."""
     header = ["run", "k", "targets", "KP∧AP", "KP∧AF", "KF∧AP", "KF∧AF", "Act accuracy", "Utilization",
               "oracle retrieval/comprehension/application", "order disagreements", "failed"]
     body = [[r["run"], num(r["k"]), num(r["targets"]), *(num(r[c]) for c in COUNTS),
-             f"{num(r['act_accuracy'])} {ci(r['act_accuracy_ci95'])}", f"{num(r['utilization'])} {ci(r['utilization_ci95'])}",
+             with_ci(r["act_accuracy"], r["act_accuracy_ci95"], num, ci),
+             with_ci(r["utilization"], r["utilization_ci95"], num, ci),
              "/".join(num(r["oracle"][label]) for label in ORACLE_LABELS), num(r["order_disagreements"]),
              num(r["failed"])] for r in rows]
     return header, body

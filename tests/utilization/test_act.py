@@ -9,6 +9,7 @@ import pytest
 
 from memaudit.bench.act import ActScenario, save_act_scenarios
 from memaudit.replay import replay_runs
+from memaudit.report.view import write_report
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.tables import compute_tables
 from memaudit.utilization.act import utilization_runs
@@ -68,6 +69,7 @@ async def measured(settings, fake, *, judge, marks_evidence=False, marks_short=F
         measured = await utilization_runs(rt, runs, k=5)
         tables = await compute_tables(rt.store, runs, bootstrap=200)
         cases = await load_cases(rt.store, "longctx_full", 5)
+        await write_report(rt.store, settings.db.parent / "report")
     return measured, tables, cases
 
 
@@ -83,6 +85,14 @@ async def test_every_target_lands_in_one_count_and_replay_is_identical(settings,
     assert row["kp_af"] == 62 and row["utilization"] == 0.0
     assert sum(row["oracle"].values()) == 62
     assert await replay_runs(settings) is None
+    # The report drills down from the counts to every case: scenario, both answers, both verdicts.
+    index = (settings.db.parent / "report" / "index.html").read_text()
+    assert "Know/Act utilization" in index and "runs/longctx_full/utilization_k5.html#kp_af" in index
+    page = (settings.db.parent / "report" / "runs" / "longctx_full" / "utilization_k5.html").read_text()
+    case = cases[0]
+    assert page.count("<details") == 62 and case["scenario"] in page
+    assert case["answer"] in page and case["baseline"] in page
+    assert "memory_first" in page and "baseline_first" in page
 
 
 @pytest.mark.anyio

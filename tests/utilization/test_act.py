@@ -55,7 +55,8 @@ def marker_judge(body) -> dict:
     return {"shaped": shaped, "reason": "scripted"}
 
 
-async def measured(settings, fake, *, judge, marks_evidence=False, marks_short=False, known=True):
+async def measured(settings, fake, *, judge, marks_evidence=False, marks_short=False, known=True,
+                   report=False):
     script(fake)
     fake.on("simulator", lambda body: {"feedback_type": "followup", "text": f"{EVIDENCE} about my situation"})
     fake.on("recovery_judge", lambda body: {"score": 1.0 if known else 0.25, "reason": "scripted"})
@@ -69,13 +70,15 @@ async def measured(settings, fake, *, judge, marks_evidence=False, marks_short=F
         measured = await utilization_runs(rt, runs, k=5)
         tables = await compute_tables(rt.store, runs, bootstrap=200)
         cases = await load_cases(rt.store, "longctx_full", 5)
-        await write_report(rt.store, settings.db.parent / "report")
+        if report:
+            await write_report(rt.store, settings.db.parent / "report")
     return measured, tables, cases
 
 
 @pytest.mark.anyio
 async def test_every_target_lands_in_one_count_and_replay_is_identical(settings, fake):
-    runs, tables, cases = await measured(settings, fake, judge=marker_judge, marks_evidence=True, marks_short=True)
+    runs, tables, cases = await measured(settings, fake, judge=marker_judge, marks_evidence=True, marks_short=True,
+                                         report=True)
     assert runs == ["longctx_full"]  # nomem has no retrieve mode: nothing is known there
     (row,) = tables["utilization"]
     assert row["targets"] == 62 == len(cases) and row["failed"] == 0

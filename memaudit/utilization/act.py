@@ -31,11 +31,12 @@ from memaudit.prompts import prompt_hashes
 from memaudit.roles import ask
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
+from memaudit.scoring.attribution import RECOVERED
 from memaudit.scoring.recovery import DEFAULT_VARIANT, failure_note, load_run, open_memory, run_all
 from memaudit.store import Store, dumps, loads
 from memaudit.types import BankEntry, Episode, MemoryItem, Reconstruction
 
-KNOW_THRESHOLD = 0.75
+KNOW_THRESHOLD = RECOVERED  # known = what attribution calls recovered
 PROMPTS = ("agent", "act_judge")
 MODEL_FAILURES = (InvalidOutput, ContextOverflow, EndpointError)
 # What the judge's position answer means for each order of (memory answer, baseline).

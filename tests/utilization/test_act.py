@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from memaudit.bench.act import ActScenario, save_act_scenarios
+from memaudit.errors import BadInput
 from memaudit.replay import replay_runs
 from memaudit.report.view import write_report
 from memaudit.scoring.recovery import score_runs
@@ -131,3 +132,6 @@ async def test_unknown_entries_skip_the_oracle(settings, fake):
     (row,) = tables["utilization"]
     assert row["kf_af"] == 62 and row["utilization"] is None
     assert all(c["oracle"] is None and c["oracle_steps"] == [] for c in cases)
+    async with runtime(settings, fake) as rt:  # another Know threshold would mix two definitions
+        with pytest.raises(BadInput, match="threshold 0.75"):
+            await utilization_runs(rt, ["longctx_full"], k=5, threshold=0.5)

@@ -31,8 +31,8 @@ async def _utilization(settings, runs, k, threshold):
         measured = await utilization_runs(rt, chosen, k=k, threshold=threshold)
         for run_id in chosen:
             if run_id not in measured:
-                click.echo(f"{run_id}: no retrieve scores at k={k} (run `memaudit score --mode retrieve --k {k}`); "
-                           "nothing is known, so nothing measured")
+                click.echo(f"{run_id}: no retrieve scores at k={k} (a system without retrieval has none; else run "
+                           f"`memaudit score --mode retrieve --k {k}`): nothing is known, so nothing measured")
                 continue
             cases = await load_cases(rt.store, run_id, k)
             decided = [c for c in cases if c["status"] == "ok" and c["know"] is not None]

@@ -33,7 +33,8 @@ def index_sections(tables: dict) -> str:
         to_cases = cases_page(r["run"], r["k"])
         cells = [link(INDEX, to_cases, esc(r["run"])), esc(r["system"]), str(r["k"]), str(r["targets"])]
         cells += [link(INDEX, to_cases, str(r[c]), anchor=c) for c in COUNTS]
-        cells += [_with_ci(r["act_accuracy"], r["act_accuracy_ci95"]), _with_ci(r["utilization"], r["utilization_ci95"]),
+        cells += [_with_ci(r["act_accuracy"], r["act_accuracy_ci95"]),
+                  _with_ci(r["utilization"], r["utilization_ci95"]),
                   " / ".join(str(r["oracle"][label]) for label in ORACLE_LABELS), str(r["order_disagreements"]),
                   str(r["failed"])]
         rows.append([c if i < 2 else f'<td class="n">{c}</td>' for i, c in enumerate(cells)])
@@ -41,13 +42,14 @@ def index_sections(tables: dict) -> str:
     parts.append(table(["run", "system", "k", "targets", *COUNT_NAMES.values(), "Act accuracy", "Utilization",
                         "oracle retrieval / comprehension / application", "order disagreements", "failed"], rows)
                  if rows else '<p class="muted">not measured (run `memaudit utilization`)</p>')
-    parts.append('<p class="note">Know = recovered at or above the threshold in retrieve mode at k; Act = a blind judge '
-                 "picked the memory-backed answer over the no-memory baseline in both orders. Utilization = KP∧AP / KP, "
-                 "Act accuracy = AP / targets (per-user means, 95% user-bootstrap intervals).</p>")
+    parts.append('<p class="note">Know = recovered at or above the threshold in retrieve mode at k; Act = a blind '
+                 "judge picked the memory-backed answer over the no-memory baseline in both orders. Utilization = "
+                 "KP∧AP / KP, Act accuracy = AP / targets (per-user means, 95% user-bootstrap intervals).</p>")
     carry = []
     for r in tables.get("carryover") or []:
         versus = r["carryover_vs_nomem"]
-        carry.append([esc(r["run"]), esc(r["system"]), f'<td class="n">{"—" if r["prefs"] is None else r["prefs"]}</td>',
+        prefs = "—" if r["prefs"] is None else r["prefs"]
+        carry.append([esc(r["run"]), esc(r["system"]), f'<td class="n">{prefs}</td>',
                       f'<td class="n">{_with_ci(r["carryover"], r["carryover_ci95"])}</td>',
                       f'<td class="n">{_with_ci(r["bother_rate"], r["bother_ci95"])}</td>',
                       f'<td class="n">{_versus(versus)}</td>',
@@ -86,7 +88,9 @@ def _verdicts(verdicts: list[dict]) -> str:
 
 def _case(c: dict) -> str:
     head = (f"{esc(c['user_id'])} · {esc(c['category'])} · {esc(c['dimension'])} · know score "
-            f"{num(c['know_score'], 2)} · act {esc(c['act'] or '—')}" + (f" · oracle {esc(c['oracle'])}" if c["oracle"] else ""))
+            f"{num(c['know_score'], 2)} · act {esc(c['act'] or '—')}")
+    if c["oracle"]:
+        head += f" · oracle {esc(c['oracle'])}"
     body = [f"<p><b>scenario</b>: {esc(c['scenario'])}</p>",
             f"<p><b>answer with memory</b></p><pre>{esc(c['answer'])}</pre>",
             f"<p><b>baseline (no memory)</b></p><pre>{esc(c['baseline'])}</pre>",

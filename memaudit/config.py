@@ -48,7 +48,7 @@ EMBEDDED_MAX_TOKENS = {"agent": 160, "simulator": 128, "pref_judge": 160, "memor
 ROLE_GROUP = {
     "oracle": "attribution", "disclosure": "attribution", "elicitation": "attribution",
     "persona_gen": "generator", "bank_gen": "generator", "task_gen": "generator",
-    "critic": "generator", "editor": "generator",
+    "critic": "generator", "editor": "generator", "act_scenario": "generator", "act_judge": "recovery_judge",
 }
 
 

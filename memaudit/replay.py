@@ -20,6 +20,8 @@ from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, sele
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
 from memaudit.types import DEFAULT_VARIANT
 
+from memaudit.utilization.act import utilization_runs
+
 SHOWN = 120  # characters of a differing value shown in the report line
 
 
@@ -72,6 +74,14 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
             attribution.setdefault(dumps(modes), []).append(run.run)
     for modes, group in attribution.items():
         await attribute_runs(rt, group, loads(modes))
+
+    # Utilization passes (memaudit/utilization/) after scoring: Know is read from the reconstructions.
+    utilization: dict[tuple, list[str]] = {}
+    for run in runs:
+        for k, config in await recorded.utilization.passes(run.run):
+            utilization.setdefault((k, config["threshold"]), []).append(run.run)
+    for (k, threshold), group in utilization.items():
+        await utilization_runs(rt, group, k=k, threshold=threshold)
 
 
 def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:

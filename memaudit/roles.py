@@ -61,6 +61,11 @@ ROLE_SPECS: dict[str, RoleSpec] = {
     "critic": RoleSpec("critic", obj(guessed_trait=STR, verdict={"type": "string", "enum": ["neutral", "fishing"]},
                                      reason=STR), 0.0, 200),
     "editor": RoleSpec("editor", obj(task=NONEMPTY, rationale=STR), 0.7, 300),
+    # Know/Act utilization (memaudit/utilization/): scenario writing (schema set by the generator)
+    # and the blind pairwise judge, asked once per answer order.
+    "act_scenario": RoleSpec("act_scenario", None, 0.8, 300),
+    "act_judge": RoleSpec("act_judge", obj(shaped={"type": "string", "enum": ["first", "second", "neither"]},
+                                           reason=REASON), 0.0, 160),
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memaudit.bench.act import load_act_scenarios, read_act_dir, save_act_scenarios
 from memaudit.bench.files import read_json
 from memaudit.bench.pool import BUNDLED_POOL, load_pool, parse_pool
 from memaudit.bench.validate import check_benchmark, unknown_categories
@@ -204,6 +205,7 @@ async def resolve_bench(store, ref: str) -> Benchmark:
         stored = await store.load_benchmark(bench.name)
         if stored is None:
             await store.save_benchmark(bench)
+            await save_act_scenarios(store, bench.name, read_act_dir(ref, bench))
             return bench
         if stored != bench:
             raise BadInput(f"the store already holds a different benchmark named {bench.name!r}; import this "
@@ -216,6 +218,16 @@ async def resolve_bench(store, ref: str) -> Benchmark:
                        f"{', '.join(names) if names else 'no benchmarks'} (use `sample`, a path, or an imported name)",
                        field="bench")
     return stored
+
+
+async def resolve_act_scenarios(store, bench: Benchmark) -> dict:
+    """The benchmark's Act scenarios (memaudit/bench/act.py) in the store, user -> dimension ->
+    scenario; the bundled sample's are imported on first use, like the sample itself."""
+    found = await load_act_scenarios(store, bench.name)
+    if not found and bench.name == SAMPLE_NAME:
+        await save_act_scenarios(store, SAMPLE_NAME, read_act_dir(SAMPLE_DIR, bench))
+        found = await load_act_scenarios(store, bench.name)
+    return found
 
 
 async def validate_bench(store, ref: str, *, pool_path: str | Path | None = None,

@@ -22,7 +22,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from memaudit.report import data
+from memaudit.report import data, utilization
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
                                   score_class, slug, stacked_chart, table)
@@ -55,6 +55,7 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
             writer.write(_pass_page(p), _pass_overview(summary, run, p, lists))
             for name, targets in lists.items():
                 writer.write(_list_page(p, name), _target_list(summary, run, p, name, targets))
+    await utilization.write_pages(store, writer, tables)
     for bench, users in summary.users.items():
         bench_runs = [r for r in summary.runs if r["bench"] == bench]
         for user in users:
@@ -145,6 +146,7 @@ def _index_page(summary: Summary, tables: dict) -> str:
     for key, title in (("footprint", "Footprint distribution"), ("gap", "Per-user dump − retrieve gap"),
                        ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B")):
         parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(summary, tables.get(key) or []))
+    parts.append(utilization.index_sections(tables))
     parts.append(_users_section(summary))
     return page(INDEX, "memaudit audit report", "\n".join(parts))
 

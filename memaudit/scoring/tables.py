@@ -19,10 +19,12 @@ from memaudit.scoring import metrics, stats
 from memaudit.scoring.metrics import ModeRecovery
 from memaudit.store import Run, Store, select_runs
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
+from memaudit.utilization import carryover, summary as utilization
 
 DEFAULT_K = 5
 ALPHA = 0.05
-SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "robustness")
+SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "utilization", "carryover",
+            "robustness")
 
 
 @dataclass
@@ -54,7 +56,8 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
                          bootstrap: int = stats.RESAMPLES, seed: int = 0) -> dict:
     """All tables for the runs (default: every run in the store, sorted). `bootstrap` = 0 skips
     intervals and tests."""
-    data = [await run_data(store, run, variant) for run in await select_runs(store, runs)]
+    selected = await select_runs(store, runs)
+    data = [await run_data(store, run, variant) for run in selected]
     boot = Bootstrap(bootstrap, seed)
     return {
         "table2": [table2_row(d, boot) for d in data],
@@ -64,6 +67,8 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
         "gap": [gap_row(d) for d in data],
         "tokens": [row for d in data for row in token_rows(d)],
         "comparisons": comparisons(data, boot),
+        "utilization": await utilization.utilization_rows(store, [r.run for r in selected], boot),
+        "carryover": await carryover.carryover_rows(store, [r.run for r in selected], boot),
     }
 
 
@@ -381,6 +386,10 @@ TITLES = {
     "gap": ("Per-user gap B(dump_all) − B(retrieve)", _gap),
     "tokens": ("Token usage per role", _tokens),
     "comparisons": ("Paired comparisons of per-user B (sign-flip test; * = Holm-adjusted p < 0.05)", _comparisons),
+    "utilization": ("Know/Act utilization (per-user means [95% CI]; oracle = why a known entry was not used)",
+                    lambda rows: utilization.table(rows, _num, _ci)),
+    "carryover": ("Preference carry-over and bother rate (per-user means [95% CI])",
+                  lambda rows: carryover.table(rows, _num, _ci)),
     "robustness": ("Robustness — frozen rescoring", _robustness),
 }
 

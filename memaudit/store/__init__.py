@@ -35,6 +35,7 @@ from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
+from memaudit.store.utilization import Utilization
 from memaudit.store.scores import PassConfig, Rescore, Scores, ScorePass
 from memaudit.types import Attribution, Benchmark, Episode, Reconstruction
 
@@ -84,6 +85,7 @@ class Store:
         self.attributions = Attributions(self)
         self.calls = Calls(self)
         self.vectors = Vectors(self)
+        self.utilization = Utilization(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod

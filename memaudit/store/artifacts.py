@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from memaudit.store import Store
 
 # What a scratch store starts from: the inputs and the caches, never an artifact.
-INPUTS = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "param_refusals")
+INPUTS = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "param_refusals", "act_scenarios")
 # Artifact tables and their keys, in comparison order (the first difference is reported).
 ARTIFACTS = {
     "episodes": ("run", "user_id", "task_idx"),
@@ -20,6 +20,8 @@ ARTIFACTS = {
     "score_passes": ("run", "mode", "k", "variant"),
     "reconstructions": ("run", "mode", "k", "variant", "user_id", "dimension"),
     "attributions": ("run", "mode", "k", "variant", "user_id", "dimension"),
+    "utilization_passes": ("run", "k"),
+    "act_cases": ("run", "k", "user_id", "dimension"),
 }
 ORACLE_KEY = ("bench", "user_id", "dimension", "task_hash")
 

@@ -73,8 +73,27 @@ def add_every_fact(body):
                           for n, line in enumerate(facts)]}
 
 
+def memt_search_facts_once(body):
+    """memt's ReAct policy: search the facts with the question itself, then finish."""
+    prompt = body["messages"][-1]["content"]
+    question = prompt.split("Question:\n", 1)[1].split("\n\nSteps so far:", 1)[0]
+    if "Steps so far:\n(none yet)" in prompt:
+        return {"thought": "look it up", "action": "search_facts", "query": question}
+    return {"thought": "enough", "action": "finish", "query": ""}
+
+
+def memt_fact_of_each_turn(body):
+    """memt's formation policy: one fact, the turn's words, and a summary."""
+    turn = body["messages"][-1]["content"].rsplit("Current turn:\n", 1)[1].removeprefix("user said: ")
+    return {"tool_calls": [{"tool": "create_fact", "name": "", "content": turn},
+                           {"tool": "update_summary", "name": "", "content": f"Latest: {turn}"}]}
+
+
 def script(fake):
     """Memory-side answers that make every system write; other roles keep the fake's defaults."""
     fake.on("memory_mem0_extract", lambda body: {"facts": [body["messages"][-1]["content"].rsplit("\n", 1)[-1]]})
     fake.on("memory_mem0_decide", add_every_fact)
+    fake.on("memt_policy_formation", memt_fact_of_each_turn)
+    fake.on("memt_policy_update", lambda body: {"operations": [{"op": "add", "target": -1, "content": ""}]})
+    fake.on("memt_policy_search", memt_search_facts_once)
     return fake

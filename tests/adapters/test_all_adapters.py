@@ -29,7 +29,10 @@ def test_writes_and_searches(system, settings, fake):
                     found = await adapter.search(query, k)
                     assert len(found) <= k
                     scores = [item.score for item in found]
-                    assert scores == sorted(scores, reverse=True)
+                    if system == "memt":  # published memt: the order found, no score
+                        assert scores == [None] * len(found)
+                    else:
+                        assert scores == sorted(scores, reverse=True)
             context = await adapter.context("what should I eat before a run?", 5)
             assert isinstance(context, AgentContext)
             assert adapter.footprint()[0] == len(dump)

@@ -34,6 +34,9 @@ def test_rollout_and_scoring_for_every_system(settings, fake):
                     if r["mode"] == "retrieve":
                         found = orjson.loads(r["evidence"])["items"]
                         assert len(found) <= 3
-                        scores = [i["score"] for i in found]
-                        assert scores == sorted(scores, reverse=True)
+                        scores = [i.get("score") for i in found]
+                        if run == "memt":  # published memt: the order found, no score
+                            assert scores == [None] * len(found)
+                        else:
+                            assert scores == sorted(scores, reverse=True)
     anyio.run(main)

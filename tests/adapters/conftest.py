@@ -89,6 +89,13 @@ def memt_fact_of_each_turn(body):
                            {"tool": "update_summary", "name": "", "content": f"Latest: {turn}"}]}
 
 
+def mem0ai_keep_the_message(body):
+    """The mem0ai library's extraction: one memory, the new message's words."""
+    new = body["messages"][-1]["content"].split("## New Messages\n", 1)[1].split("\n\n", 1)[0]
+    return {"memory": [{"id": "0", "text": new.removeprefix("user: "), "attributed_to": "user",
+                        "linked_memory_ids": []}]}
+
+
 def script(fake):
     """Memory-side answers that make every system write; other roles keep the fake's defaults."""
     fake.on("memory_mem0_extract", lambda body: {"facts": [body["messages"][-1]["content"].rsplit("\n", 1)[-1]]})
@@ -96,4 +103,5 @@ def script(fake):
     fake.on("memt_policy_formation", memt_fact_of_each_turn)
     fake.on("memt_policy_update", lambda body: {"operations": [{"op": "add", "target": -1, "content": ""}]})
     fake.on("memt_policy_search", memt_search_facts_once)
+    fake.on("memory_mem0ai", mem0ai_keep_the_message)
     return fake

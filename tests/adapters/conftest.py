@@ -3,15 +3,27 @@ conversation."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 from contextlib import asynccontextmanager
 
 import numpy as np
+import pytest
 
 from memaudit.adapters.base import AdapterContext, Event
 from memaudit.adapters.registry import get_adapter
 from memaudit.embed import DIM, Embedder
 from memaudit.runtime import open_runtime
+
+
+# The mem0ai system needs its optional extra (installed by `make install` and in CI).
+HAS_MEM0AI = importlib.util.find_spec("mem0") is not None
+needs_mem0ai = pytest.mark.skipif(not HAS_MEM0AI, reason="the mem0ai extra is not installed")
+
+
+def system_params(names) -> list:
+    """Systems as test parameters; mem0ai is skipped where its library is missing."""
+    return [pytest.param(name, marks=needs_mem0ai) if name == "mem0ai" else name for name in names]
 
 
 def hash_encoder(texts: list[str]) -> np.ndarray:

@@ -7,13 +7,13 @@ import pytest
 
 from memaudit.adapters.base import AgentContext, Event
 from memaudit.adapters.registry import BUILTIN
-from tests.adapters.conftest import EPISODES, adapter_runtime, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, play, script, system_params
 
 SYSTEMS = sorted(BUILTIN)
 QUERIES = ["knee injury from running", "how does the user like answers", "Python data analysis", "Munich"]
 
 
-@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("system", system_params(SYSTEMS))
 def test_writes_and_searches(system, settings, fake):
     async def main():
         async with adapter_runtime(system, settings, script(fake)) as (make, rt):
@@ -39,7 +39,7 @@ def test_writes_and_searches(system, settings, fake):
     anyio.run(main)
 
 
-@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("system", system_params(SYSTEMS))
 def test_snapshot_restore_round_trip(system, settings, fake):
     async def main():
         async with adapter_runtime(system, settings, script(fake)) as (make, rt):
@@ -62,7 +62,7 @@ def test_snapshot_restore_round_trip(system, settings, fake):
     anyio.run(main)
 
 
-@pytest.mark.parametrize("system", [s for s in SYSTEMS if s not in ("nomem", "simple_rag", "bm25", "longctx_full")])
+@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in ("nomem", "simple_rag", "bm25", "longctx_full")))
 def test_failed_memory_call_is_counted_not_fatal(system, settings, fake):
     """A memory-side call that stays invalid after the repair budget skips that write."""
     async def main():
@@ -77,7 +77,7 @@ def test_failed_memory_call_is_counted_not_fatal(system, settings, fake):
     anyio.run(main)
 
 
-@pytest.mark.parametrize("system", [s for s in SYSTEMS if s != "nomem"])
+@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s != "nomem"))
 def test_load_items_from_a_published_dump(system, settings, fake):
     """A dumped store with only some native fields loads and searches; our own dump reloads as is."""
     minimal = [{"id": f"m{n}", "content": text, "tags": ["x"], "category": "facts", "score": 0.3}

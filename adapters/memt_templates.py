@@ -53,6 +53,10 @@ def _text(value) -> str:
 class TemplatePolicy:
     def __init__(self, checkout: Path):
         checkout = Path(checkout).resolve()
+        missing = [f"{name}.py" for name in (*MODULES, "config") if not (checkout / f"{name}.py").is_file()]
+        if missing:
+            raise BadInput(f"cannot load Mem-T's templates: {', '.join(missing)} not found in the checkout",
+                           file=str(checkout), field="memt_prompts")
         sys.path.insert(0, str(checkout))
         try:
             modules = {name: importlib.import_module(name) for name in (*MODULES, "config")}

@@ -185,9 +185,12 @@ class Mem0AI(MemoryAdapter):
     async def search(self, query: str, k: int) -> list[MemoryItem]:
         library = await self._open()
         found = await self._call(self.last, library.search, query, top_k=k, filters={"user_id": USER})
-        return [MemoryItem(item["id"], item["content"], score, {k: v for k, v in item.items()
-                                                                 if k not in ("id", "content")})
-                for item, score in ((shaped(r), r.get("score")) for r in (found or {}).get("results", []))]
+        items = []
+        for result in (found or {}).get("results", []):
+            item = shaped(result)
+            native = {name: value for name, value in item.items() if name not in ("id", "content")}
+            items.append(MemoryItem(item["id"], item["content"], result.get("score"), native))
+        return items
 
     def dump(self) -> list[dict]:
         if self.library is None:

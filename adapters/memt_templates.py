@@ -91,7 +91,8 @@ class TemplatePolicy:
         return [{"tool": name, "name": _text(args.get("name")), "content": _text(args.get(FORMATION_ARGUMENT[name]))}
                 for name, args in tool_calls(result.text) if name in FORMATION_ARGUMENT]
 
-    async def update(self, adapter, event, collection: str, candidate: str, neighbours: list[dict]) -> list[dict] | None:
+    async def update(self, adapter, event, collection: str, candidate: str,
+                     neighbours: list[dict]) -> list[dict] | None:
         from memaudit.adapters.memt import memory_content
         potential = {"type": collection.rstrip("s"), "document": candidate, "turn_time": event.clock,
                      "start_time": "", "end_time": ""}

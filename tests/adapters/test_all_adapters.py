@@ -62,7 +62,10 @@ def test_snapshot_restore_round_trip(system, settings, fake):
     anyio.run(main)
 
 
-@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in ("nomem", "simple_rag", "bm25", "longctx_full")))
+WITHOUT_MODEL_CALLS = ("nomem", "simple_rag", "bm25", "longctx_full")
+
+
+@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in WITHOUT_MODEL_CALLS))
 def test_failed_memory_call_is_counted_not_fatal(system, settings, fake):
     """A memory-side call that stays invalid after the repair budget skips that write."""
     async def main():

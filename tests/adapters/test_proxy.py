@@ -43,7 +43,8 @@ def test_chat_is_forwarded_cached_and_attributed(settings, fake):
             with route.calls_from_here():
                 failed = await anyio.to_thread.run_sync(post, route.base_url + "/chat/completions", bad)
             assert failed.status_code == 400 and isinstance(route.error, InvalidOutput)
-            refused = await anyio.to_thread.run_sync(post, route.base_url + "/chat/completions", {**body, "stream": True})
+            streamed = {**body, "stream": True}
+            refused = await anyio.to_thread.run_sync(post, route.base_url + "/chat/completions", streamed)
             assert refused.status_code == 400
     anyio.run(main)
 

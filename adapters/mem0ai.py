@@ -112,12 +112,15 @@ def _import_library():
     return Memory
 
 
+# Imported with the adapter, so that a missing extra fails before a run is opened.
+Memory = _import_library()
+
+
 class Mem0AI(MemoryAdapter):
     name = "mem0ai"
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.memory_class = _import_library()
         self.library = None
         self.route = None
         self.ticks = 0   # logical-clock readings so far
@@ -146,7 +149,7 @@ class Mem0AI(MemoryAdapter):
                     "client": QdrantClient(location=":memory:")}},
                 "history_db_path": ":memory:",
             }
-            self.library = await anyio.to_thread.run_sync(self.memory_class.from_config, config)
+            self.library = await anyio.to_thread.run_sync(Memory.from_config, config)
         return self.library
 
     async def _call(self, clock: tuple[str, int, int], fn, *args, **kwargs):

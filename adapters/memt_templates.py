@@ -109,11 +109,13 @@ class TemplatePolicy:
         for name, args in tool_calls(result.text):
             op = UPDATE_OP.get(name)
             target = _text(args.get("id")) or None
+            document = _text(args.get("document"))
             if op in ("update", "delete") and target not in known:
                 adapter.bad_indices.append({"clock": event.clock, "decision": op, "index": target})
-                continue
-            if op is not None:
-                operations.append({"op": op, "target": target, "content": _text(args.get("document"))})
+            elif op == "add" and not document:
+                continue  # Mem-T's add tool refuses an empty document
+            elif op is not None:
+                operations.append({"op": op, "target": target, "content": document})
         return operations
 
     def searcher(self, adapter, query: str) -> "TemplateSearch":

@@ -123,6 +123,7 @@ class Mem0AI(MemoryAdapter):
         super().__init__(ctx)
         self.library = None
         self.route = None
+        self.threads = None  # the worker-thread limiter of this adapter's library calls
         self.ticks = 0   # logical-clock readings so far
         self.uuids = 0   # ids the library has drawn so far
         self.last = ("task000.turn00", 1, 0)  # the clock of the latest write, for reads
@@ -149,7 +150,10 @@ class Mem0AI(MemoryAdapter):
                     "client": QdrantClient(location=":memory:")}},
                 "history_db_path": ":memory:",
             }
-            self.library = await anyio.to_thread.run_sync(Memory.from_config, config)
+            # The library's threads wait on the proxy, whose embeddings need a worker thread of the
+            # default pool: with their own limiter, many users' library calls cannot starve it.
+            self.threads = anyio.CapacityLimiter(1)
+            self.library = await anyio.to_thread.run_sync(Memory.from_config, config, limiter=self.threads)
         return self.library
 
     async def _call(self, clock: tuple[str, int, int], fn, *args, **kwargs):
@@ -168,7 +172,7 @@ class Mem0AI(MemoryAdapter):
 
         with self.route.calls_from_here():
             try:
-                return await anyio.to_thread.run_sync(run)
+                return await anyio.to_thread.run_sync(run, limiter=self.threads)
             except Exception as exc:
                 cause = self.route.error or exc
                 if isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES):

@@ -3,11 +3,13 @@
 A memory system sees only what the assistant scaffold hands it through `observe()`: it never sees
 the hidden bank, the episode machinery or how it is graded. Everything an adapter needs from
 outside comes in its AdapterContext: the shared model client (for memory-side LLM calls, under
-the role `memory:<name>`), the cached embedder, and a scope string for deterministic ids/seeds.
+the role `memory:<name>`), the cached embedder (`self.embedder` picks the one configured for the
+adapter's `embed_role`), and a scope string for deterministic ids/seeds. A third-party library
+that speaks the OpenAI API reaches the same client through `memaudit.llm.proxy`.
 
 Write path:  observe(Event)      task_start -> assistant -> user -> assistant -> user ... -> episode_end
 Read paths:  context(query, k)   what the assistant sees while replying
-             search(query, k)    top-k items, each with `content`, a higher-is-better `score`, native fields
+             search(query, k)    top-k items, each with `content`, a higher-is-better `score` (or None), native fields
              dump()              the whole store as a list of items with native fields
 State:       snapshot()/restore() JSON-able state, saved after every episode, restored on resume
 

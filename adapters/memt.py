@@ -39,7 +39,7 @@ from memaudit.adapters.memory_calls import memory_call
 from memaudit.adapters.vector_index import VectorIndex
 from memaudit.errors import BadInput
 from memaudit.llm.cache import text_hash
-from memaudit.roles import NONEMPTY, STR, obj
+from memaudit.roles import NONEMPTY, REASON, STR, obj
 from memaudit.types import MemoryItem
 
 COLLECTIONS = ("turns", "facts", "experiences", "personas", "summary")
@@ -63,7 +63,8 @@ FORMATION_SCHEMA = obj(tool_calls={"type": "array", "items": obj(
 UPDATE_SCHEMA = obj(operations={"type": "array", "items": obj(
     op={"type": "string", "enum": ["add", "update", "delete", "ignore"]}, target={"type": "integer"},
     content=STR)})
-SEARCH_SCHEMA = obj(thought=STR, action={"type": "string", "enum": [*SEARCH_TOOLS, "finish"]}, query=STR)
+# The thought is bounded: grammar-constrained small models otherwise ramble into the token limit.
+SEARCH_SCHEMA = obj(thought=REASON, action={"type": "string", "enum": [*SEARCH_TOOLS, "finish"]}, query=STR)
 
 
 def with_sources(document: str, turns: list[str]) -> str:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import httpx
 
 from memaudit.config import Settings
-from memaudit.embed import Embedder
+from memaudit.embed import Embedder, configured_embedder
 from memaudit.llm.client import LLM
+from memaudit.llm.proxy import close_proxy
 from memaudit.llm.server import embedded_server
 from memaudit.store import Store, open_store
 
@@ -42,4 +43,5 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
         on_demand = start_server if settings.embedded and transport is None and settings.cache != "replay" else None
         llm = LLM(settings, store.calls, transport=transport, start_server=on_demand)
         stack.push_async_callback(llm.aclose)
-        yield Runtime(llm.settings, store, llm, embedder or Embedder(store.vectors))
+        stack.push_async_callback(close_proxy, llm)  # before the client it forwards to
+        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings))

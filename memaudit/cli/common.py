@@ -31,8 +31,13 @@ GLOBAL_OPTIONS = [
     click.option("--seed", type=int, default=None, help="base seed [MEMAUDIT_SEED]"),
     click.option("--prompts", "prompts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
                  help="directory with your own prompt files"),
+    click.option("--embed-model", default=None,
+                 help="sentence-transformers model the memory systems embed with [MEMAUDIT_EMBED_MODEL]"),
+    click.option("--memt-prompts", type=click.Path(path_type=Path, file_okay=False), default=None,
+                 help="a Mem-T checkout: drive memt with Mem-T's own templates [MEMAUDIT_MEMT_PROMPTS]"),
 ]
-OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir")
+OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir",
+                "embed_model", "memt_prompts")
 
 
 def global_options(fn):
@@ -55,7 +60,8 @@ def settings_from(ctx_obj: dict, **extra):
     o = ctx_obj or {}
     return load_settings(db=o.get("db"), base_url=o.get("base_url"), model=o.get("model"), backend=o.get("backend"),
                          config=o.get("config_file"), concurrency=o.get("concurrency"), cache=o.get("cache"),
-                         seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), **extra)
+                         seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), embed_model=o.get("embed_model"),
+                         memt_prompts=o.get("memt_prompts"), **extra)
 
 
 def current_settings(**extra):

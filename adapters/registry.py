@@ -12,6 +12,7 @@ BUILTIN = {
     "nomem": "memaudit.adapters.nomem:NoMemory",
     "longctx_full": "memaudit.adapters.longctx_full:LongContextFull",
     "mem0": "memaudit.adapters.mem0:Mem0",
+    "mem0ai": "memaudit.adapters.mem0ai:Mem0AI",
     "amem": "memaudit.adapters.amem:AMem",
     "memt": "memaudit.adapters.memt:MemT",
     "simple_rag": "memaudit.adapters.simple_rag:SimpleRag",

@@ -115,8 +115,8 @@ async def embedded(tmp: Path) -> None:
     asks = [("cold, ~1.2k-token prompt", prefix, "Suggest one city for a weekend in May."),
             ("same prefix, new question", prefix, "Suggest one city for a weekend in October."),
             ("short prompt", "You answer briefly.", "Name one quiet lake town.")]
-    async with embedded_server(threads=2, log_path=tmp / "server.log") as url:
-        settings = load_settings(db=tmp / "embedded.db", base_url=url, model=EMBEDDED_MODEL, backend="llamacpp",
+    async with embedded_server(threads=2, log_path=tmp / "server.log") as server:
+        settings = load_settings(db=tmp / "embedded.db", base_url=server.url, model=EMBEDDED_MODEL, backend="llamacpp",
                                  env={})
         async with open_store(settings.db) as store:
             llm = LLM(settings, store)

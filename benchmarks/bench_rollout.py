@@ -59,13 +59,13 @@ async def main() -> None:
         settings = replace(load_settings(db=Path(tmp) / "bench.db", base_url=url, model="fake",
                                          backend="openai", env={}), concurrency=64)
         async with open_runtime(settings) as rt:
-            rt.embedder = Embedder(rt.store, encoder=fast_encoder)
+            rt.embedder = Embedder(rt.store.vectors, encoder=fast_encoder)
             bench = await resolve_bench(rt.store, "sample")
             users = [u.id for u in bench.users[:USERS]]
             start = time.perf_counter()
             await runner.run_rollout(rt, bench, SYSTEMS, users=users, tasks=TASKS, progress=False)
             wall = time.perf_counter() - start
-            episodes = sum([len(await rt.store.episodes_done(run, user)) for run in SYSTEMS for user in users])
+            episodes = await rt.store.episodes.count()
         calls = server_stats(url)["requests"]
 
     longest = max(chains.values())

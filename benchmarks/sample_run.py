@@ -52,7 +52,7 @@ async def prepare(db: Path, systems=("longctx_full",)) -> None:
         settings = replace(load_settings(db=db, base_url=url, model="fake", backend="openai", env={}),
                            concurrency=64)
         async with open_runtime(settings) as rt:
-            rt.embedder = Embedder(rt.store, encoder=fast_encoder)
+            rt.embedder = Embedder(rt.store.vectors, encoder=fast_encoder)
             bench = await resolve_bench(rt.store, "sample")
             users = bench.users[:USERS]
             await run_rollout(rt, bench, list(systems), users=[u.id for u in users], tasks=TASKS, max_turns=2,

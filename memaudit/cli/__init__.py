@@ -19,11 +19,11 @@ def cli(**_):
 for _option in GLOBAL_OPTIONS:
     cli = _option(cli)
 
-from memaudit.cli import (bench_cmds, demo_cmds, generate_cmds, memory_cmds, report_cmds,  # noqa: E402
-                          rollout_cmds, score_cmds, system_cmds, tables_cmds)
+from memaudit.cli import (bench_cmds, calls_cmds, demo_cmds, generate_cmds, memory_cmds,  # noqa: E402
+                          report_cmds, rollout_cmds, score_cmds, system_cmds, tables_cmds, utilization_cmds)
 
-for _module in (bench_cmds, generate_cmds, rollout_cmds, score_cmds, tables_cmds, report_cmds, memory_cmds,
-                system_cmds, demo_cmds):
+for _module in (bench_cmds, generate_cmds, rollout_cmds, score_cmds, utilization_cmds, tables_cmds, report_cmds,
+                memory_cmds, calls_cmds, system_cmds, demo_cmds):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

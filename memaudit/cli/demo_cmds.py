@@ -26,6 +26,7 @@ def demo(users, tasks, max_turns, report_dir):
 async def _demo(settings, users, tasks, max_turns, report_dir):
     from dataclasses import replace
 
+    from memaudit.cli.progress import RolloutProgress
     from memaudit.demo import DemoSize, run_demo
     from memaudit.runtime import open_runtime
 
@@ -36,7 +37,7 @@ async def _demo(settings, users, tasks, max_turns, report_dir):
     console.print(f"memaudit demo on {endpoint}; store {settings.db}", highlight=False)
     start = time.monotonic()
     async with open_runtime(settings) as rt:
-        result = await run_demo(rt, size, report_dir)
+        result = await run_demo(rt, size, report_dir, progress=RolloutProgress("live"))
     print_tables(result["tables"])
     bench = result["bench"]
     n_tasks = len(next(iter(bench.tasks.values())))

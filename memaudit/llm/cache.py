@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-import orjson
+from memaudit.canonical import canonical
 
 SCHEME = "s1"
 RECORD_VERSION = 1
@@ -17,15 +17,17 @@ RECORD_VERSION = 1
 TEXT_HASH_SCHEME = "s1"
 
 
-def key_record(*, model: str, backend: str, messages: list[dict], temperature: float, top_p: float | None,
-               max_tokens: int | None, seed: int, schema: dict | None, sample: int) -> dict:
-    return {"v": RECORD_VERSION, "model": model, "backend": backend, "messages": messages,
-            "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
-            "schema": schema, "sample": sample}
-
-
-def canonical(obj) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+def key_record(*, model: str, backend: str, messages: list[dict], temperature: float | None, top_p: float | None,
+               max_tokens: int | None, seed: int, schema: dict | None, sample: int,
+               reasoning_effort: str | None = None) -> dict:
+    """What is sent: a None temperature or top_p was left out of the request (the model's default).
+    `reasoning_effort` is keyed only when set, so the keys of every other call stay as they were."""
+    record = {"v": RECORD_VERSION, "model": model, "backend": backend, "messages": messages,
+              "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
+              "schema": schema, "sample": sample}
+    if reasoning_effort is not None:
+        record["reasoning_effort"] = reasoning_effort
+    return record
 
 
 def keyed(record: dict) -> tuple[str, str]:

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 import anyio
 import orjson
 
+from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
 from memaudit.llm.cache import derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import estimate_tokens
-from memaudit.llm.transport import Transport, request_body
+from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body, sent_fields
+from memaudit.llm.transport import Transport
 
 if TYPE_CHECKING:
     import httpx
@@ -48,6 +50,7 @@ class RoleStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
     failures: int = 0
 
 
@@ -59,7 +62,7 @@ class _Flight:
 
 
 class LLM:
-    def __init__(self, settings: Settings, store, *, transport: httpx.AsyncBaseTransport | None = None,
+    def __init__(self, settings: Settings, store: CallCache, *, transport: httpx.AsyncBaseTransport | None = None,
                  start_server: Callable[[], Awaitable[str]] | None = None):
         self.settings = settings
         # Started on the first call that needs a model (embedded server): a fully cached command
@@ -72,6 +75,7 @@ class LLM:
         self.stats: dict[str, RoleStats] = {}
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})
+        self.refusals = Refusals(store)
 
     def role_config(self, role: str) -> RoleConfig:
         """The settings of `role`, resolved once per settings object (a hot path: every call)."""
@@ -105,14 +109,32 @@ class LLM:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
+        # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
+        # key of what is then sent; the refusal is remembered (memaudit/llm/dialect.py).
+        for _ in REFUSABLE:
+            try:
+                return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
+                                                seed_parts)
+            except ParameterRefused as exc:
+                rc = self.role_config(role)
+                await self.refusals.learn(rc.model, rc.backend, exc.param)
+        return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts)
+
+    async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
+                            seed_parts) -> CallResult:
         rc = self.role_config(role)
         temperature = rc.temperature if rc.temperature is not None else temperature
         max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
         if rc.max_tokens_cap is not None and rc.max_tokens is None:
             max_tokens = min(max_tokens or rc.max_tokens_cap, rc.max_tokens_cap)
+        sent = sent_fields(model=rc.model, backend=rc.backend, temperature=temperature, top_p=None,
+                           max_tokens=max_tokens, budget_configured=rc.max_tokens is not None,
+                           reasoning_effort=rc.reasoning_effort,
+                           refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
-        record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=temperature,
-                            top_p=None, max_tokens=max_tokens, seed=seed, schema=schema, sample=sample)
+        record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
+                            top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,
+                            reasoning_effort=sent.reasoning_effort)
         key, request_json = keyed(record)
         stats = self.stats.setdefault(role, RoleStats())
         flight = self._flights.get(key)
@@ -120,8 +142,8 @@ class LLM:
             await flight.done.wait()
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
-                return await self.call(role, messages, temperature=temperature, max_tokens=max_tokens,
-                                       schema=schema, check=check, sample=sample, seed_parts=seed_parts)
+                return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
+                                                seed_parts)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)
@@ -193,7 +215,8 @@ class LLM:
                                 response=orjson.dumps({"text": text, "usage": usage}).decode(), ok=True,
                                 prompt_tokens=usage.get("prompt_tokens", 0),
                                 completion_tokens=usage.get("completion_tokens", 0),
-                                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now())
+                                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now(),
+                                reasoning_tokens=usage.get("reasoning_tokens", 0))
             await self.store.maybe_flush()
         return CallResult(text, data, usage, key, False)
 
@@ -211,10 +234,11 @@ class LLM:
         stats.prompt_tokens += usage.get("prompt_tokens", 0)
         stats.completion_tokens += usage.get("completion_tokens", 0)
         stats.cached_tokens += usage.get("cached_tokens", 0)
+        stats.reasoning_tokens += usage.get("reasoning_tokens", 0)
 
     async def _call_with_repair(self, role, rc, record, schema, check):
         messages = list(record["messages"])
-        total = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+        total = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "reasoning_tokens": 0}
         latency = 0.0
         attempts = self.settings.repair_attempts + 1
         raw, found = "", ""
@@ -222,7 +246,8 @@ class LLM:
             body = request_body(backend=rc.backend, model=rc.model, messages=messages,
                                 temperature=record["temperature"], top_p=record["top_p"],
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
-                                schema_name=role)
+                                schema_name=role, reasoning_effort=record.get("reasoning_effort"),
+                                refused=await self.refusals.of(rc.model, rc.backend))
             response, took = await self.transport.post_chat(rc.base_urls, rc.api_key, body, role)
             latency += took
             raw, finish, usage = _parse_choice(response)
@@ -255,9 +280,11 @@ def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
         text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
     usage = response.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
+    completion = usage.get("completion_tokens_details") or {}
     return text, finish, {"prompt_tokens": usage.get("prompt_tokens", 0) or 0,
                           "completion_tokens": usage.get("completion_tokens", 0) or 0,
-                          "cached_tokens": details.get("cached_tokens", 0) or 0}
+                          "cached_tokens": details.get("cached_tokens", 0) or 0,
+                          "reasoning_tokens": completion.get("reasoning_tokens", 0) or 0}
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:

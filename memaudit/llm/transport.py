@@ -1,4 +1,4 @@
-"""Endpoints, the structured-output dialects, and the one retry loop.
+"""Endpoints and the one retry loop (what a request body holds: memaudit/llm/dialect.py).
 
 One HTTP session per endpoint (aiohttp; its connection pool keeps the client's CPU per call flat
 from 1 to 512 calls in flight, where httpx's grows with the number of connections: see
@@ -9,8 +9,11 @@ the network in unit tests (`FakeOpenAI.transport()`).
 
 Failures are sorted here: retryable statuses and unreachable servers are retried; a context
 length error is `ContextOverflow` and a content refusal is `Refusal` (outcomes of the request);
-any other refusal (401/403/404, an unknown model, a rejected parameter) is `EndpointError`, a
-misconfigured endpoint that ends the command and is never recorded."""
+a 400 naming a parameter the model does not take is `ParameterRefused` (the client asks again
+without it: llm/dialect.py); any other refusal (401/403/404, an unknown model, another rejected
+parameter) is `EndpointError`, a misconfigured endpoint that ends the command and is never
+recorded. A server memaudit started itself is checked when it stops answering (`watched`), so
+its death is reported at once."""
 from __future__ import annotations
 
 import asyncio
@@ -26,6 +29,7 @@ import orjson
 from yarl import URL
 
 from memaudit.errors import ContextOverflow, EndpointError, Refusal, redact_url
+from memaudit.llm.dialect import refusal
 
 RETRYABLE = {408, 409, 425, 429}
 OVERFLOW_PATTERN = re.compile(
@@ -34,52 +38,6 @@ OVERFLOW_PATTERN = re.compile(
 # Error codes and words with which hosted APIs refuse the content of a request (not its form).
 REFUSAL_PATTERN = re.compile(r"content[ _-]?(policy|filter|management)|safety system|flagged|moderation", re.I)
 JSON_HEADERS = {"content-type": "application/json"}
-
-
-def request_body(*, backend: str, model: str, messages: list[dict], temperature: float, top_p: float | None,
-                 max_tokens: int | None, seed: int, schema: dict | None, schema_name: str) -> dict:
-    """The chat-completions body in the endpoint's structured-output dialect."""
-    body: dict = {"model": model, "messages": messages, "temperature": temperature, "seed": seed}
-    if top_p is not None:
-        body["top_p"] = top_p
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    if schema is not None:
-        name = re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64]
-        if backend == "llamacpp":
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        elif backend == "vllm":
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-        else:
-            body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
-    return body
-
-
-# String-length bounds are not accepted by every strict structured-output API; they are still
-# checked locally on the answer (memaudit/llm/schema.py).
-_NOT_STRICT = ("minLength", "maxLength")
-
-
-_STRICT_MEMO: dict[int, tuple[dict, dict]] = {}
-
-
-def _strict(schema: dict) -> dict:
-    """The strict form of a schema, made once per schema object (roles reuse theirs on every call)."""
-    memo = _STRICT_MEMO.get(id(schema))
-    if memo is None or memo[0] is not schema:
-        if len(_STRICT_MEMO) > 256:  # schemas built per call would otherwise pile up
-            _STRICT_MEMO.clear()
-        memo = _STRICT_MEMO[id(schema)] = (schema, _without_length_bounds(schema))
-    return memo[1]
-
-
-def _without_length_bounds(schema):
-    if isinstance(schema, dict):
-        return {k: _without_length_bounds(v) for k, v in schema.items() if k not in _NOT_STRICT}
-    if isinstance(schema, list):
-        return [_without_length_bounds(v) for v in schema]
-    return schema
 
 
 if TYPE_CHECKING:  # httpx is needed only where a test hands in its MockTransport
@@ -168,6 +126,9 @@ class Transport:
     _endpoints: dict = field(default_factory=dict)
     retries: int = 0
     serial_urls: set = field(default_factory=set)  # one-request-at-a-time servers (the embedded model)
+    # Servers memaudit started itself: base URL -> an async check that raises when the server's
+    # process has exited, so a crash is reported at once, not after every retry (llm/server.py).
+    watched: dict = field(default_factory=dict)
 
     def endpoint(self, base_url: str, api_key: str | None) -> Endpoint:
         ident = (base_url, api_key)
@@ -207,6 +168,8 @@ class Transport:
                     status, headers, data = await ep.session.post("/chat/completions", content)
                     latency = time.perf_counter() - start
             except Unreachable as exc:
+                if ep.base_url in self.watched:
+                    await self.watched[ep.base_url]()
                 last = str(exc)
             else:
                 if status == 200:
@@ -222,7 +185,7 @@ class Transport:
                     if status in (400, 403, 422) and REFUSAL_PATTERN.search(said):
                         raise Refusal(role, message[:300])
                     if status not in RETRYABLE and status < 500:
-                        raise EndpointError(message[:300], status=status, url=ep.base_url, secrets=secrets)
+                        raise refusal(status, data, message, ep.base_url, secrets)
                     last = f"HTTP {status}: {message[:200]}"
                     wait = _retry_after(headers)
             finally:

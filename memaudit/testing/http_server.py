@@ -3,8 +3,10 @@ subprocess (`--base-url http://127.0.0.1:P/v1`) and for the performance scripts.
 
 In a test:      with serve(FakeOpenAI()) as url: ...
 Stand-alone:    python -m memaudit.testing.http_server --port P --latency 0.05 [--fake MODULE:FUNCTION]
+                [--reasoning]
                 (prints its base URL; answers are FakeOpenAI's schema-driven defaults, or those
-                of the FakeOpenAI that FUNCTION returns)
+                of the FakeOpenAI that FUNCTION returns; with --reasoning it refuses requests as a
+                hosted reasoning model does)
 
 It is one asyncio event loop (in a background thread, or the main thread stand-alone) speaking
 just enough HTTP/1.1 with keep-alive: a request waits for its latency without holding a thread,
@@ -157,11 +159,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per chat completion")
     parser.add_argument("--fake", default=None, help="MODULE:FUNCTION returning the FakeOpenAI to serve")
+    parser.add_argument("--reasoning", action="store_true", help="behave like a hosted reasoning model")
     args = parser.parse_args()
-    fake = None
+    fake = FakeOpenAI()
     if args.fake:
         module, function = args.fake.split(":")
         fake = getattr(importlib.import_module(module), function)()
+    fake.reasoning = fake.reasoning or args.reasoning
     with serve(fake, port=args.port, latency=args.latency) as url:
         print(url, flush=True)
         threading.Event().wait()

@@ -1,0 +1,22 @@
+"""Canonical JSON: orjson with sorted keys, so equal data gives equal bytes. Cache keys, seeds,
+stored JSON columns and release files all serialise through here."""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+def canonical(obj: Any) -> bytes:
+    """Compact canonical bytes (cache keys, seeds)."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_text(obj: Any) -> str:
+    """Compact canonical text (the store's JSON columns)."""
+    return canonical(obj).decode()
+
+
+def canonical_pretty(obj: Any) -> bytes:
+    """Canonical bytes indented by two spaces (files people read: the release layout)."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)

@@ -10,6 +10,7 @@ from pathlib import Path
 from memaudit.bench.instances import resolve_bench
 from memaudit.config import EMBEDDED_MAX_TOKENS, EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.report.view import write_report
+from memaudit.rollout.progress import ProgressSink
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import Runtime
 from memaudit.scoring.attribution import attribute_runs
@@ -42,11 +43,11 @@ def embedded_caps() -> str:
             f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters, where the published runner set no caps")
 
 
-async def run_demo(rt: Runtime, size: DemoSize, report_dir: Path) -> dict:
+async def run_demo(rt: Runtime, size: DemoSize, report_dir: Path, *, progress: ProgressSink | None = None) -> dict:
     bench = await resolve_bench(rt.store, "sample")
     users = [u.id for u in bench.users[:size.users]]
     runs = await run_rollout(rt, bench, list(size.systems), users=users, tasks=size.tasks,
-                             max_turns=size.max_turns, tag="demo", progress=True)
+                             max_turns=size.max_turns, tag="demo", progress=progress)
     await score_runs(rt, runs, MODES, ks=(5,), dims="targeted")
     await attribute_runs(rt, runs, MODES)
     tables = await compute_tables(rt.store, runs)

@@ -9,8 +9,8 @@ from pathlib import Path
 import anyio
 import click
 
-# Imported where used: a command imports only what it needs, and `memaudit --help` nearly nothing
-# (tests/cli/test_lazy_cli.py).
+# rich, the settings and the store are imported where used: a command's module loads only what that
+# command needs, and `memaudit --help` almost nothing (tests/cli/test_lazy_cli.py).
 
 
 def __getattr__(name: str):

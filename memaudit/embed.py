@@ -9,15 +9,17 @@ the endpoint). Retrieval is a matrix product plus a stable top-k (ties keep inse
 from __future__ import annotations
 
 import os
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import anyio
-import numpy as np
 
 from memaudit.caches import VectorCache
 from memaudit.config import BUNDLED_EMBED_MODEL
 from memaudit.errors import EndpointError
 from memaudit.llm.cache import text_hash
+
+if TYPE_CHECKING:  # numpy is imported where vectors are made: a command that embeds nothing never loads it
+    import numpy as np
 
 MODEL_NAME = BUNDLED_EMBED_MODEL
 DIM = 384
@@ -43,6 +45,8 @@ def load_sentence_model():
 
 
 def encode_with_model(texts: list[str]) -> np.ndarray:
+    import numpy as np
+
     model = load_sentence_model()
     return np.asarray(model.encode(texts, batch_size=32, normalize_embeddings=True,
                                    convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
@@ -55,6 +59,8 @@ def sentence_encoder(name: str) -> Callable[[list[str]], np.ndarray]:
     loaded = []
 
     def encode(texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         if not loaded:
             from sentence_transformers import SentenceTransformer
             loaded.append(SentenceTransformer(name, device="cpu"))
@@ -71,6 +77,7 @@ def endpoint_encoder(base_url: str, model: str, api_key: str | None = None, *,
 
     def encode(texts: list[str]) -> np.ndarray:
         import httpx  # here: only an embedding endpoint needs it (commands start faster without)
+        import numpy as np
         problem = ""
         for _ in range(attempts):
             try:
@@ -108,6 +115,8 @@ class Embedder:
         return self.roles.get(role, self)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
@@ -148,6 +157,8 @@ def configured_embedder(store, settings) -> Embedder:
 
 def top_k(matrix: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
     """Indices and cosine scores of the k best rows, highest first; ties keep insertion order."""
+    import numpy as np
+
     if len(matrix) == 0 or k <= 0:
         return []
     scores = matrix @ query

@@ -1,7 +1,11 @@
 """The command line: parse, call the library, print. Only this package knows about terminals
-and exit codes; the library raises MemauditError, printed here as one line (exit 2)."""
+and exit codes; the library raises MemauditError, printed here as one line (exit 2).
+
+A command's module is imported only when that command runs: `score` never pays for numpy, rich
+tables or the memory adapters that other commands load, and `memaudit --help` imports none of them."""
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 
@@ -10,22 +14,77 @@ import click
 from memaudit.cli.common import GLOBAL_OPTIONS
 from memaudit.errors import MemauditError, scrub
 
+# name -> (module in memaudit.cli, the first paragraph of the command's docstring). The summary
+# lets `memaudit --help` list every command without importing any; tests/cli/test_lazy_cli.py
+# checks that it still matches the docstring.
+COMMANDS = {
+    "attribute": ("score_cmds", "Stages 0-2 of failure attribution for every target scored below 0.75."),
+    "bench": ("bench_cmds", "Benchmark instances: validate, import, list."),
+    "cache": ("system_cmds", "The call cache in the store: statistics, and merging caches from other machines."),
+    "calls": ("calls_cmds", "Every recorded model call (oldest first), with its prompt and response."),
+    "demo": ("demo_cmds", "The bundled sample benchmark end to end: rollout, scoring in both modes, attribution, "
+                          "tables, report."),
+    "export": ("bench_cmds", "Write runs and their benchmark in the published release layout."),
+    "generate": ("generate_cmds", "Generate benchmark users with the anti-fishing critic/editor loop (--seed sets "
+                                  "the base seed)."),
+    "generate-act": ("utilization_cmds", "Act scenarios for every bank entry that has none yet, checked by the "
+                                         "blind anti-fishing critic."),
+    "import-release": ("bench_cmds", "Import a published release: its benchmark and its runs (history, memory, "
+                                     "recon_judge, attribution, oracle), as runs named after their directories."),
+    "memory": ("memory_cmds", "Work with dumped memory stores."),
+    "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact."),
+    "rescore": ("score_cmds", "Frozen rescoring: re-judge the default predictions (or re-fill them) as a new "
+                              "variant."),
+    "rollout": ("rollout_cmds", "Run (or resume) episodes: the assistant with each memory system helps the "
+                                "simulated users. One process writes a run at a time: a second rollout of the "
+                                "same run is refused as busy."),
+    "score": ("score_cmds", "Slot-fill and judge every bank entry of every user with episodes, from the final "
+                            "memory."),
+    "serve": ("system_cmds", "Run an OpenAI-compatible model server on loopback in the foreground (Ctrl-C stops "
+                             "it)."),
+    "tables": ("tables_cmds", "The paper's tables (2, 3, 4, footprint, gap, tokens) with intervals and paired "
+                              "comparisons."),
+    "utilization": ("utilization_cmds", "Know vs Act: is what the memory knows used when the user asks for help?"),
+    "view": ("report_cmds", "Write a static HTML report: tables whose cells drill down to users, targets and "
+                            "transcripts."),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """The top-level group: COMMANDS names every command; its module is imported on resolution."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"memaudit.cli.{COMMANDS[name][0]}")
+        return next(command for command in module.COMMANDS if command.name == name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            # click suggests close names from the registered commands, of which this group has none
+            raise click.exceptions.NoSuchCommand(exc.command_name, possibilities=COMMANDS, ctx=ctx) from None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click lists commands (the summary shortened to the width left), from COMMANDS."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.Command(name, help=summary).get_short_help_str(limit))
+                for name, (_, summary) in sorted(COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def cli(**_):
     """memaudit: how much of a user can be reconstructed from an agent's memory."""
 
 
 for _option in GLOBAL_OPTIONS:
     cli = _option(cli)
-
-from memaudit.cli import (bench_cmds, calls_cmds, demo_cmds, generate_cmds, memory_cmds,  # noqa: E402
-                          report_cmds, rollout_cmds, score_cmds, system_cmds, tables_cmds, utilization_cmds)
-
-for _module in (bench_cmds, generate_cmds, rollout_cmds, score_cmds, utilization_cmds, tables_cmds, report_cmds,
-                memory_cmds, calls_cmds, system_cmds, demo_cmds):
-    for _command in _module.COMMANDS:
-        cli.add_command(_command)
 
 
 def _terminate(signum, frame):

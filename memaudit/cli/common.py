@@ -8,14 +8,24 @@ from pathlib import Path
 
 import anyio
 import click
-from rich.console import Console
 
-from memaudit.config import load_settings
-from memaudit.store import store_fault
+# rich, the settings and the store are imported where used: a command's module loads only what that
+# command needs, and `memaudit --help` almost nothing (tests/cli/test_lazy_cli.py).
 
-console = Console(stderr=True)
-# Piped output (a log, CI) gets room for the wide tables; a terminal keeps its own width.
-out = Console() if sys.stdout.isatty() else Console(width=160)
+
+def __getattr__(name: str):
+    """`console` (stderr) and `out` (stdout), rich consoles made when a command module first
+    imports them: rich costs start-up time that commands printing through click need not pay."""
+    if name not in ("console", "out"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    global console, out
+    console = Console(stderr=True)
+    # Piped output (a log, CI) gets room for the wide tables; a terminal keeps its own width.
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    return globals()[name]
+
 
 GLOBAL_OPTIONS = [
     click.option("--db", type=click.Path(path_type=Path), default=None, help="artifact store [MEMAUDIT_DB]"),
@@ -57,6 +67,8 @@ def global_options(fn):
 
 
 def settings_from(ctx_obj: dict, **extra):
+    from memaudit.config import load_settings
+
     o = ctx_obj or {}
     return load_settings(db=o.get("db"), base_url=o.get("base_url"), model=o.get("model"), backend=o.get("backend"),
                          config=o.get("config_file"), concurrency=o.get("concurrency"), cache=o.get("cache"),
@@ -79,6 +91,8 @@ def run(coro_fn, *args, **kwargs):
     try:
         return anyio.run(functools.partial(coro_fn, *args, **kwargs))
     except sqlite3.OperationalError as exc:
+        from memaudit.store import store_fault
+
         fault = store_fault(exc, None)
         if fault is None:
             raise

@@ -29,7 +29,6 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
 import orjson
 
 from memaudit.embed import Embedder
@@ -158,6 +157,8 @@ class RecordingProxy:
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return 400, error("input must be a string or a list of strings")
+        import numpy as np  # here: a command whose proxy embeds nothing never loads it
+
         vectors = await route.embedder.embed(texts)
         as_base64 = request.get("encoding_format") == "base64"
         data = [{"object": "embedding", "index": i,

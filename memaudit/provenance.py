@@ -17,6 +17,7 @@ from memaudit.store import Store
 PROTOCOL_VERSION = "2"
 
 ROLLOUT_ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy")
+DIALOGUE_ROLES = ("agent", "simulator", "pref_judge")  # recorded, not called, in a teacher-forced run
 
 
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,
@@ -35,6 +36,20 @@ def rollout_provenance(settings: Settings) -> dict:
         spec = ROLE_SPECS.get(role)
         roles[role] = role_provenance(settings, role, spec and spec.temperature, spec and spec.max_tokens)
     return {"protocol": PROTOCOL_VERSION, "roles": roles}
+
+
+def teacher_forced_provenance(settings: Settings, source_run: str, episodes: str) -> dict:
+    """A teacher-forced run (memaudit/rollout/teacher_forced.py): the rollout provenance without the
+    dialogue roles, which it never calls (another agent model must not block its resume), plus the
+    run whose transcripts it replays and a digest of the episodes replayed."""
+    live = rollout_provenance(settings)
+    return {**live, "roles": {r: v for r, v in live["roles"].items() if r not in DIALOGUE_ROLES},
+            "teacher_forced": {"source_run": source_run, "episodes": episodes}}
+
+
+def teacher_forced_source(config: dict | None) -> str | None:
+    """The run whose transcripts a teacher-forced run replayed; None for a live or imported run."""
+    return (((config or {}).get("provenance") or {}).get("teacher_forced") or {}).get("source_run")
 
 
 def differences(recorded: dict, now: dict) -> list[str]:

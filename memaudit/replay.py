@@ -2,6 +2,10 @@
 attribution from the call cache alone (no model is contacted, no server started) into a scratch
 store, then compare every artifact with the recorded one, row by row in key order.
 
+A teacher-forced run replays its source run's transcripts: the source is re-executed first when it
+is replayed too, and otherwise (an imported release, a run not asked for) its recorded episodes
+are copied into the scratch store as an input.
+
 This is the one scoring-side module that imports rollout: it re-runs the whole pipeline."""
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from pathlib import Path
 
 from memaudit.config import Settings
 from memaudit.errors import BadInput
+from memaudit.provenance import teacher_forced_source
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scoring.attribution import attribute_runs
@@ -21,6 +26,8 @@ from memaudit.store import Store, dumps, loads, open_store
 
 # What the scratch store starts from: the inputs and the caches, never an artifact.
 COPIED = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings")
+# What a teacher-forced run reads of a source run that is not re-executed.
+TRANSCRIPTS = ("runs", "episodes", "turns")
 # Artifact tables and their keys, compared in this order (the first difference is reported).
 ARTIFACTS = {
     "episodes": ("run", "user_id", "task_idx"),
@@ -41,7 +48,9 @@ async def replay_runs(settings: Settings, runs=None) -> str | None:
         scratch = Path(scratch_dir) / "replay.db"
         async with open_store(settings.db) as recorded:
             chosen = await _rollout_runs(recorded, runs)
-            await _copy_inputs(recorded.path, scratch)
+            replayed = {r["run"] for r in chosen}
+            sources = sorted({teacher_forced_source(r["config"]) for r in chosen} - replayed - {None})
+            await _copy_inputs(recorded.path, scratch, sources)
             async with open_runtime(replace(settings, db=scratch, cache="replay")) as rt:
                 await _reexecute(rt, recorded, chosen)
                 await rt.store.flush()
@@ -59,24 +68,29 @@ async def _rollout_runs(store: Store, wanted) -> list[dict]:
     return [by_id[w] for w in wanted]
 
 
-async def _copy_inputs(recorded: Path, scratch: Path) -> None:
+async def _copy_inputs(recorded: Path, scratch: Path, sources: list[str]) -> None:
+    """The inputs, plus the recorded transcripts of teacher-forced sources that are not replayed."""
     async with open_store(scratch) as store:
         await store.conn.execute("ATTACH DATABASE ? AS recorded", (str(recorded),))
-        await store.write([(f"INSERT INTO {table} SELECT * FROM recorded.{table}", ()) for table in COPIED])
+        await store.write([(f"INSERT INTO {table} SELECT * FROM recorded.{table}", ()) for table in COPIED]
+                          + [(f"INSERT INTO {table} SELECT * FROM recorded.{table} WHERE run=?", (run,))
+                             for run in sources for table in TRANSCRIPTS])
         await store.conn.execute("DETACH DATABASE recorded")
 
 
 async def _reexecute(rt: Runtime, recorded: Store, runs: list[dict]) -> None:
     """Runs that were (or could have been) executed together are re-executed together, so a large
-    replay keeps the recorded concurrency; the cache makes the grouping irrelevant to the result."""
+    replay keeps the recorded concurrency; the cache makes the grouping irrelevant to the result.
+    Live runs go first: a teacher-forced run reads the transcripts its source re-executed."""
     rollouts: dict[str, list[dict]] = {}
-    for run in runs:
+    for run in sorted(runs, key=lambda r: teacher_forced_source(r["config"]) is not None):
         rollouts.setdefault(dumps([run["bench"], run["config"]]), []).append(run)
     for group in rollouts.values():
         cfg = group[0]["config"]
         bench = await rt.store.load_benchmark(group[0]["bench"])
         await run_rollout(rt, bench, [r["system"] for r in group], users=cfg["users"], tasks=cfg["tasks"],
-                          max_turns=cfg["max_turns"], tag=cfg["tag"], k=cfg["k"], progress=False)
+                          max_turns=cfg["max_turns"], tag=cfg["tag"], k=cfg["k"], progress=False,
+                          transcripts=teacher_forced_source(cfg))
 
     passes = {r["run"]: await load_passes(recorded, r["run"]) for r in runs}
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions

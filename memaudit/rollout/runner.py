@@ -13,6 +13,7 @@ from memaudit.prompts import prompt_hashes
 from memaudit.provenance import differences, rollout_provenance
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.progress import RolloutProgress
+from memaudit.rollout.teacher_forced import Transcripts, default_tag, load_transcripts
 from memaudit.runtime import Runtime
 from memaudit.store import Store
 from memaudit.types import Benchmark, Episode, Task, User
@@ -91,7 +92,7 @@ async def _episode_tokens(store: Store, ep: Episode) -> int:
 
 
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
-                    k: int, progress: RolloutProgress) -> None:
+                    k: int, progress: RolloutProgress, transcripts: Transcripts | None = None) -> None:
     done = await rt.store.episodes_done(run, user.id)
     pending = [t for t in tasks if t.index not in done]
     if not pending:
@@ -103,7 +104,10 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
         await adapter.restore(snapshot["state"])
     for task in pending:
         with rt.llm.collect() as uses:
-            ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
+            if transcripts is None:
+                ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
+            else:
+                ep = await transcripts.replay(adapter, run, task, k=k)
         await commit_episode(rt.store, ep, adapter, uses)
         tokens = await _episode_tokens(rt.store, ep) if progress.mode != "off" else 0
         progress.episode_done(ep, uses, tokens)
@@ -118,26 +122,36 @@ def _first_leaf(error: BaseException) -> BaseException:
 
 async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
-                      progress: bool | str = True) -> list[str]:
+                      progress: bool | str = True, transcripts: str | None = None) -> list[str]:
     """Run (or resume) one run per system; returns the run ids. `progress`: True/"live" for the
-    live table, "log" for plain lines, False/"off" for nothing."""
+    live table, "log" for plain lines, False/"off" for nothing. `transcripts`: a recorded run whose
+    episodes are replayed into each system instead of played live (teacher_forced.py)."""
     if not systems:
         raise BadInput("no memory systems given", field="systems")
     if max_turns < 1 or k < 1 or (tasks is not None and tasks < 1):
         raise BadInput("--max-turns, --k and --tasks must be at least 1", field="max_turns/k/tasks")
     for system in systems:
         get_adapter(system)  # unknown names fail before anything is written
-    chosen = _users(bench, users)
-    plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
-    config = {"users": [u.id for u in chosen], "tasks": tasks, "max_turns": max_turns, "k": k, "tag": tag,
-              "provenance": rollout_provenance(rt.settings)}
+    source: Transcripts | None = None
+    if transcripts is None:
+        chosen = _users(bench, users)
+        plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
+        config = {"users": [u.id for u in chosen], "tasks": tasks, "max_turns": max_turns, "k": k, "tag": tag,
+                  "provenance": rollout_provenance(rt.settings)}
+        prompts = PROMPTS
+    else:
+        source = await load_transcripts(rt.store, transcripts, bench, users=users, tasks=tasks)
+        chosen, plan = _users(bench, source.users), source.plan
+        tag = tag or default_tag(transcripts)
+        config = source.run_config(rt.settings, k=k, tag=tag)
+        prompts = ()  # no assistant, simulator or judge prompt is used
     runs = [run_id(s, tag) for s in systems]
     if len(set(runs)) != len(runs):
         raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")
     mode = {True: "live", False: "off"}.get(progress, progress)
     tracker = RolloutProgress(mode)
     for system, run in zip(systems, runs):
-        hashes = prompt_hashes((*PROMPTS, *get_adapter(system).prompts), rt.settings.prompts_dir)
+        hashes = prompt_hashes((*prompts, *get_adapter(system).prompts), rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, config, hashes)
         finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
         tracker.add_run(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
@@ -152,7 +166,8 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
 
     async def run_pair(system: str, run: str, user: User) -> None:
         async with limiter:
-            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=tracker)
+            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=tracker,
+                            transcripts=source)
 
     with tracker:
         try:

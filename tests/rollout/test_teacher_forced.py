@@ -8,7 +8,7 @@ import pytest
 
 from memaudit.errors import BadInput
 from memaudit.provenance import PROTOCOL_VERSION
-from memaudit.release import import_release
+from memaudit.release import export_runs, import_release
 from memaudit.rollout import runner
 from memaudit.rollout.runner import run_rollout
 from memaudit.testing.fake_openai import schema_name
@@ -191,6 +191,15 @@ async def test_the_published_longctx_full_stores_are_reproduced_from_their_trans
         [run] = await run_rollout(rt, bench, ["longctx_full"], transcripts="longctx_full_pooled_50", progress=False)
         assert fake.requests == []
         finals = {u.id: (await rt.store.last_snapshot(run, u.id))["items"] for u in bench.users}
+        await export_runs(rt.store, [run], tmp_path / "out")
+    for path in sorted((root / "history/longctx_full_pooled_50").glob("*/episode_*.json")):
+        exported = orjson.loads((tmp_path / "out/history" / run / path.parent.name / path.name).read_bytes())
+        published = orjson.loads(path.read_bytes())
+        assert [(t["agent_response"], t["user_simulator"]["text"], t["user_simulator"]["feedback_type"],
+                 t["preference_evaluator"]["score"]) for t in exported["turns"]] == \
+            [(t["agent_response"], t["user_simulator"]["text"], t["user_simulator"]["feedback_type"],
+              t["preference_evaluator"]["score"]) for t in published["turns"]], path
+        assert (exported["task"], exported["end_reason"]) == (published["task"], published["end_reason"])
     for user, ours in finals.items():
         published = orjson.loads((root / f"memory/longctx_full_pooled_50/{user}/memories.json").read_bytes())["memories"]
         kept = ("task", "user_reply")

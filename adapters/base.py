@@ -3,15 +3,21 @@
 A memory system sees only what the assistant scaffold hands it through `observe()`: it never sees
 the hidden bank, the episode machinery or how it is graded. Everything an adapter needs from
 outside comes in its AdapterContext: the shared model client (for memory-side LLM calls, under
-the role `memory:<name>`), the cached embedder, and a scope string for deterministic ids/seeds.
+the role `memory:<name>`), the cached embedder (`self.embedder` picks the one configured for the
+adapter's `embed_role`), and a scope string for deterministic ids/seeds. A third-party library
+that speaks the OpenAI API reaches the same client through `memaudit.llm.proxy`.
 
 Write path:  observe(Event)      task_start -> assistant -> user -> assistant -> user ... -> episode_end
 Read paths:  context(query, k)   what the assistant sees while replying; called with the latest
                                  user message BEFORE that message is observed (the published
                                  order, memaudit/rollout/episode.py: EpisodeMemory)
-             search(query, k)    top-k items, each with `content`, a higher-is-better `score`, native fields
+             search(query, k)    top-k items, each with `content`, a higher-is-better `score` (or None), native fields
              dump()              the whole store as a list of items with native fields
 State:       snapshot()/restore() JSON-able state, saved after every episode, restored on resume
+
+Every snapshot carries `write_failures` (memory-side calls that failed for good and whose write
+was skipped, with `failure_log`) and `embed_model` (the embedding model the store was built
+with); `state_header()` / `load_header()` write and check them.
 """
 from __future__ import annotations
 
@@ -20,9 +26,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from memaudit.adapters.memory_calls import FailureLog
 from memaudit.embed import Embedder
+from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
-from memaudit.types import MemoryItem
+from memaudit.types import MemoryItem, footprint
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -62,10 +70,22 @@ class MemoryAdapter(ABC):
     supports_retrieve: ClassVar[bool] = True
     # Prompt files (`prompts/<name>.md`) of the memory-side calls; runs record their sha256.
     prompts: ClassVar[tuple[str, ...]] = ()
+    # The configured role group whose embedding model this system uses.
+    embed_role: ClassVar[str] = "memory"
 
     def __init__(self, ctx: AdapterContext):
         self.ctx = ctx
         self._counter = 0
+        self.failures = FailureLog()
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.ctx.embedder.for_role(self.embed_role)
+
+    @property
+    def write_failures(self) -> int:
+        """Memory-side writes lost to model failures so far (also `snapshot()["write_failures"]`)."""
+        return self.failures.write_failures
 
     # -- write path ------------------------------------------------------------------------
     @abstractmethod
@@ -82,10 +102,7 @@ class MemoryAdapter(ABC):
     def dump(self) -> list[dict]: ...
 
     def footprint(self) -> tuple[int, float]:
-        items = self.dump()
-        if not items:
-            return 0, 0.0
-        return len(items), sum(len(str(i.get("content", ""))) for i in items) / len(items)
+        return footprint(self.dump())
 
     # -- state -----------------------------------------------------------------------------
     @abstractmethod
@@ -97,6 +114,20 @@ class MemoryAdapter(ABC):
     async def load_items(self, items: list[dict]) -> None:
         """Load a dumped store (published `memories.json` or our export) for `memory search`."""
         raise NotImplementedError(f"{self.name} cannot load a dumped store")
+
+    def state_header(self) -> dict:
+        """The part of every snapshot the base class owns."""
+        return {"counter": self._counter, "embed_model": self.embedder.model_name, **self.failures.to_state()}
+
+    def load_header(self, state: dict) -> None:
+        """Restore what `state_header` wrote; a store built with another embedding model is refused
+        (its vectors and every search over it would silently change)."""
+        written = state.get("embed_model")
+        if written is not None and written != self.embedder.model_name:
+            raise BadInput(f"this {self.name} store was built with embedding model {written!r}, not "
+                           f"{self.embedder.model_name!r}: pass --embed-model {written}", field="embed_model")
+        self._counter = state.get("counter", 0)
+        self.failures.load_state(state)
 
     # -- helpers for implementations -------------------------------------------------------
     def new_id(self, content: str) -> str:

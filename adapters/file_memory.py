@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
 from memaudit.adapters.indexed import as_memory_item, deep_copy
-from memaudit.adapters.memory_calls import FailureLog, memory_call
+from memaudit.adapters.memory_calls import memory_call
 from memaudit.adapters.vector_index import VectorIndex
 from memaudit.errors import BadInput
 from memaudit.roles import STR, obj
@@ -38,8 +38,7 @@ class FileMemory(MemoryAdapter):
         self.memory_md = ""
         self.history: list[dict] = []      # {"date": "task012", "text": ...} in order
         self.transcript: list[str] = []    # the current episode, for the rewrite call
-        self.failures = FailureLog()
-        self.index = VectorIndex(ctx.embedder)
+        self.index = VectorIndex(self.embedder)
 
     async def observe(self, event: Event) -> None:
         if event.kind != "episode_end":
@@ -74,14 +73,13 @@ class FileMemory(MemoryAdapter):
         return [as_memory_item(items[i], score) for i, score in await self.index.nearest(query, k)]
 
     def snapshot(self) -> dict:
-        return deep_copy({"counter": self._counter, "memory_md": self.memory_md, "history": self.history,
-                          "transcript": self.transcript, **self.failures.to_state()})
+        return deep_copy({**self.state_header(), "memory_md": self.memory_md, "history": self.history,
+                          "transcript": self.transcript})
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        self._counter = state["counter"]
+        self.load_header(state)
         self.memory_md, self.history, self.transcript = state["memory_md"], state["history"], state["transcript"]
-        self.failures.load_state(state)
         await self._reindex()
 
     async def load_items(self, items: list[dict]) -> None:

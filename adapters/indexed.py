@@ -11,7 +11,6 @@ from typing import ClassVar
 import orjson
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
-from memaudit.adapters.memory_calls import FailureLog
 from memaudit.adapters.vector_index import VectorIndex
 from memaudit.errors import BadInput
 from memaudit.types import MemoryItem
@@ -34,10 +33,9 @@ class IndexedMemory(MemoryAdapter):
         super().__init__(ctx)
         self.items: dict[str, dict] = {}
         self.index = self.make_index()
-        self.failures = FailureLog()
 
     def make_index(self):
-        return VectorIndex(self.ctx.embedder)
+        return VectorIndex(self.embedder)
 
     def rank_text(self, item: dict) -> str:
         return item["content"]
@@ -66,14 +64,13 @@ class IndexedMemory(MemoryAdapter):
 
     # -- state -------------------------------------------------------------------------------
     def snapshot(self) -> dict:
-        state = {"counter": self._counter, "items": list(self.items.values()), **self.failures.to_state()}
+        state = {**self.state_header(), "items": list(self.items.values())}
         state.update({name: getattr(self, name) for name in self.extra_state})
         return deep_copy(state)
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        self._counter = state["counter"]
-        self.failures.load_state(state)
+        self.load_header(state)
         for name in self.extra_state:
             setattr(self, name, state[name])
         await self._replace_items(state["items"])

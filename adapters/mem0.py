@@ -6,8 +6,10 @@ under short integer ids ("0", "1", …), which answers ADD / UPDATE / DELETE / N
 mapped back to real ones; an id the model invented (or one already deleted in this batch) is logged
 in `unknown_ids` and skipped. Every applied change is appended to `history`.
 
-The assistant's preceding reply is shown to the extraction call as context only, so that a reply
-like "yes, the second one" can be resolved; facts are taken from the user's words."""
+The extraction call sees the user's message only, as the published study wrote it to Mem0: no
+assistant reply, so the system never stores what the assistant said. Its prompt asks for the kinds
+of facts Mem0's authors list (preferences, personal details, plans, activities, health,
+professional details …)."""
 from __future__ import annotations
 
 import re
@@ -38,29 +40,25 @@ def numbered(lines: list[str]) -> str:
 class Mem0(IndexedMemory):
     name = "mem0"
     prompts = ("memory_mem0_extract", "memory_mem0_decide")
-    extra_state = ("history", "unknown_ids", "last_reply")
+    extra_state = ("history", "unknown_ids")
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.history: list[dict] = []
         self.unknown_ids: list[dict] = []
-        self.last_reply = ""
 
     async def observe(self, event: Event) -> None:
-        if event.kind == "assistant":
-            self.last_reply = event.text
-        elif event.kind == "episode_end":
-            self.last_reply = ""  # so a task opens without an earlier reply
-        else:  # the user's words: the task text or a reply
-            facts = await self._extract(event)
-            if facts:
-                await self._decide(event, facts)
+        if event.kind not in SOURCE:  # only the user's words: the task text and each reply
+            return
+        facts = await self._extract(event)
+        if facts:
+            await self._decide(event, facts)
 
     async def _extract(self, event: Event) -> list[str]:
         data = await memory_call(self, "memory:mem0_extract", "memory_mem0_extract", schema=EXTRACT_SCHEMA,
                                  max_tokens=400, clock=event.clock,
                                  seed_parts=self.seed_parts(event.task_index, event.turn, "extract"),
-                                 message=event.text, previous_reply=self.last_reply or "(none)")
+                                 message=event.text)
         return [f.strip() for f in data["facts"] if has_words(f)] if data else []
 
     async def _decide(self, event: Event, facts: list[str]) -> None:

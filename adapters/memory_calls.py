@@ -8,10 +8,13 @@ meets the same failures from the cache. A cache miss under `--cache replay` is n
 and propagates."""
 from __future__ import annotations
 
-from memaudit.errors import ContextOverflow, EndpointError, InvalidOutput
+from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.prompts import load_prompt
+from memaudit.roles import RoleSpec, ask
 
-MODEL_FAILURES = (InvalidOutput, ContextOverflow, EndpointError)
+# InvalidOutput includes a content refusal; an EndpointError (misconfigured or unreachable endpoint)
+# is not a lost write but a broken command, and propagates.
+MODEL_FAILURES = (InvalidOutput, ContextOverflow)
 
 
 class FailureLog:
@@ -33,16 +36,23 @@ class FailureLog:
         self.entries = [dict(e) for e in state.get("failure_log", [])]
 
 
-async def memory_call(adapter, role: str, prompt: str, *, schema: dict, max_tokens: int, clock: str,
-                      seed_parts: tuple, **values) -> dict | None:
-    """Render `prompts/<prompt>.md`, call `role` with structured output; None (and a recorded
-    failure) when the model failed for good."""
-    llm = adapter.ctx.llm
-    messages = load_prompt(prompt, llm.settings.prompts_dir).render(**values)
+async def model_call(adapter, role: str, messages: list[dict], *, max_tokens: int, clock: str, seed_parts: tuple,
+                     schema: dict | None = None, temperature: float = 0.0):
+    """Call `role` with ready messages; the CallResult, or None (and a recorded failure) when the
+    model failed for good."""
     try:
-        result = await llm.call(role, messages, temperature=0.0, max_tokens=max_tokens, schema=schema,
-                                seed_parts=seed_parts)
+        return await ask(adapter.ctx.llm, role, messages=messages, seed_parts=seed_parts,
+                         spec=RoleSpec(None, schema, temperature, max_tokens))
     except MODEL_FAILURES as exc:
         adapter.failures.record(role, clock, exc)
         return None
-    return result.data
+
+
+async def memory_call(adapter, role: str, prompt: str, *, schema: dict, max_tokens: int, clock: str,
+                      seed_parts: tuple, temperature: float = 0.0, **values) -> dict | None:
+    """Render `prompts/<prompt>.md`, call `role` with structured output; None (and a recorded
+    failure) when the model failed for good."""
+    messages = load_prompt(prompt, adapter.ctx.llm.settings.prompts_dir).render(**values)
+    result = await model_call(adapter, role, messages, max_tokens=max_tokens, clock=clock, seed_parts=seed_parts,
+                              schema=schema, temperature=temperature)
+    return None if result is None else result.data

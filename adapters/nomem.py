@@ -19,10 +19,10 @@ class NoMemory(MemoryAdapter):
         return []
 
     def snapshot(self) -> dict:
-        return {"counter": self._counter}
+        return self.state_header()
 
     async def restore(self, state: dict) -> None:
-        self._counter = state.get("counter", 0)
+        self.load_header(state)
 
     async def load_items(self, items: list[dict]) -> None:
         return None

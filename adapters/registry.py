@@ -2,6 +2,7 @@
 `memaudit.adapters` entry-point group (`name = "package.module:AdapterClass"`)."""
 from __future__ import annotations
 
+import functools
 import importlib
 from importlib.metadata import entry_points
 
@@ -11,6 +12,7 @@ BUILTIN = {
     "nomem": "memaudit.adapters.nomem:NoMemory",
     "longctx_full": "memaudit.adapters.longctx_full:LongContextFull",
     "mem0": "memaudit.adapters.mem0:Mem0",
+    "mem0ai": "memaudit.adapters.mem0ai:Mem0AI",
     "amem": "memaudit.adapters.amem:AMem",
     "memt": "memaudit.adapters.memt:MemT",
     "simple_rag": "memaudit.adapters.simple_rag:SimpleRag",
@@ -19,6 +21,7 @@ BUILTIN = {
 }
 
 
+@functools.cache  # scanning the installed distributions costs ~15 ms, and commands ask often
 def _targets() -> dict[str, str]:
     found = dict(BUILTIN)
     for ep in entry_points(group="memaudit.adapters"):

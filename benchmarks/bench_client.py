@@ -1,10 +1,14 @@
-"""Benchmarks for the model client and call cache (issue 2).
+"""Benchmarks for the model client and call cache (issues 2 and 12), over real loopback HTTP.
 
-    .venv/bin/python benchmarks/bench_client.py
+    .venv/bin/python benchmarks/bench_client.py [REPLAY_CALLS]
 
-Prints: harness overhead per call with a zero-latency transport (target <= 1 ms/call),
-wall time of 1,000 independent calls at concurrency 64 against a 100 ms fake (target within
-1.5x of 1000 * 0.1 / 64 s), and replay throughput over 100,000 cached calls (target >= 5,000/s).
+The fake server runs in its own process (benchmarks/loopback.py), so this process's CPU time is
+the harness's: every call goes through `LLM.call` (key, cache lookup, single-flight, the HTTP
+session, JSON, the store writer). Prints:
+- throughput against a zero-latency server at 1, 16, 64, 256 and 512 calls in flight, with the
+  client's and the server's CPU per call (target: >= 1,000 calls/s at 64, no collapse at 512);
+- 1,000 calls at 64 in flight against a 100 ms server (target <= 1.3x of 1000 * 0.1 / 64 s);
+- replay throughput over REPLAY_CALLS cached calls (default 20,000; target >= 5,000/s).
 
     .venv/bin/python benchmarks/bench_client.py --embedded
 
@@ -21,35 +25,21 @@ from dataclasses import replace
 from pathlib import Path
 
 import anyio
-import httpx
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.loopback import server_process, server_stats  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
 from memaudit.llm.client import LLM  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
           "additionalProperties": False}
+LEVELS = (1, 16, 64, 256, 512)
 
 
-def instant_transport(latency: float = 0.0) -> httpx.MockTransport:
-    """A fake endpoint that answers every structured call at once (or after `latency` s)."""
-    answer = orjson.dumps({"answer": "ok"}).decode()
-    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 5}}
-
-    async def handle(request: httpx.Request) -> httpx.Response:
-        if latency:
-            await anyio.sleep(latency)
-        return httpx.Response(200, json=body)
-    return httpx.MockTransport(handle)
-
-
-def settings_for(db: Path, *, concurrency: int = 64, cache: str = "rw"):
-    s = load_settings(db=db, base_url="http://bench.test/v1", model="bench-model", backend="openai",
+def settings_for(db: Path, url: str, *, concurrency: int = 64, cache: str = "rw"):
+    s = load_settings(db=db, base_url=url, model="bench-model", backend="openai",
                       concurrency=concurrency, cache=cache, env={})
     return replace(s, backoff_base=0.001, backoff_cap=0.01)
 
@@ -59,52 +49,59 @@ def messages(i: int) -> list[dict]:
             {"role": "user", "content": f"Question number {i}: what is the answer?"}]
 
 
-async def run_calls(llm: LLM, n: int, *, concurrency: int) -> None:
-    limiter = anyio.Semaphore(concurrency)
+async def run_calls(llm: LLM, n: int, *, in_flight: int) -> None:
+    """`n` distinct calls, `in_flight` at a time."""
+    queue = iter(range(n))
 
-    async def one(i: int) -> None:
-        async with limiter:
+    async def worker() -> None:
+        for i in queue:
             await llm.call("agent", messages(i), schema=SCHEMA, seed_parts=(i,))
 
     async with anyio.create_task_group() as tg:
-        for i in range(n):
-            tg.start_soon(one, i)
+        for _ in range(in_flight):
+            tg.start_soon(worker)
 
 
-async def overhead(tmp: Path, n: int = 2000) -> float:
-    async with open_store(tmp / "overhead.db") as store:
-        llm = LLM(settings_for(tmp / "overhead.db", concurrency=1), store, transport=instant_transport())
-        start = time.perf_counter()
-        for i in range(n):
-            await llm.call("agent", messages(i), schema=SCHEMA, seed_parts=(i,))
+async def timed_calls(db: Path, url: str, n: int, in_flight: int) -> tuple[float, float, float]:
+    """(wall seconds, client CPU seconds, server CPU seconds) of `n` calls into a fresh store."""
+    async with open_store(db) as store:
+        llm = LLM(settings_for(db, url, concurrency=in_flight), store)
+        server_before = server_stats(url)["cpu_seconds"]
+        start, cpu = time.perf_counter(), time.process_time()
+        await run_calls(llm, n, in_flight=in_flight)
         await store.flush()
-        took = time.perf_counter() - start
+        wall, used = time.perf_counter() - start, time.process_time() - cpu
         await llm.aclose()
-    return took / n * 1000
+    return wall, used, server_stats(url)["cpu_seconds"] - server_before
 
 
-async def concurrent(tmp: Path, n: int = 1000, conc: int = 64, latency: float = 0.1) -> tuple[float, float]:
-    async with open_store(tmp / "concurrent.db") as store:
-        llm = LLM(settings_for(tmp / "concurrent.db", concurrency=conc), store,
-                  transport=instant_transport(latency))
-        start = time.perf_counter()
-        await run_calls(llm, n, concurrency=n)
-        await store.flush()
-        took = time.perf_counter() - start
-        await llm.aclose()
-    return took, n * latency / conc
+async def throughput(tmp: Path) -> None:
+    with server_process(0.0) as url:
+        for level in LEVELS:
+            n = max(2000, 8 * level)
+            wall, client, server = await timed_calls(tmp / f"level{level}.db", url, n, level)
+            print(f"0 ms server, {level:3d} in flight: {n / wall:6.0f} calls/s, client CPU "
+                  f"{client / n * 1000:.3f} ms/call, server CPU {server / n * 1000:.3f} ms/call", flush=True)
 
 
-async def replay(tmp: Path, n: int = 100_000) -> float:
+async def concurrent(tmp: Path, n: int = 1000, in_flight: int = 64, latency: float = 0.1) -> None:
+    with server_process(latency) as url:
+        wall, client, _ = await timed_calls(tmp / "concurrent.db", url, n, in_flight)
+        seen = server_stats(url)["max_in_flight"]
+    ideal = n * latency / in_flight
+    print(f"{n} calls @ {in_flight} in flight, {latency * 1000:.0f} ms server: {wall:.2f} s wall, ideal "
+          f"{ideal:.2f} s, ratio {wall / ideal:.2f} (target <= 1.3); client CPU {client:.2f} s; "
+          f"server saw {seen} in flight")
+
+
+async def replay(tmp: Path, n: int) -> float:
     db = tmp / "replay.db"
+    with server_process(0.0) as url:
+        await timed_calls(db, url, n, 256)
     async with open_store(db) as store:
-        llm = LLM(settings_for(db, concurrency=256), store, transport=instant_transport())
-        await run_calls(llm, n, concurrency=256)
-        await llm.aclose()
-    async with open_store(db) as store:
-        llm = LLM(settings_for(db, cache="replay"), store)
+        llm = LLM(settings_for(db, "http://127.0.0.1:9/v1", cache="replay"), store)  # nothing listens there
         start = time.perf_counter()
-        await run_calls(llm, n, concurrency=256)
+        await run_calls(llm, n, in_flight=256)
         took = time.perf_counter() - start
         await llm.aclose()
     return n / took
@@ -118,8 +115,8 @@ async def embedded(tmp: Path) -> None:
     asks = [("cold, ~1.2k-token prompt", prefix, "Suggest one city for a weekend in May."),
             ("same prefix, new question", prefix, "Suggest one city for a weekend in October."),
             ("short prompt", "You answer briefly.", "Name one quiet lake town.")]
-    async with embedded_server(threads=2, log_path=tmp / "server.log") as url:
-        settings = load_settings(db=tmp / "embedded.db", base_url=url, model=EMBEDDED_MODEL, backend="llamacpp",
+    async with embedded_server(threads=2, log_path=tmp / "server.log") as server:
+        settings = load_settings(db=tmp / "embedded.db", base_url=server.url, model=EMBEDDED_MODEL, backend="llamacpp",
                                  env={})
         async with open_store(settings.db) as store:
             llm = LLM(settings, store)
@@ -140,12 +137,9 @@ async def main() -> None:
         return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        ms = await overhead(tmp)
-        print(f"harness overhead: {ms:.3f} ms/call (target <= 1 ms)")
-        wall, ideal = await concurrent(tmp)
-        print(f"1000 calls @ concurrency 64, 100 ms fake: {wall:.2f} s wall, ideal {ideal:.2f} s, "
-              f"ratio {wall / ideal:.2f} (target <= 1.5)")
-        n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+        await throughput(tmp)
+        await concurrent(tmp)
+        n = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
         rate = await replay(tmp, n)
         print(f"replay of {n} cached calls: {rate:,.0f} calls/s (target >= 5,000)")
 

@@ -13,20 +13,19 @@ preference-judge request.
 """
 from __future__ import annotations
 
-import hashlib
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.sample_run import fast_encoder  # noqa: E402
 from memaudit.bench.instances import resolve_bench  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
-from memaudit.embed import DIM, Embedder  # noqa: E402
+from memaudit.embed import Embedder  # noqa: E402
 from memaudit.rollout.runner import run_rollout  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
 from memaudit.scoring.metrics import token_usage  # noqa: E402
@@ -35,15 +34,6 @@ from memaudit.testing.http_server import rate_every_preference, serve  # noqa: E
 
 SYSTEMS = ("nomem", "longctx_full", "mem0", "amem")
 DIALOGUE = ("agent", "simulator", "pref_judge")
-
-
-def fast_encoder(texts: list[str]) -> np.ndarray:
-    rows = []
-    for text in texts:
-        v = np.frombuffer(hashlib.sha256(text.encode()).digest() * (DIM * 4 // 32), dtype=np.uint8)[:DIM]
-        v = v.astype(np.float32) - 127.5
-        rows.append(v / np.linalg.norm(v))
-    return np.stack(rows)
 
 
 def second_turn_satisfies(body: dict) -> dict:
@@ -71,7 +61,7 @@ async def main() -> None:
             settings = load_settings(db=Path(tmp) / f"{system}.db", base_url=url, model="fake", backend="openai",
                                      env={})
             async with open_runtime(settings) as rt:
-                rt.embedder = Embedder(rt.store, encoder=fast_encoder)
+                rt.embedder = Embedder(rt.store.vectors, encoder=fast_encoder)
                 bench = await resolve_bench(rt.store, "sample")
                 sent, start = len(fake.requests), time.perf_counter()
                 [live] = await run_rollout(rt, bench, [system], progress=False)
@@ -82,7 +72,7 @@ async def main() -> None:
                 forced_wall = time.perf_counter() - start
                 dialogue = [r for r in forced_requests if "response_format" not in r
                             or r["response_format"]["json_schema"]["name"] in DIALOGUE]
-                episodes = len(await rt.store.load_episodes(forced))
+                episodes = len(await rt.store.episodes.load(forced))
                 rows.append((system, episodes, live_sent, live_wall, usage_line(await token_usage(rt.store, live)),
                              len(forced_requests), forced_wall, usage_line(await token_usage(rt.store, forced)),
                              len(dialogue)))

@@ -7,7 +7,9 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
     base_url = "https://api.example.com/v1"
     model = "my-model"
 
-    [roles.memt_policy]            # a fleet: calls spread by least in-flight load
+    [roles.memt_policy]            # a fleet: calls spread by least in-flight load; a fleet can be
+                                   # given wherever a base URL can: a list here or under [default],
+                                   # or comma-separated in --base-url / MEMAUDIT_BASE_URL
     base_url = ["http://gpu-a:8000/v1", "http://gpu-b:8000/v1"]
     model = "Mem-T-4B"
     backend = "vllm"
@@ -15,15 +17,20 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
     max_tokens = 512
     context_window = 32768
     api_key_env = "MEMT_KEY"       # name of an environment variable; keys never go in files
+    embed_model = "BAAI/bge-m3"    # embeddings of the memt system (default: the global embed_model)
+    embed_base_url = "http://gpu-a:8001/v1"   # optional: an OpenAI-compatible /v1/embeddings endpoint
+
+    [roles.recovery_judge]
+    reasoning_effort = "low"       # sent to reasoning models (none|minimal|low|medium|high|xhigh)
 """
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memaudit.errors import BadInput
+from memaudit.llm.dialect import REASONING_EFFORTS, Sent, sent_fields
 from memaudit.resources import data_dir
 
 ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy", "slot_fill",
@@ -32,6 +39,7 @@ BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_CONTEXT = 8192
+BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/embed.py)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
 # Output budgets on the embedded 135M model (2 CPU cores generate a few dozen tokens a second):
@@ -47,7 +55,7 @@ EMBEDDED_SIMULATOR_TEXT_CHARS = 400
 ROLE_GROUP = {
     "oracle": "attribution", "disclosure": "attribution", "elicitation": "attribution",
     "persona_gen": "generator", "bank_gen": "generator", "task_gen": "generator",
-    "critic": "generator", "editor": "generator",
+    "critic": "generator", "editor": "generator", "act_scenario": "generator", "act_judge": "recovery_judge",
 }
 
 
@@ -67,15 +75,21 @@ class RoleConfig:
     context_window: int | None = None
     api_key: str | None = field(default=None, repr=False)
     max_tokens_cap: int | None = None
+    reasoning_effort: str | None = None
 
-    def sampling(self, temperature: float, max_tokens: int | None) -> tuple[float, int | None]:
+    def sampling(self, temperature: float | None, max_tokens: int | None, *,
+                 refused: frozenset[str] = frozenset()) -> Sent:
         """What a call asking for (temperature, max_tokens) sends: the role's configured values win,
-        and the embedded model's cap applies unless max_tokens was configured."""
+        the embedded model's cap applies unless max_tokens was configured, then the dialect's rules
+        for this model (memaudit/llm/dialect.py: a reasoning model gets no temperature or top_p and
+        the reasoning budget; `refused` are the parameters this model answered a 400 for)."""
         temperature = self.temperature if self.temperature is not None else temperature
         max_tokens = self.max_tokens if self.max_tokens is not None else max_tokens
         if self.max_tokens_cap is not None and self.max_tokens is None:
             max_tokens = min(max_tokens or self.max_tokens_cap, self.max_tokens_cap)
-        return temperature, max_tokens
+        return sent_fields(model=self.model, backend=self.backend, temperature=temperature, top_p=None,
+                           max_tokens=max_tokens, budget_configured=self.max_tokens is not None,
+                           reasoning_effort=self.reasoning_effort, refused=refused)
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,20 @@ class Settings:
     backoff_cap: float = 30.0
     timeout: float = 600.0
     repair_attempts: int = 2
+    # Embeddings of the memory systems: a sentence-transformers model (default: the bundled one),
+    # or a model behind an OpenAI-compatible /v1/embeddings endpoint. Roles may set their own.
+    embed_model: str = BUNDLED_EMBED_MODEL
+    embed_base_url: str | None = None
+    # A Mem-T checkout whose own prompt templates the memt policy is driven with (Mem-T-4B on vLLM).
+    memt_prompts: Path | None = None
+
+    def embedding(self, group: str) -> tuple[str, str | None, str | None]:
+        """(model, endpoint or None for a local model, api key) of a role group's embeddings."""
+        section = self.role_sections.get(group, {})
+        base_url = section.get("embed_base_url") or (None if section.get("embed_model") else self.embed_base_url)
+        key_env = section.get("api_key_env")
+        api_key = os.environ.get(key_env) if key_env else self.api_key
+        return section.get("embed_model") or self.embed_model, base_url, api_key
 
     @property
     def embedded(self) -> bool:
@@ -128,6 +156,7 @@ class Settings:
             context_window=window,
             api_key=os.environ.get(key_env) if key_env else self.api_key,
             max_tokens_cap=EMBEDDED_MAX_TOKENS.get(role_group(role)) if on_embedded else None,
+            reasoning_effort=section.get("reasoning_effort"),
         )
 
     def with_embedded_url(self, url: str) -> "Settings":
@@ -135,16 +164,16 @@ class Settings:
 
 
 def _urls(value) -> tuple[str, ...]:
+    """A base URL or a fleet of them: a list, or one string with commas."""
     if not value:
         return ()
-    if isinstance(value, str):
-        return (value.rstrip("/"),)
-    return tuple(str(v).rstrip("/") for v in value)
+    parts = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return tuple(p.strip().rstrip("/") for p in parts if p.strip())
 
 
 def load_settings(*, db=None, base_url=None, model=None, backend=None, config=None, concurrency=None,
-                  cache=None, seed=None, prompts_dir=None, context_window=None,
-                  env: dict | None = None) -> Settings:
+                  cache=None, seed=None, prompts_dir=None, context_window=None, embed_model=None,
+                  memt_prompts=None, env: dict | None = None) -> Settings:
     """Resolve settings from flags (keyword arguments), the environment and the config file."""
     env = os.environ if env is None else env
     config = config or env.get("MEMAUDIT_CONFIG")
@@ -160,9 +189,8 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
             return file_default[file_key]
         return default
 
-    url = pick(base_url, ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", None)
-    if isinstance(url, list):
-        url = url[0] if url else None
+    # One base URL or a fleet, kept as one comma-separated string (split by `_urls`).
+    url = ",".join(_urls(pick(base_url, ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", None))) or None
     resolved_model = pick(model, ("MEMAUDIT_MODEL",), "model", None)
     resolved_backend = pick(backend, ("MEMAUDIT_BACKEND",), "backend", None)
     if url is None:
@@ -189,9 +217,13 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
     key_env = file_default.get("api_key_env")
     api_key = env.get("MEMAUDIT_API_KEY") or env.get("OPENAI_API_KEY") or (env.get(key_env) if key_env else None)
     window = context_window if context_window is not None else file_default.get("context_window")
+    memt_dir = pick(memt_prompts, ("MEMAUDIT_MEMT_PROMPTS",), "memt_prompts", None)
+    if memt_dir is not None and not Path(memt_dir).is_dir():
+        raise BadInput("--memt-prompts must be a Mem-T checkout directory", file=str(memt_dir), field="memt_prompts")
+    embed_url = pick(None, ("MEMAUDIT_EMBED_BASE_URL",), "embed_base_url", None)
     return Settings(
         db=Path(pick(db, ("MEMAUDIT_DB",), "db", "memaudit.db")),
-        base_url=url.rstrip("/") if url else None,
+        base_url=url,
         model=resolved_model,
         backend=resolved_backend,
         api_key=api_key,
@@ -201,10 +233,14 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
         prompts_dir=Path(prompts_dir or env.get("MEMAUDIT_PROMPTS") or PROMPTS_DIR),
         context_window=int(window) if window else None,
         role_sections=sections,
+        embed_model=str(pick(embed_model, ("MEMAUDIT_EMBED_MODEL",), "embed_model", BUNDLED_EMBED_MODEL)),
+        embed_base_url=str(embed_url).rstrip("/") if embed_url else None,
+        memt_prompts=Path(memt_dir) if memt_dir is not None else None,
     )
 
 
 def _read_config(path: Path) -> tuple[dict, dict]:
+    import tomllib  # here: most commands run without a config file, and every start-up counts
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -212,11 +248,13 @@ def _read_config(path: Path) -> tuple[dict, dict]:
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"invalid TOML: {exc}", file=str(path)) from None
     default = dict(data.get("default", {}))
-    for key in ("db", "base_url", "model", "backend", "concurrency", "cache", "seed", "context_window"):
+    for key in ("db", "base_url", "model", "backend", "concurrency", "cache", "seed", "context_window",
+                "embed_model", "embed_base_url", "memt_prompts"):
         if key in data and not isinstance(data[key], dict):
             default.setdefault(key, data[key])
     sections = data.get("roles", {})
-    allowed = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env"}
+    allowed = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env",
+               "reasoning_effort", "embed_model", "embed_base_url"}
     for name, section in sections.items():
         if name not in ROLES:
             raise BadInput(f"unknown role {name!r}; roles are {', '.join(ROLES)}", file=str(path), field=f"roles.{name}")
@@ -225,4 +263,8 @@ def _read_config(path: Path) -> tuple[dict, dict]:
             raise BadInput(f"unknown keys {sorted(unknown)}", file=str(path), field=f"roles.{name}")
         if section.get("backend") and section["backend"] not in BACKENDS:
             raise BadInput(f"unknown backend {section['backend']!r}", file=str(path), field=f"roles.{name}.backend")
+        effort = section.get("reasoning_effort")
+        if effort is not None and effort not in REASONING_EFFORTS:
+            raise BadInput(f"unknown reasoning_effort {effort!r}; choose one of {', '.join(REASONING_EFFORTS)}",
+                           file=str(path), field=f"roles.{name}.reasoning_effort")
     return default, sections

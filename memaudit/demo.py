@@ -1,13 +1,16 @@
 """`memaudit demo`: the bundled sample benchmark end to end, sized for the embedded 135M model on
 two CPU cores. Every stage is the real one (rollout, scoring in both modes, attribution, tables,
-report); only the size is cut, and every table says so (`partial`)."""
+report); only the size is cut, and every table says so (`partial`). The embedded model's output
+caps (memaudit/config.py) are demo-only settings: the protocol the demo runs is the full one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from memaudit.bench.instances import resolve_bench
+from memaudit.config import EMBEDDED_MAX_TOKENS, EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.report.view import write_report
+from memaudit.rollout.progress import ProgressSink
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import Runtime
 from memaudit.scoring.attribution import attribute_runs
@@ -25,17 +28,26 @@ class DemoSize:
     max_turns: int = 2
     systems: tuple[str, ...] = DEMO_SYSTEMS
 
-    def cuts(self, n_users: int, n_tasks: int) -> str:
-        return (f"{self.users} of {n_users} users, the first {self.tasks} of {n_tasks} tasks each, at most "
+    def cuts(self, n_users: int, n_tasks: int, *, embedded: bool) -> str:
+        """What this demo leaves out, in one sentence; the embedded model's output caps are listed
+        when it served the demo (they never apply to a configured endpoint)."""
+        size = (f"{self.users} of {n_users} users, the first {self.tasks} of {n_tasks} tasks each, at most "
                 f"{self.max_turns} assistant replies per episode (the protocol allows 25), and only the bank "
                 f"entries whose task ran are scored (--dims targeted)")
+        return f"{size}; {embedded_caps()}" if embedded else size
 
 
-async def run_demo(rt: Runtime, size: DemoSize, report_dir: Path) -> dict:
+def embedded_caps() -> str:
+    caps = ", ".join(f"{role} {tokens}" for role, tokens in EMBEDDED_MAX_TOKENS.items())
+    return (f"the embedded model's replies are capped (max tokens: {caps}) and the simulated user's messages at "
+            f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters, where the published runner set no caps")
+
+
+async def run_demo(rt: Runtime, size: DemoSize, report_dir: Path, *, progress: ProgressSink | None = None) -> dict:
     bench = await resolve_bench(rt.store, "sample")
     users = [u.id for u in bench.users[:size.users]]
     runs = await run_rollout(rt, bench, list(size.systems), users=users, tasks=size.tasks,
-                             max_turns=size.max_turns, tag="demo", progress=True)
+                             max_turns=size.max_turns, tag="demo", progress=progress)
     await score_runs(rt, runs, MODES, ks=(5,), dims="targeted")
     await attribute_runs(rt, runs, MODES)
     tables = await compute_tables(rt.store, runs)

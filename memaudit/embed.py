@@ -1,8 +1,11 @@
-"""Sentence embeddings with the bundled all-MiniLM-L6-v2 (offline), normalised, cosine by dot product.
+"""Sentence embeddings, normalised, cosine by dot product. The default is the bundled
+all-MiniLM-L6-v2 (offline); `--embed-model NAME` picks another sentence-transformers model, and
+`embed_base_url` (globally or in a `[roles.memory]` / `[roles.memt_policy]` section, with its
+`embed_model`) sends texts to an OpenAI-compatible `/v1/embeddings` endpoint instead.
 
 Every text is embedded once: vectors are cached in memory and in the store by (model, text hash),
-so a replay reads them back instead of running the encoder. Retrieval is a matrix product plus a
-stable top-k (ties keep insertion order)."""
+so a replay reads them back instead of running the encoder (a replay needs neither the model nor
+the endpoint). Retrieval is a matrix product plus a stable top-k (ties keep insertion order)."""
 from __future__ import annotations
 
 import os
@@ -11,9 +14,12 @@ from typing import Callable, Sequence
 import anyio
 import numpy as np
 
+from memaudit.caches import VectorCache
+from memaudit.config import BUNDLED_EMBED_MODEL
+from memaudit.errors import EndpointError
 from memaudit.llm.cache import text_hash
 
-MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_NAME = BUNDLED_EMBED_MODEL
 DIM = 384
 
 _model = None
@@ -42,17 +48,64 @@ def encode_with_model(texts: list[str]) -> np.ndarray:
                                    convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
 
 
+def sentence_encoder(name: str) -> Callable[[list[str]], np.ndarray]:
+    """A sentence-transformers model by name or path (downloaded by the library if need be)."""
+    if name == MODEL_NAME:
+        return encode_with_model
+    loaded = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        if not loaded:
+            from sentence_transformers import SentenceTransformer
+            loaded.append(SentenceTransformer(name, device="cpu"))
+        return np.asarray(loaded[0].encode(texts, batch_size=32, normalize_embeddings=True,
+                                           convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+    return encode
+
+
+def endpoint_encoder(base_url: str, model: str, api_key: str | None = None, *,
+                     attempts: int = 4, timeout: float = 120.0) -> Callable[[list[str]], np.ndarray]:
+    """Texts to an OpenAI-compatible `/v1/embeddings` endpoint; vectors normalised for cosine."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = base_url.rstrip("/") + "/embeddings"
+
+    def encode(texts: list[str]) -> np.ndarray:
+        import httpx  # here: only an embedding endpoint needs it (commands start faster without)
+        problem = ""
+        for _ in range(attempts):
+            try:
+                response = httpx.post(url, json={"model": model, "input": texts}, headers=headers, timeout=timeout)
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code == 200:
+                rows = sorted(response.json()["data"], key=lambda row: row["index"])
+                vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+                norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+                return vectors / np.where(norms == 0, 1.0, norms)
+            problem = f"HTTP {response.status_code}"
+            if response.status_code not in (408, 409, 429) and response.status_code < 500:
+                break
+        raise EndpointError(f"embedding endpoint {url} failed for model {model!r}: {problem}")
+    return encode
+
+
 class Embedder:
     """Embeds texts through a cache. `encoder` maps a list of texts to an (n, DIM) array."""
 
-    def __init__(self, store=None, *, encoder: Callable[[list[str]], np.ndarray] | None = None,
-                 model_name: str = MODEL_NAME):
+    def __init__(self, store: VectorCache | None = None, *, encoder: Callable[[list[str]], np.ndarray] | None = None,
+                 model_name: str = MODEL_NAME, roles: dict[str, "Embedder"] | None = None):
         self.store = store
         self.encoder = encoder or encode_with_model
         self.model_name = model_name
+        self.roles = roles or {}  # role group -> the embedder configured for it, when it differs
         self.encode_count = 0  # texts actually run through the encoder
         self._memo: dict[str, np.ndarray] = {}
         self._lock = anyio.Lock()
+
+    def for_role(self, role: str) -> "Embedder":
+        """The embedder of a role group (`memory`, `memt_policy`): its own when configured, else this."""
+        return self.roles.get(role, self)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -75,6 +128,22 @@ class Embedder:
                 if self.store is not None:
                     self.store.put_vectors(self.model_name, fresh)
         return np.stack([self._memo[h] for h in hashes])
+
+
+def configured_embedder(store, settings) -> Embedder:
+    """The default embedder of `settings`, with the role groups that configure their own."""
+    def build(model: str, base_url: str | None, api_key: str | None) -> Embedder:
+        encoder = endpoint_encoder(base_url, model, api_key) if base_url else sentence_encoder(model)
+        return Embedder(store, encoder=encoder, model_name=model)
+
+    default = build(settings.embed_model, settings.embed_base_url, settings.api_key)
+    roles = {}
+    for group in ("memory", "memt_policy"):
+        model, base_url, api_key = settings.embedding(group)
+        if (model, base_url) != (settings.embed_model, settings.embed_base_url):
+            roles[group] = build(model, base_url, api_key)
+    default.roles = roles
+    return default
 
 
 def top_k(matrix: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:

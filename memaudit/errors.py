@@ -1,6 +1,30 @@
 """Errors a user can act on. The CLI prints them as one line and exits 2; anything else is a bug."""
 from __future__ import annotations
 
+import re
+
+# Credentials that may ride along in a server's message or a URL: bearer tokens, `user:key@` in a
+# URL, and OpenAI-style keys quoted on their own.
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{6,}")
+REDACTED = "***"
+
+
+def scrub(text: str, secrets=()) -> str:
+    """`text` without credentials: every given secret, bearer tokens, URL userinfo, sk- keys."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    return _KEY_LIKE.sub("sk-" + REDACTED, text)
+
+
+def redact_url(url: str) -> str:
+    """A base URL fit to print: `http://user:key@host/v1` -> `http://***@host/v1`."""
+    return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", url)
+
 
 class MemauditError(Exception):
     """Base class: an error with a message fit for one line on stderr."""
@@ -27,8 +51,15 @@ class ContextOverflow(MemauditError):
 
     def __init__(self, role: str, tokens: int | None, window: int | None, detail: str = ""):
         self.role, self.tokens, self.window = role, tokens, window
-        super().__init__(f"context overflow for role {role}: ~{tokens} tokens > window {window}"
+        super().__init__(f"context overflow for role {role}: {overflow_size(tokens, window)}"
                          + (f" ({detail})" if detail else ""))
+
+
+def overflow_size(tokens: int | None, window: int | None) -> str:
+    """`~9000 tokens > window 8192`, or what is known when the server only said it did not fit."""
+    if tokens is None and window is None:
+        return "the server reported that the prompt does not fit"
+    return f"~{tokens if tokens is not None else '?'} tokens > window {window if window is not None else '?'}"
 
 
 class InvalidOutput(MemauditError):
@@ -39,16 +70,25 @@ class InvalidOutput(MemauditError):
         super().__init__(f"invalid output from role {role}: {problem}; raw: {raw[:200]!r}")
 
 
+class Refusal(InvalidOutput):
+    """The model or the endpoint refused the content of this request (a content filter, a refusal
+    message): an outcome of the request, recorded like an answer that stayed invalid."""
+
+    def __init__(self, role: str, message: str):
+        self.role, self.raw, self.problem = role, message, f"the model refused: {message[:200]}"
+        MemauditError.__init__(self, f"refusal from role {role}: {message[:200]}")
+
+
 class EndpointError(MemauditError):
-    """The endpoint refused the request or stayed unreachable after retries."""
+    """The endpoint is misconfigured (wrong key, URL, model or parameter: 401/403/404 and other
+    refusals of the request's form) or stayed unreachable after retries. Fatal for the command and
+    never recorded as a call's outcome: once the endpoint is fixed, the same command succeeds.
+    Credentials (`secrets`, bearer tokens, URL userinfo) are scrubbed from the message."""
 
-    def __init__(self, message: str, *, status: int | None = None, url: str | None = None):
-        self.status, self.url, self.message = status, url, message
-        where = f"{url} " if url else ""
-        super().__init__(f"endpoint {where}error{f' {status}' if status else ''}: {message}")
-
-    @property
-    def transient(self) -> bool:
-        """Unreachable or still failing after every retry (no status from a refusal): not an answer
-        about this call, so it aborts the command instead of being recorded; a rerun resumes."""
-        return self.status is None
+    def __init__(self, message: str, *, status: int | None = None, url: str | None = None, secrets=()):
+        self.status = status
+        self.url = redact_url(url) if url else None
+        self.message = scrub(message, secrets)
+        where = f" {self.url}" if self.url else ""
+        said = f" {status}" if status else ""
+        super().__init__(f"endpoint{where} error{said}: {self.message}")

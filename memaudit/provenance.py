@@ -22,12 +22,17 @@ DIALOGUE_ROLES = ("agent", "simulator", "pref_judge")  # recorded, not called, i
 
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,
                     max_tokens: int | None = None) -> dict:
-    """What `role` is sent when its caller asks for (temperature, max_tokens). For memory roles,
-    whose adapters choose per call, None means "the adapter's own value"."""
+    """What `role` is sent when its caller asks for (temperature, max_tokens), after the role's
+    config and the dialect's rules (RoleConfig.sampling: a reasoning model is sent no temperature,
+    recorded as None). For memory roles, whose adapters choose per call, a requested None means
+    "the adapter's own value". A parameter refused by a 400 from a model not recognised by name
+    is not reflected here: it is learned during the run (param_refusals), and recording it would
+    make a resume or a replay see a change that is none; each call's key holds what was sent."""
     rc = settings.role(role)
-    sent_temperature, sent_max_tokens = rc.sampling(temperature, max_tokens)
-    return {"model": rc.model, "backend": rc.backend, "temperature": sent_temperature,
-            "max_tokens": sent_max_tokens, "context_window": rc.context_window}
+    sent = rc.sampling(temperature, max_tokens)
+    return {"model": rc.model, "backend": rc.backend, "temperature": sent.temperature, "top_p": sent.top_p,
+            "max_tokens": sent.max_tokens, "reasoning_effort": sent.reasoning_effort,
+            "context_window": rc.context_window}
 
 
 def rollout_provenance(settings: Settings) -> dict:
@@ -38,18 +43,13 @@ def rollout_provenance(settings: Settings) -> dict:
     return {"protocol": PROTOCOL_VERSION, "roles": roles}
 
 
-def teacher_forced_provenance(settings: Settings, source_run: str, episodes: str) -> dict:
-    """A teacher-forced run (memaudit/rollout/teacher_forced.py): the rollout provenance without the
-    dialogue roles, which it never calls (another agent model must not block its resume), plus the
-    run whose transcripts it replays and a digest of the episodes replayed."""
+def teacher_forced_provenance(settings: Settings, episodes: str) -> dict:
+    """A teacher-forced run (memaudit/rollout/teacher_forced.py; RunConfig.transcripts names its
+    source run): the rollout provenance without the dialogue roles, which it never calls (another
+    agent model must not block its resume), plus a digest of the episodes replayed."""
     live = rollout_provenance(settings)
     return {**live, "roles": {r: v for r, v in live["roles"].items() if r not in DIALOGUE_ROLES},
-            "teacher_forced": {"source_run": source_run, "episodes": episodes}}
-
-
-def teacher_forced_source(config: dict | None) -> str | None:
-    """The run whose transcripts a teacher-forced run replayed; None for a live or imported run."""
-    return (((config or {}).get("provenance") or {}).get("teacher_forced") or {}).get("source_run")
+            "teacher_forced": {"episodes": episodes}}
 
 
 def differences(recorded: dict, now: dict) -> list[str]:
@@ -88,9 +88,7 @@ def _label(path: str) -> str:
 async def run_models(store: Store, run: str) -> dict[str, str]:
     """Role group -> the model(s) the run's artifacts were made with, from its call log ("a, b"
     when a role used two). Empty for an imported run, which has no calls."""
-    rows = await store.fetchall(
-        "SELECT DISTINCT c.role, c.model FROM call_uses u JOIN calls c ON c.key = u.key WHERE u.run=?", (run,))
     found: dict[str, set[str]] = {}
-    for row in rows:
-        found.setdefault(role_group(row["role"]), set()).add(row["model"])
+    for role, model in await store.calls.models_by_role(run):
+        found.setdefault(role_group(role), set()).add(model)
     return {role: ", ".join(sorted(models)) for role, models in sorted(found.items())}

@@ -14,30 +14,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from memaudit.config import Settings
-from memaudit.errors import BadInput
-from memaudit.provenance import teacher_forced_source
-from memaudit.rollout.runner import run_rollout
+from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scoring.attribution import attribute_runs
-from memaudit.scoring.recovery import DEFAULT_VARIANT, load_passes, score_runs
+from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.scoring.tables import compute_tables
-from memaudit.store import Store, dumps, loads, open_store
+from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
+from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
+from memaudit.types import DEFAULT_VARIANT
 
-# What the scratch store starts from: the inputs and the caches, never an artifact.
-COPIED = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings")
-# What a teacher-forced run reads of a source run that is not re-executed.
-TRANSCRIPTS = ("runs", "episodes", "turns")
-# Artifact tables and their keys, compared in this order (the first difference is reported).
-ARTIFACTS = {
-    "episodes": ("run", "user_id", "task_idx"),
-    "turns": ("run", "user_id", "task_idx", "turn"),
-    "snapshots": ("run", "user_id", "task_idx"),
-    "score_passes": ("run", "mode", "k", "variant"),
-    "reconstructions": ("run", "mode", "k", "variant", "user_id", "dimension"),
-    "attributions": ("run", "mode", "k", "variant", "user_id", "dimension"),
-}
-ORACLE_KEY = ("bench", "user_id", "dimension", "task_hash")
+from memaudit.utilization.act import utilization_runs
+
 SHOWN = 120  # characters of a differing value shown in the report line
 
 
@@ -47,98 +35,79 @@ async def replay_runs(settings: Settings, runs=None) -> str | None:
     with tempfile.TemporaryDirectory(prefix="memaudit-replay-") as scratch_dir:
         scratch = Path(scratch_dir) / "replay.db"
         async with open_store(settings.db) as recorded:
-            chosen = await _rollout_runs(recorded, runs)
-            replayed = {r["run"] for r in chosen}
-            sources = sorted({teacher_forced_source(r["config"]) for r in chosen} - replayed - {None})
-            await _copy_inputs(recorded.path, scratch, sources)
+            chosen = await select_runs(recorded, runs, origin="rollout")
+            sources = sorted({r.config.transcripts for r in chosen} - {r.run for r in chosen} - {None})
+            async with open_store(scratch) as store:
+                await copy_inputs(store, recorded.path, transcripts_of=sources)
             async with open_runtime(replace(settings, db=scratch, cache="replay")) as rt:
                 await _reexecute(rt, recorded, chosen)
                 await rt.store.flush()
-                return await first_difference(recorded, rt.store, [r["run"] for r in chosen])
+                return await first_difference(recorded, rt.store, [r.run for r in chosen])
 
 
-async def _rollout_runs(store: Store, wanted) -> list[dict]:
-    runs = [r for r in await store.list_runs() if r["origin"] == "rollout"]
-    if wanted is None:
-        return runs
-    by_id = {r["run"]: r for r in runs}
-    missing = [w for w in wanted if w not in by_id]
-    if missing:
-        raise BadInput(f"no recorded rollout run {missing[0]!r} to replay", field="runs")
-    return [by_id[w] for w in wanted]
-
-
-async def _copy_inputs(recorded: Path, scratch: Path, sources: list[str]) -> None:
-    """The inputs, plus the recorded transcripts of teacher-forced sources that are not replayed."""
-    async with open_store(scratch) as store:
-        await store.conn.execute("ATTACH DATABASE ? AS recorded", (str(recorded),))
-        await store.write([(f"INSERT INTO {table} SELECT * FROM recorded.{table}", ()) for table in COPIED]
-                          + [(f"INSERT INTO {table} SELECT * FROM recorded.{table} WHERE run=?", (run,))
-                             for run in sources for table in TRANSCRIPTS])
-        await store.conn.execute("DETACH DATABASE recorded")
-
-
-async def _reexecute(rt: Runtime, recorded: Store, runs: list[dict]) -> None:
+async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     """Runs that were (or could have been) executed together are re-executed together, so a large
     replay keeps the recorded concurrency; the cache makes the grouping irrelevant to the result.
     Live runs go first: a teacher-forced run reads the transcripts its source re-executed."""
-    rollouts: dict[str, list[dict]] = {}
-    for run in sorted(runs, key=lambda r: teacher_forced_source(r["config"]) is not None):
-        rollouts.setdefault(dumps([run["bench"], run["config"]]), []).append(run)
+    rollouts: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda r: r.config.transcripts is not None):
+        rollouts.setdefault(dumps([run.bench, run.config.to_json()]), []).append(run)
     for group in rollouts.values():
-        cfg = group[0]["config"]
-        bench = await rt.store.load_benchmark(group[0]["bench"])
-        await run_rollout(rt, bench, [r["system"] for r in group], users=cfg["users"], tasks=cfg["tasks"],
-                          max_turns=cfg["max_turns"], tag=cfg["tag"], k=cfg["k"], progress=False,
-                          transcripts=teacher_forced_source(cfg))
+        bench = await rt.store.benchmarks.load(group[0].bench)
+        await rollout_runs(rt, bench, [r.system for r in group], group[0].config)
 
-    passes = {r["run"]: await load_passes(recorded, r["run"]) for r in runs}
+    passes = {r.run: await recorded.scores.passes(r.run) for r in runs}
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
     for run, found in passes.items():
-        default = [p for p in found if p["variant"] == DEFAULT_VARIANT]
+        default = [p for p in found if p.variant == DEFAULT_VARIANT]
         for (window, dims), group in _by_settings(default).items():
-            modes = sorted({p["mode"] for p in group})
-            ks = sorted({p["k"] for p in group if p["mode"] == "retrieve"}) or [5]
+            modes = sorted({p.mode for p in group})
+            ks = sorted({p.k for p in group if p.mode == "retrieve"}) or [5]
             scoring.setdefault(dumps([modes, ks, window, dims]), []).append(run)
     for signature, group in scoring.items():
         modes, ks, window, dims = loads(signature)
         await score_runs(rt, group, modes, ks=tuple(ks), context_window=window, dims=dims)
     for run, found in passes.items():
-        variants = {p["variant"]: p["config"]["rescore"] for p in found if p["variant"] != DEFAULT_VARIANT}
+        variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
-            await rescore_runs(rt, [run], variant, judge_model=change["judge_model"],
-                               judge_prompt=change["judge_prompt"], reader_model=change["reader_model"])
+            await rescore_runs(rt, [run], variant, judge_model=change.judge_model, judge_prompt=change.judge_prompt,
+                               reader_model=change.reader_model)
 
     attribution: dict[str, list[str]] = {}
     for run in runs:
-        modes = [r["mode"] for r in await recorded.fetchall(
-            "SELECT DISTINCT mode FROM attributions WHERE run=? ORDER BY mode", (run["run"],))]
+        modes = await recorded.attributions.modes(run.run)
         if modes:
-            attribution.setdefault(dumps(modes), []).append(run["run"])
+            attribution.setdefault(dumps(modes), []).append(run.run)
     for modes, group in attribution.items():
         await attribute_runs(rt, group, loads(modes))
 
+    # Utilization passes (memaudit/utilization/) after scoring: Know is read from the reconstructions.
+    utilization: dict[tuple, list[str]] = {}
+    for run in runs:
+        for k, config in await recorded.utilization.passes(run.run):
+            utilization.setdefault((k, config["threshold"]), []).append(run.run)
+    for (k, threshold), group in utilization.items():
+        await utilization_runs(rt, group, k=k, threshold=threshold)
 
-def _by_settings(passes: list[dict]) -> dict[tuple, list[dict]]:
+
+def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:
     """Passes grouped by the options they were scored with (a run may mix windows or dims)."""
-    out: dict[tuple, list[dict]] = {}
+    out: dict[tuple, list[ScorePass]] = {}
     for p in passes:
-        out.setdefault((p["config"]["context_window"], p["config"]["dims"]), []).append(p)
+        out.setdefault((p.config.context_window, p.config.dims), []).append(p)
     return out
 
 
 async def first_difference(recorded: Store, replayed: Store, runs: list[str]) -> str | None:
-    marks = ",".join("?" * len(runs))
     for table, key in ARTIFACTS.items():
-        sql = f"SELECT * FROM {table} WHERE run IN ({marks}) ORDER BY {', '.join(key)}"
-        found = _compare(table, key, await recorded.fetchall(sql, runs), await replayed.fetchall(sql, runs))
+        found = _compare(table, key, await artifact_rows(recorded, table, runs),
+                         await artifact_rows(replayed, table, runs))
         if found:
             return found
     # Oracle verdicts are shared with runs that were not replayed: compare the ones replay made.
-    replayed_oracle = await replayed.fetchall(f"SELECT * FROM oracle ORDER BY {', '.join(ORACLE_KEY)}")
-    recorded_oracle = [row for row in [await recorded.fetchone(
-        f"SELECT * FROM oracle WHERE {' AND '.join(f'{c}=?' for c in ORACLE_KEY)}", [r[c] for c in ORACLE_KEY])
-        for r in replayed_oracle] if row is not None]
+    replayed_oracle = await oracle_rows(replayed)
+    recorded_oracle = [row for row in [await oracle_row(recorded, [r[c] for c in ORACLE_KEY])
+                                       for r in replayed_oracle] if row is not None]
     found = _compare("oracle", ORACLE_KEY, recorded_oracle, replayed_oracle)
     if found:
         return found

@@ -1,6 +1,7 @@
 """The role registry: role -> prompt file, output schema, default temperature and max_tokens.
 
-`ask(llm, role, ...)` renders the role's prompt and calls the model through the shared client.
+`ask(llm, role, ...)` renders the role's prompt and calls the model through the shared client: the
+one path of every role call (memory adapters pass their own spec for their sub-roles).
 Per-role TOML config overrides temperature and max_tokens (see memaudit/config.py). Schemas are
 written so that strict structured-output modes accept them (every property required, no extras).
 Memory adapters declare their own sub-roles (`memory:<name>`) next to their code."""
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from memaudit.llm.client import LLM, CallResult
-from memaudit.prompts import load_prompt
+from memaudit.prompts import Prompt, load_prompt
 from memaudit.types import FEEDBACK_TYPES, RUBRIC
 
 
@@ -63,14 +64,25 @@ ROLE_SPECS: dict[str, RoleSpec] = {
     "critic": RoleSpec("critic", obj(guessed_trait=STR, verdict={"type": "string", "enum": ["neutral", "fishing"]},
                                      reason=STR), 0.0, None),
     "editor": RoleSpec("editor", obj(task=NONEMPTY, rationale=STR), 0.5, None),
+    # Know/Act utilization (memaudit/utilization/): scenario writing (schema set by the generator)
+    # and the blind pairwise judge, asked once per answer order.
+    "act_scenario": RoleSpec("act_scenario", None, 0.8, 300),
+    "act_judge": RoleSpec("act_judge", obj(shaped={"type": "string", "enum": ["first", "second", "neither"]},
+                                           reason=REASON), 0.0, 160),
 }
 
 
 async def ask(llm: LLM, role: str, *, seed_parts: tuple = (), sample: int = 0, schema: dict | None = None,
-              check: Callable | None = None, prompt: str | None = None, **values) -> CallResult:
-    """Render `prompts/<role>.md` with `values` and call the model with the role's spec."""
-    spec = ROLE_SPECS[role]
-    messages = load_prompt(prompt or spec.prompt, llm.settings.prompts_dir).render(**values)
+              check: Callable | None = None, prompt: str | Prompt | None = None, messages: list[dict] | None = None,
+              spec: RoleSpec | None = None, **values) -> CallResult:
+    """Render `prompts/<role>.md` (or `prompt`: another prompt name, or a loaded Prompt) with `values`
+    and call the model with the role's spec (`spec` for a role outside the registry). `messages`
+    built by the caller (the agent's chat history) are sent instead of a rendered prompt."""
+    spec = spec or ROLE_SPECS[role]
+    if messages is None:
+        if not isinstance(prompt, Prompt):
+            prompt = load_prompt(prompt or spec.prompt, llm.settings.prompts_dir)
+        messages = prompt.render(**values)
     return await llm.call(role, messages, temperature=spec.temperature, max_tokens=spec.max_tokens,
                           schema=schema if schema is not None else spec.schema, check=check or spec.check,
                           sample=sample, seed_parts=seed_parts)

@@ -1,19 +1,23 @@
 """What a command that touches the store or a model needs, opened and closed in one place:
 the store, the model client and the embedder. When no endpoint is configured, the embedded model
 server is started on the first call that misses the cache and stopped when the command ends, so a
-fully cached command (a second `make run`, `memaudit replay`) never starts it."""
+fully cached command (a second `make run`, `memaudit replay`) never starts it. If the server's
+process exits while the command runs, the command fails at once naming its exit signal and log."""
 from __future__ import annotations
 
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from memaudit.config import Settings
-from memaudit.embed import Embedder
+from memaudit.embed import Embedder, configured_embedder
 from memaudit.llm.client import LLM
+from memaudit.llm.proxy import close_proxy
 from memaudit.llm.server import embedded_server
 from memaudit.store import Store, open_store
+
+if TYPE_CHECKING:  # a test's MockTransport; commands never import httpx
+    import httpx
 
 
 @dataclass
@@ -32,9 +36,14 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
 
         async def start_server() -> str:
             log = settings.db.parent / "memaudit-server.log"
-            return await stack.enter_async_context(embedded_server(log_path=log))
+            server = await stack.enter_async_context(embedded_server(log_path=log))
+            # If the server dies mid-command (a crash, the OOM killer), the next failed request
+            # says so at once instead of retrying a dead port.
+            llm.transport.watched[server.url] = server.check_alive
+            return server.url
 
         on_demand = start_server if settings.embedded and transport is None and settings.cache != "replay" else None
-        llm = LLM(settings, store, transport=transport, start_server=on_demand)
+        llm = LLM(settings, store.calls, transport=transport, start_server=on_demand)
         stack.push_async_callback(llm.aclose)
-        yield Runtime(llm.settings, store, llm, embedder or Embedder(store))
+        stack.push_async_callback(close_proxy, llm)  # before the client it forwards to
+        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings))

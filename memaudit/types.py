@@ -9,6 +9,7 @@ BANK_COUNTS = {"skill_memory": 7, "knowledge_memory": 7, "episodic_memory": 7, "
 FEEDBACK_TYPES = ("correction", "add_context", "too_deep", "too_shallow", "followup", "expose_gap", "satisfied")
 RUBRIC = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("dump_all", "retrieve")
+DEFAULT_VARIANT = "default"  # the scoring variant of `memaudit score`; rescoring variants have their own names
 ATTRIBUTION_LABELS = ("ok", "memory_failure", "task_design_failure", "agent_elicitation_failure",
                       "simulator_too_strict", "no_targeted_task", "unclassified", "overflow")
 
@@ -98,12 +99,18 @@ class MemoryItem:
         return out
 
 
+def footprint(items: list[dict]) -> tuple[int, float]:
+    """(items, mean characters of their `content`) of a memory dump: what E reports."""
+    chars = [len(str(i.get("content", ""))) for i in items]
+    return len(items), sum(chars) / len(chars) if chars else 0.0
+
+
 @dataclass
 class Reconstruction:
     run: str
     mode: str
     k: int  # 0 for dump_all
-    variant: str  # "default", or a frozen-rescoring variant name
+    variant: str  # DEFAULT_VARIANT, or a frozen-rescoring variant name
     user_id: str
     category: str
     dimension: str
@@ -116,6 +123,7 @@ class Reconstruction:
     judge_reason: str | None
     status: str  # ok | overflow | failed
     error: str | None = None
+    snapshot_task: int | None = None  # the memory read: the user's snapshot after this task
 
 
 @dataclass

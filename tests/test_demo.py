@@ -34,3 +34,11 @@ async def test_demo_runs_every_stage_and_replays_identically(settings, fake, tmp
     requests = len(fake.requests)
     assert await replay_runs(settings) is None
     assert len(fake.requests) == requests  # replay contacted no model
+
+
+def test_the_cut_line_lists_the_embedded_caps_only_when_the_embedded_model_served():
+    from memaudit.config import EMBEDDED_MAX_TOKENS, EMBEDDED_SIMULATOR_TEXT_CHARS
+    size = DemoSize()
+    embedded = size.cuts(3, 31, embedded=True)
+    assert f"agent {EMBEDDED_MAX_TOKENS['agent']}" in embedded and f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters" in embedded
+    assert "max tokens" not in size.cuts(3, 31, embedded=False)

@@ -68,6 +68,27 @@ def test_queued_cache_rows_are_readable_before_and_after_commit(tmp_path):
     assert run(main) == ('{"text": "x"}', '{"text": "x"}', {})
 
 
+def test_queued_rows_are_committed_once_they_have_waited_the_flush_interval(tmp_path, monkeypatch):
+    """A killed command loses at most FLUSH_SECONDS of queued rows, not a whole batch."""
+    import memaudit.store as store_module
+
+    def row(key):
+        return dict(key=key, role="agent", model="m", request="{}", response="{}", ok=True)
+
+    async def main():
+        async with open_store(tmp_path / "s.db") as store:
+            store.put_call(**row("s1:a"))
+            await store.maybe_flush()  # young and far from a full batch: still queued
+            queued = len(store._pending)
+            monkeypatch.setattr(store_module, "FLUSH_SECONDS", 0.0)
+            store.put_call(**row("s1:b"))
+            await store.maybe_flush()
+            with sqlite3.connect(tmp_path / "s.db") as other:  # what a kill right now would leave
+                committed = other.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+            return queued, committed
+    assert run(main) == (1, 2)
+
+
 def test_not_a_store_is_bad_input(tmp_path):
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite at all" * 100)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 
+from memaudit.canonical import canonical_pretty
 from memaudit.errors import BadInput
 
 
@@ -23,4 +24,4 @@ def read_json(path: Path, label: str, user: str | None = None):
 
 def write_json(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+    path.write_bytes(canonical_pretty(data) + b"\n")

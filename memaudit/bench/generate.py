@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Callable
 
 import anyio
-import orjson
 
 from memaudit.bench.files import read_json, write_json
 from memaudit.bench.instances import TASKS_ROOT, read_release
 from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
+from memaudit.canonical import canonical_pretty
 from memaudit.release import write_benchmark
 from memaudit.release.exporter import EXPORT_TASKS_DIR
 from memaudit.errors import BadInput, InvalidOutput, MemauditError
@@ -426,4 +426,4 @@ def _write_atomic(path: Path, data) -> None:
 
 
 def _json(value) -> str:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2).decode()
+    return canonical_pretty(value).decode()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memaudit.bench.act import load_act_scenarios, read_act_dir, save_act_scenarios
 from memaudit.bench.files import read_json
 from memaudit.bench.pool import BUNDLED_POOL, load_pool, parse_pool
-from memaudit.bench.validate import check_benchmark
+from memaudit.bench.validate import check_benchmark, unknown_categories
 from memaudit.errors import BadInput
-from memaudit.types import BankEntry, Benchmark, PoolEntry, Task, User
+from memaudit.ids import id_problem, inside
+from memaudit.types import CATEGORIES, BankEntry, Benchmark, PoolEntry, Task, User
 
 BANKS_FILE = "Deeppersona/data/user_memory_banks_pooled_final.json"
 POOL_FILE = "Deeppersona/data/dimension_pool.json"
@@ -21,18 +23,19 @@ TASK_FIELDS = ("task", "rationale", "target_category", "target_dimension", "targ
 
 def find_tasks_dir(root: Path, tasks_dir: str | None = None) -> Path:
     """The task directory under benchmark_data/: the one named, or the only one there is."""
-    base = root / TASKS_ROOT
+    base = inside(root, root / TASKS_ROOT, label=TASKS_ROOT)
     if tasks_dir:
-        if not (base / tasks_dir).is_dir():
+        chosen = inside(root, base / tasks_dir, label=f"{TASKS_ROOT}/{tasks_dir}")
+        if not chosen.is_dir():
             raise BadInput(f"no task directory {tasks_dir!r}", file=f"{TASKS_ROOT}/{tasks_dir}")
-        return base / tasks_dir
+        return chosen
     found = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     if not found:
         raise BadInput("no task directory", file=TASKS_ROOT)
     if len(found) > 1:
         raise BadInput(f"several task directories ({', '.join(p.name for p in found)}); choose one with "
                        "--tasks-dir", file=TASKS_ROOT)
-    return found[0]
+    return inside(root, found[0], label=f"{TASKS_ROOT}/{found[0].name}")
 
 
 def read_release(root: str | Path, *, name: str | None = None, tasks_dir: str | None = None,
@@ -44,10 +47,10 @@ def read_release(root: str | Path, *, name: str | None = None, tasks_dir: str | 
     root = Path(root)
     problems: list[str] = []
     try:
-        banks = read_json(root / BANKS_FILE, BANKS_FILE)
+        banks = read_json(inside(root, root / BANKS_FILE, label=BANKS_FILE), BANKS_FILE)
+        pool = _read_pool(root, pool_path, problems)
     except BadInput as exc:
         return None, [str(exc)]
-    pool = _read_pool(root, pool_path, problems)
     users = _read_users(banks, pool, problems)
     try:
         task_dir = find_tasks_dir(root, tasks_dir)
@@ -57,7 +60,12 @@ def read_release(root: str | Path, *, name: str | None = None, tasks_dir: str | 
     tasks, task_files = {}, {}
     for user in users:
         label = task_files[user.id] = f"{task_label}/{user.id}.json"
-        user_tasks = _read_tasks(task_dir / f"{user.id}.json", label, user.id, problems)
+        try:
+            path = inside(root, task_dir / f"{user.id}.json", label=label, user=user.id)
+        except BadInput as exc:
+            problems.append(str(exc))
+            continue
+        user_tasks = _read_tasks(path, label, user.id, problems)
         if user_tasks is not None:
             tasks[user.id] = user_tasks
     known = {u.id for u in users}
@@ -85,6 +93,8 @@ def _read_pool(root: Path, pool_path, problems: list[str]) -> dict[str, list[Poo
     path, label = (Path(pool_path), str(pool_path)) if pool_path else (root / POOL_FILE, POOL_FILE)
     if not pool_path and not path.exists():
         return None
+    if not pool_path:  # a pool given with --pool is the user's own file, not part of the release
+        path = inside(root, path, label=label)
     try:
         pool, pool_problems = parse_pool(read_json(path, label), label)
     except BadInput as exc:
@@ -106,6 +116,10 @@ def _read_users(banks, pool, problems: list[str]) -> list[User]:
         if not isinstance(user_id, str) or not user_id:
             problems.append(f"{BANKS_FILE}: users[{i}].user_id: missing")
             continue
+        unsafe = id_problem(user_id, "user id")
+        if unsafe is not None:  # it would name files: skipped before any path is built from it
+            problems.append(f"{BANKS_FILE}: user {user_id[:40]}: users[{i}].user_id: {unsafe}")
+            continue
         where = f"{BANKS_FILE}: user {user_id}"
         if user_id in seen:
             problems.append(f"{where}: users[{i}].user_id: duplicate user")
@@ -119,8 +133,11 @@ def _read_users(banks, pool, problems: list[str]) -> list[User]:
         if not isinstance(memory_bank, dict):
             problems.append(f"{where}: memory_bank: missing object of categories")
             memory_bank = {}
+        problems += unknown_categories(memory_bank, where)
         bank = []
         for category, entries in memory_bank.items():
+            if category not in CATEGORIES:
+                continue  # reported just above
             if not isinstance(entries, list):
                 problems.append(f"{where}: memory_bank.{category}: expected a list")
                 continue
@@ -188,6 +205,7 @@ async def resolve_bench(store, ref: str) -> Benchmark:
         stored = await store.load_benchmark(bench.name)
         if stored is None:
             await store.save_benchmark(bench)
+            await save_act_scenarios(store, bench.name, read_act_dir(ref, bench))
             return bench
         if stored != bench:
             raise BadInput(f"the store already holds a different benchmark named {bench.name!r}; import this "
@@ -200,6 +218,16 @@ async def resolve_bench(store, ref: str) -> Benchmark:
                        f"{', '.join(names) if names else 'no benchmarks'} (use `sample`, a path, or an imported name)",
                        field="bench")
     return stored
+
+
+async def resolve_act_scenarios(store, bench: Benchmark) -> dict:
+    """The benchmark's Act scenarios (memaudit/bench/act.py) in the store, user -> dimension ->
+    scenario; the bundled sample's are imported on first use, like the sample itself."""
+    found = await load_act_scenarios(store, bench.name)
+    if not found and bench.name == SAMPLE_NAME:
+        await save_act_scenarios(store, SAMPLE_NAME, read_act_dir(SAMPLE_DIR, bench))
+        found = await load_act_scenarios(store, bench.name)
+    return found
 
 
 async def validate_bench(store, ref: str, *, pool_path: str | Path | None = None,

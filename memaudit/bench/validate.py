@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from memaudit.ids import id_problem
 from memaudit.types import BANK_COUNTS, CATEGORIES, Benchmark, PoolEntry, User
 
 
@@ -22,9 +23,19 @@ def check_benchmark(bench: Benchmark, pool: dict[str, list[PoolEntry]] | None, *
     return problems
 
 
+def unknown_categories(memory_bank: dict, where: str) -> list[str]:
+    """Every category of a bank as read from its file that is not one of the five, even one whose
+    list is empty (it leaves no entry behind to be checked later)."""
+    return [f"{where}: memory_bank.{category}: unknown category"
+            for category in sorted(set(memory_bank) - set(CATEGORIES))]
+
+
 def _check_bank(user: User, pool: dict[str, list[PoolEntry]] | None, file: str) -> list[str]:
     where = f"{file}: user {user.id}"
     problems: list[str] = []
+    unsafe = id_problem(user.id, "user id")
+    if unsafe is not None:
+        problems.append(f"{where}: user_id: {unsafe}")
     counts = Counter(e.category for e in user.bank)
     for category in sorted(set(counts) - set(CATEGORIES)):
         problems.append(f"{where}: memory_bank.{category}: unknown category")

@@ -8,7 +8,7 @@ import sys
 import click
 
 from memaudit.cli.common import GLOBAL_OPTIONS
-from memaudit.errors import MemauditError
+from memaudit.errors import MemauditError, scrub
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,11 +19,11 @@ def cli(**_):
 for _option in GLOBAL_OPTIONS:
     cli = _option(cli)
 
-from memaudit.cli import (bench_cmds, demo_cmds, generate_cmds, memory_cmds, report_cmds,  # noqa: E402
-                          rollout_cmds, score_cmds, system_cmds, tables_cmds)
+from memaudit.cli import (bench_cmds, calls_cmds, demo_cmds, generate_cmds, memory_cmds,  # noqa: E402
+                          report_cmds, rollout_cmds, score_cmds, system_cmds, tables_cmds, utilization_cmds)
 
-for _module in (bench_cmds, generate_cmds, rollout_cmds, score_cmds, tables_cmds, report_cmds, memory_cmds,
-                system_cmds, demo_cmds):
+for _module in (bench_cmds, generate_cmds, rollout_cmds, score_cmds, utilization_cmds, tables_cmds, report_cmds,
+                memory_cmds, calls_cmds, system_cmds, demo_cmds):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
@@ -37,7 +37,7 @@ def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="memaudit", standalone_mode=False)
     except MemauditError as exc:
-        click.echo(f"memaudit: error: {exc}", err=True)
+        click.echo(f"memaudit: error: {scrub(str(exc))}", err=True)  # no credential reaches a terminal or log
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

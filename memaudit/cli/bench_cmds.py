@@ -24,7 +24,9 @@ def bench():
 @global_options
 def validate(ref, pool_path, tasks_dir):
     """Check a benchmark (`sample`, a release-layout directory, or an imported name): every problem,
-    one per line, naming the file, the user and the field."""
+    one per line, naming the file, the user and the field. User ids name files, so each must be a
+    safe id (1-128 letters, digits, '_', '-', '.', starting with a letter or a digit), and every
+    file of a release must lie under its root (no '..' or symlink out of it)."""
     problems = run(_validate, current_settings(), ref, pool_path, tasks_dir)
     for line in problems:
         click.echo(line)

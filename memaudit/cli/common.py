@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import click
 from rich.console import Console
 
 from memaudit.config import load_settings
+from memaudit.store import store_fault
 
 console = Console(stderr=True)
 # Piped output (a log, CI) gets room for the wide tables; a terminal keeps its own width.
@@ -29,8 +31,13 @@ GLOBAL_OPTIONS = [
     click.option("--seed", type=int, default=None, help="base seed [MEMAUDIT_SEED]"),
     click.option("--prompts", "prompts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
                  help="directory with your own prompt files"),
+    click.option("--embed-model", default=None,
+                 help="sentence-transformers model the memory systems embed with [MEMAUDIT_EMBED_MODEL]"),
+    click.option("--memt-prompts", type=click.Path(path_type=Path, file_okay=False), default=None,
+                 help="a Mem-T checkout: drive memt with Mem-T's own templates [MEMAUDIT_MEMT_PROMPTS]"),
 ]
-OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir")
+OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir",
+                "embed_model", "memt_prompts")
 
 
 def global_options(fn):
@@ -53,7 +60,8 @@ def settings_from(ctx_obj: dict, **extra):
     o = ctx_obj or {}
     return load_settings(db=o.get("db"), base_url=o.get("base_url"), model=o.get("model"), backend=o.get("backend"),
                          config=o.get("config_file"), concurrency=o.get("concurrency"), cache=o.get("cache"),
-                         seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), **extra)
+                         seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), embed_model=o.get("embed_model"),
+                         memt_prompts=o.get("memt_prompts"), **extra)
 
 
 def current_settings(**extra):
@@ -66,4 +74,12 @@ def split_list(text: str | None) -> list[str] | None:
 
 
 def run(coro_fn, *args, **kwargs):
-    return anyio.run(functools.partial(coro_fn, *args, **kwargs))
+    """Run a command's coroutine. A store fault the store did not already name (a read-only file
+    or a full disk met outside its write path) still becomes a one-line error, not a traceback."""
+    try:
+        return anyio.run(functools.partial(coro_fn, *args, **kwargs))
+    except sqlite3.OperationalError as exc:
+        fault = store_fault(exc, None)
+        if fault is None:
+            raise
+        raise fault from None

@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 
 from memaudit.cli.common import console, current_settings, global_options, out, run
+from memaudit.errors import redact_url
 
 
 @click.command("demo")
@@ -25,21 +26,23 @@ def demo(users, tasks, max_turns, report_dir):
 async def _demo(settings, users, tasks, max_turns, report_dir):
     from dataclasses import replace
 
+    from memaudit.cli.progress import RolloutProgress
     from memaudit.demo import DemoSize, run_demo
     from memaudit.runtime import open_runtime
 
     size = DemoSize()
     size = replace(size, users=users or size.users, tasks=tasks or size.tasks, max_turns=max_turns or size.max_turns)
-    endpoint = settings.base_url or "the embedded SmolLM2-135M-Instruct model (llama.cpp, loopback)"
+    endpoint = (redact_url(settings.base_url) if settings.base_url
+                else "the embedded SmolLM2-135M-Instruct model (llama.cpp, loopback)")
     console.print(f"memaudit demo on {endpoint}; store {settings.db}", highlight=False)
     start = time.monotonic()
     async with open_runtime(settings) as rt:
-        result = await run_demo(rt, size, report_dir)
+        result = await run_demo(rt, size, report_dir, progress=RolloutProgress("live"))
     print_tables(result["tables"])
     bench = result["bench"]
     n_tasks = len(next(iter(bench.tasks.values())))
     out.print(f"\nDone in {time.monotonic() - start:.0f} s. This demo is PARTIAL: "
-              f"{size.cuts(len(bench.users), n_tasks)}. A 135M model makes a weak assistant, simulator and "
+              f"{size.cuts(len(bench.users), n_tasks, embedded=settings.on_embedded('agent'))}. A 135M model makes a weak assistant, simulator and "
               "judge: the numbers show the pipeline works, not how good any memory system is.", highlight=False)
     out.print(f"HTML report: {report_dir / 'index.html'}   Reproduce from the cache: memaudit --db {settings.db} replay",
               highlight=False)

@@ -9,6 +9,7 @@ import click
 
 from memaudit.cli.common import current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
+from memaudit.types import DEFAULT_VARIANT
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
@@ -29,16 +30,14 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 async def _chosen_runs(store, runs: list[str] | None) -> list[str]:
-    return runs if runs is not None else [r["run"] for r in await store.list_runs()]
+    from memaudit.store import select_runs
+
+    return [r.run for r in await select_runs(store, runs)]
 
 
 async def _print_scores(store, runs: list[str], variant: str) -> None:
     for run_id in runs:
-        rows = await store.fetchall(
-            "SELECT mode, k, COUNT(*) AS n, SUM(status='ok') AS ok, SUM(status='overflow') AS overflow, "
-            "SUM(status='failed') AS failed, AVG(CASE WHEN status!='failed' THEN score END) AS mean "
-            "FROM reconstructions WHERE run=? AND variant=? GROUP BY mode, k ORDER BY mode, k", (run_id, variant))
-        for r in rows:
+        for r in await store.scores.summary(run_id, variant):
             mean = "n/a" if r["mean"] is None else f"{r['mean']:.3f}"
             k = "" if r["mode"] == "dump_all" else f" k={r['k']}"
             click.echo(f"{run_id} {r['mode']}{k} ({variant}): {r['n']} targets, {r['ok']} ok, "
@@ -65,8 +64,10 @@ async def _score(settings, modes, ks, runs, context_window, dims):
 
     async with open_runtime(settings) as rt:
         chosen = await _chosen_runs(rt.store, runs)
-        await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
-        await _print_scores(rt.store, chosen, "default")
+        skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+        for line in skipped:
+            click.echo(f"memaudit: {line}", err=True)
+        await _print_scores(rt.store, chosen, DEFAULT_VARIANT)
 
 
 @click.command("attribute")
@@ -86,11 +87,8 @@ async def _attribute(settings, modes, runs):
         chosen = await _chosen_runs(rt.store, runs)
         await attribute_runs(rt, chosen, modes)
         for run_id in chosen:
-            rows = await rt.store.fetchall(
-                "SELECT mode, k, label, COUNT(*) AS n FROM attributions WHERE run=? AND variant='default' "
-                "GROUP BY mode, k, label ORDER BY mode, k, label", (run_id,))
             counts: dict = {}
-            for r in rows:
+            for r in await rt.store.attributions.label_counts(run_id, DEFAULT_VARIANT):
                 counts.setdefault((r["mode"], r["k"]), []).append(f"{r['label']} {r['n']}")
             for (m, k), parts in counts.items():
                 suffix = "" if m == "dump_all" else f" k={k}"
@@ -116,8 +114,7 @@ async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, r
     from memaudit.scoring.rescore import rescore_runs
 
     async with open_runtime(settings) as rt:
-        chosen = runs if runs is not None else [r["run"] for r in await rt.store.fetchall(
-            "SELECT DISTINCT run FROM score_passes WHERE variant='default' ORDER BY run")]
+        chosen = await _chosen_runs(rt.store, runs) if runs is not None else await rt.store.scores.scored_runs()
         await rescore_runs(rt, chosen, variant, judge_model=judge_model, judge_prompt=judge_prompt,
                            reader_model=reader_model)
         await _print_scores(rt.store, chosen, variant)

@@ -11,7 +11,11 @@ import orjson
 from rich.table import Table
 
 from memaudit.cli.common import console, current_settings, global_options, out, run
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, MemauditError
+
+
+class SmokeFailed(MemauditError):
+    """The bundled model did not load or answer."""
 
 
 def serve_command(engine: str, *, port: int, threads: int, model_path: Path | None, model: str | None) -> list[str]:
@@ -34,9 +38,22 @@ def serve_command(engine: str, *, port: int, threads: int, model_path: Path | No
 @click.option("--model-path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="another GGUF instead of the bundled SmolLM2-135M-Instruct")
 @click.option("--engine", type=click.Choice(["llamacpp", "vllm"]), default="llamacpp", show_default=True)
+@click.option("--smoke", is_flag=True, help="start the embedded model, ask it one short question, stop it "
+              "(what `make install` ends with); exits non-zero naming the log when it fails")
+@click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="the server log of --smoke (default: memaudit-server.log next to --db)")
 @global_options
-def serve(port, threads, model_path, engine):
+def serve(port, threads, model_path, engine, smoke, log_path):
     """Run an OpenAI-compatible model server on loopback in the foreground (Ctrl-C stops it)."""
+    if smoke:
+        from memaudit.llm.server import smoke_check
+        log_path = log_path or current_settings().db.parent / "memaudit-server.log"
+        try:
+            answer = run(smoke_check, log_path.resolve(), threads=threads)
+        except MemauditError as exc:
+            raise SmokeFailed(f"smoke check of the embedded model failed: {exc}") from None
+        click.echo(f"smoke check: the embedded model loaded and answered {answer!r}")
+        return
     model = (click.get_current_context().obj or {}).get("model")
     cmd = serve_command(engine, port=port, threads=threads, model_path=model_path, model=model)
     console.print(f"serving on http://127.0.0.1:{port}/v1  (use --base-url http://127.0.0.1:{port}/v1"

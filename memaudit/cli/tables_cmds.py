@@ -9,8 +9,8 @@ from memaudit.cli.common import current_settings, global_options, run, split_lis
 from memaudit.errors import BadInput
 from memaudit.scoring import stats
 from memaudit.scoring.robustness import compare_variants
-from memaudit.scoring.tables import compute_tables, csv_sections, render, render_csv_section, select_runs
-from memaudit.store import open_store
+from memaudit.scoring.tables import compute_tables, csv_sections, render, render_csv_section
+from memaudit.store import open_store, select_runs
 
 FORMATS = ("md", "latex", "csv", "json")
 EXTENSIONS = {"md": "md", "latex": "tex", "json": "json"}
@@ -23,7 +23,7 @@ async def _tables(db: Path, runs, fmt: str, out_dir: Path | None, only: str | No
     async with open_store(db) as store:
         tables = await compute_tables(store, runs, bootstrap=bootstrap, seed=seed)
         if compare:
-            tables["robustness"] = await compare_variants(store, await select_runs(store, runs), compare)
+            tables["robustness"] = await compare_variants(store, [r.run for r in await select_runs(store, runs)], compare)
     if only:
         tables = {name: rows for name, rows in tables.items() if name in (only, "robustness")}
     if out_dir is not None:

@@ -8,25 +8,32 @@ from __future__ import annotations
 
 import hashlib
 
-import orjson
+from memaudit.canonical import canonical
 
 SCHEME = "s1"
 RECORD_VERSION = 1
+# Text hashes (embedding vectors, oracle verdicts, memory search seeds) have their own scheme: a
+# new call-key scheme must not silently re-key them. Its value is the one stores already hold.
+TEXT_HASH_SCHEME = "s1"
 
 
-def key_record(*, model: str, backend: str, messages: list[dict], temperature: float, top_p: float | None,
-               max_tokens: int | None, seed: int, schema: dict | None, sample: int) -> dict:
-    return {"v": RECORD_VERSION, "model": model, "backend": backend, "messages": messages,
-            "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
-            "schema": schema, "sample": sample}
+def key_record(*, model: str, backend: str, messages: list[dict], temperature: float | None, top_p: float | None,
+               max_tokens: int | None, seed: int, schema: dict | None, sample: int,
+               reasoning_effort: str | None = None) -> dict:
+    """What is sent: a None temperature or top_p was left out of the request (the model's default).
+    `reasoning_effort` is keyed only when set, so the keys of every other call stay as they were."""
+    record = {"v": RECORD_VERSION, "model": model, "backend": backend, "messages": messages,
+              "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
+              "schema": schema, "sample": sample}
+    if reasoning_effort is not None:
+        record["reasoning_effort"] = reasoning_effort
+    return record
 
 
-def canonical(obj) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-
-
-def cache_key(record: dict) -> str:
-    return f"{SCHEME}:{hashlib.sha256(canonical(record)).hexdigest()}"
+def keyed(record: dict) -> tuple[str, str]:
+    """(cache key, the canonical JSON it hashes): the JSON is what the calls table stores."""
+    data = canonical(record)
+    return f"{SCHEME}:{hashlib.sha256(data).hexdigest()}", data.decode()
 
 
 def derive_seed(base: int, role: str, *parts) -> int:
@@ -36,4 +43,4 @@ def derive_seed(base: int, role: str, *parts) -> int:
 
 
 def text_hash(text: str) -> str:
-    return f"{SCHEME}:{hashlib.sha256(text.encode()).hexdigest()}"
+    return f"{TEXT_HASH_SCHEME}:{hashlib.sha256(text.encode()).hexdigest()}"

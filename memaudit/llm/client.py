@@ -9,18 +9,22 @@ import contextvars
 import datetime as dt
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
-import httpx
 import orjson
 
-from memaudit.config import Settings
-from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput
-from memaudit.llm.cache import canonical, cache_key, derive_seed, key_record
+from memaudit.caches import CallCache
+from memaudit.config import RoleConfig, Settings
+from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
+from memaudit.llm.cache import derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import estimate_tokens
-from memaudit.llm.transport import Transport, request_body
+from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body
+from memaudit.llm.transport import Transport
+
+if TYPE_CHECKING:
+    import httpx
 
 # Calls made inside `llm.collect()` are appended here as (role, key, from_cache): the artifact that
 # results from them records which calls it used (token accounting per run and role, traceability).
@@ -46,6 +50,7 @@ class RoleStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
     failures: int = 0
 
 
@@ -57,7 +62,7 @@ class _Flight:
 
 
 class LLM:
-    def __init__(self, settings: Settings, store, *, transport: httpx.AsyncBaseTransport | None = None,
+    def __init__(self, settings: Settings, store: CallCache, *, transport: httpx.AsyncBaseTransport | None = None,
                  start_server: Callable[[], Awaitable[str]] | None = None):
         self.settings = settings
         # Started on the first call that needs a model (embedded server): a fully cached command
@@ -69,6 +74,17 @@ class LLM:
                                    settings.backoff_cap, settings.timeout, mock=transport)
         self.stats: dict[str, RoleStats] = {}
         self._flights: dict[str, _Flight] = {}
+        self._roles: tuple[Settings, dict] = (settings, {})
+        self.refusals = Refusals(store)
+
+    def role_config(self, role: str) -> RoleConfig:
+        """The settings of `role`, resolved once per settings object (a hot path: every call)."""
+        settings, resolved = self._roles
+        if settings is not self.settings:  # a clone with other settings, or the embedded URL set
+            self._roles = settings, resolved = self.settings, {}
+        if role not in resolved:
+            resolved[role] = self.settings.role(role)
+        return resolved[role]
 
     async def aclose(self) -> None:
         await self.transport.aclose()
@@ -93,27 +109,41 @@ class LLM:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
-        rc = self.settings.role(role)
-        temperature, max_tokens = rc.sampling(temperature, max_tokens)
+        # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
+        # key of what is then sent; the refusal is remembered (memaudit/llm/dialect.py).
+        for _ in REFUSABLE:
+            try:
+                return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
+                                                seed_parts)
+            except ParameterRefused as exc:
+                rc = self.role_config(role)
+                await self.refusals.learn(rc.model, rc.backend, exc.param)
+        return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts)
+
+    async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
+                            seed_parts) -> CallResult:
+        rc = self.role_config(role)
+        sent = rc.sampling(temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
-        record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=temperature,
-                            top_p=None, max_tokens=max_tokens, seed=seed, schema=schema, sample=sample)
-        key = cache_key(record)
+        record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
+                            top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,
+                            reasoning_effort=sent.reasoning_effort)
+        key, request_json = keyed(record)
         stats = self.stats.setdefault(role, RoleStats())
         flight = self._flights.get(key)
         if flight is not None:  # single-flight: an identical request is already on its way
             await flight.done.wait()
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
-                return await self.call(role, messages, temperature=temperature, max_tokens=max_tokens,
-                                       schema=schema, check=check, sample=sample, seed_parts=seed_parts)
+                return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
+                                                seed_parts)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)
             return flight.result
         flight = self._flights[key] = _Flight()
         try:
-            result = await self._resolve(role, rc, record, key, schema, check, stats)
+            result = await self._resolve(role, rc, record, key, request_json, schema, check, stats)
             flight.result = result
             self._note_use(role, key, result.cached)
             return result
@@ -132,22 +162,23 @@ class LLM:
                 # long queues clear of HTTP read timeouts.
                 self.transport.serial_urls.add(url)
                 self.settings = self.settings.with_embedded_url(url)
-        return self.settings.role(role)
+        return self.role_config(role)
 
     def _note_use(self, role: str, key: str, cached: bool) -> None:
         uses = _collector.get()
         if uses is not None:
             uses.append((role, key, cached))
 
-    async def _resolve(self, role, rc, record, key, schema, check, stats) -> CallResult:
+    async def _resolve(self, role, rc, record, key, request_json, schema, check, stats) -> CallResult:
         mode = self.settings.cache
         if mode in ("rw", "replay"):
             row = await self.store.get_call(key)
             # A recorded failure (invalid output, overflow, refusal) is the outcome of that request
             # in this store: met again, it fails again without a call, so every use of a key sees
             # the same outcome whatever the order — the condition for replay to be exact.
-            # `--cache refresh` asks the model again.
-            if row is not None:
+            # `--cache refresh` asks the model again. An endpoint error recorded by an older
+            # version is a misconfiguration, not an outcome: it is asked again.
+            if row is not None and not _recorded_endpoint_error(row):
                 stats.cache_hits += 1
                 return self._from_row(role, row, key, schema, stats)
         window = rc.context_window
@@ -158,16 +189,18 @@ class LLM:
             raise CacheMiss(role, key)
         if not rc.base_urls and self._start_server is not None:
             rc = await self._server_role(role)
-        request_json = canonical(record).decode()
         stats.calls += 1
         try:
             text, data, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
-        except (InvalidOutput, ContextOverflow, EndpointError) as exc:
+        except (InvalidOutput, ContextOverflow) as exc:
+            # Failures of the request itself are recorded as its outcome, never as an answer:
+            # later uses of this key fail the same way. An EndpointError (a misconfigured or
+            # unreachable endpoint) ends the command and is never recorded.
             stats.failures += 1
-            if mode != "off" and not (isinstance(exc, EndpointError) and exc.transient):
-                # Recorded as a failure, never as an answer: later uses of this key fail the same way.
+            if mode != "off":
                 self.store.put_call(key=key, role=role, model=rc.model, request=request_json,
-                                    response=_failure_json(exc), ok=False, created=_now())
+                                    response=_failure_json(exc, (rc.api_key,)), ok=False, created=_now())
+                await self.store.maybe_flush()
             raise
         self._count(stats, usage)
         if mode != "off":
@@ -175,7 +208,8 @@ class LLM:
                                 response=orjson.dumps({"text": text, "usage": usage}).decode(), ok=True,
                                 prompt_tokens=usage.get("prompt_tokens", 0),
                                 completion_tokens=usage.get("completion_tokens", 0),
-                                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now())
+                                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now(),
+                                reasoning_tokens=usage.get("reasoning_tokens", 0))
             await self.store.maybe_flush()
         return CallResult(text, data, usage, key, False)
 
@@ -193,10 +227,11 @@ class LLM:
         stats.prompt_tokens += usage.get("prompt_tokens", 0)
         stats.completion_tokens += usage.get("completion_tokens", 0)
         stats.cached_tokens += usage.get("cached_tokens", 0)
+        stats.reasoning_tokens += usage.get("reasoning_tokens", 0)
 
     async def _call_with_repair(self, role, rc, record, schema, check):
         messages = list(record["messages"])
-        total = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+        total = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "reasoning_tokens": 0}
         latency = 0.0
         attempts = self.settings.repair_attempts + 1
         raw, found = "", ""
@@ -204,12 +239,15 @@ class LLM:
             body = request_body(backend=rc.backend, model=rc.model, messages=messages,
                                 temperature=record["temperature"], top_p=record["top_p"],
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
-                                schema_name=role)
+                                schema_name=role, reasoning_effort=record.get("reasoning_effort"),
+                                refused=await self.refusals.of(rc.model, rc.backend))
             response, took = await self.transport.post_chat(rc.base_urls, rc.api_key, body, role)
             latency += took
             raw, finish, usage = _parse_choice(response)
             for name in total:
                 total[name] += usage.get(name, 0)
+            if finish == "refusal":
+                raise Refusal(role, raw)
             found, data = _validate(raw, finish, schema, check)
             if found is None:
                 if finish == "length":
@@ -226,15 +264,20 @@ class LLM:
 def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
     try:
         choice = response["choices"][0]
-        text = choice["message"].get("content") or ""
+        message = choice["message"]
+        text = message.get("content") or ""
         finish = choice.get("finish_reason")
     except (KeyError, IndexError, TypeError, AttributeError):
         return "", "malformed", {}
+    if message.get("refusal") or finish == "content_filter":  # OpenAI's refusal field, a content filter
+        text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
     usage = response.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
+    completion = usage.get("completion_tokens_details") or {}
     return text, finish, {"prompt_tokens": usage.get("prompt_tokens", 0) or 0,
                           "completion_tokens": usage.get("completion_tokens", 0) or 0,
-                          "cached_tokens": details.get("cached_tokens", 0) or 0}
+                          "cached_tokens": details.get("cached_tokens", 0) or 0,
+                          "reasoning_tokens": completion.get("reasoning_tokens", 0) or 0}
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:
@@ -268,24 +311,27 @@ def _loads_lenient(raw: str):
         return orjson.loads(raw.replace("\\'", "'"))
 
 
-def _failure_json(exc: Exception) -> str:
-    payload = {"error_kind": type(exc).__name__, "error": str(exc)}
+def _failure_json(exc: InvalidOutput | ContextOverflow, secrets) -> str:
+    """The recorded outcome of a failed request, without credentials."""
+    payload: dict = {"error_kind": type(exc).__name__, "error": str(exc)}
     if isinstance(exc, InvalidOutput):
         payload.update(raw=exc.raw, problem=exc.problem)
     if isinstance(exc, ContextOverflow):
         payload.update(tokens=exc.tokens, window=exc.window)
-    if isinstance(exc, EndpointError):
-        payload.update(status=exc.status)
-    return orjson.dumps(payload).decode()
+    return orjson.dumps({k: scrub(v, secrets) if isinstance(v, str) else v for k, v in payload.items()}).decode()
+
+
+def _recorded_endpoint_error(row) -> bool:
+    return not row["ok"] and orjson.loads(row["response"]).get("error_kind") == "EndpointError"
 
 
 def _failure_from_json(role: str, payload: dict) -> Exception:
     kind = payload.get("error_kind")
-    if kind == "InvalidOutput":
-        return InvalidOutput(role, payload.get("raw", ""), payload.get("problem", ""))
+    if kind == "Refusal":
+        return Refusal(role, payload.get("raw", ""))
     if kind == "ContextOverflow":
         return ContextOverflow(role, payload.get("tokens"), payload.get("window"), "recorded")
-    return EndpointError(payload.get("error", "recorded failure"), status=payload.get("status"))
+    return InvalidOutput(role, payload.get("raw", ""), payload.get("problem", ""))
 
 
 def _now() -> str:

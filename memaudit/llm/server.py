@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-import httpx
 
 from memaudit.config import EMBEDDED_CONTEXT, EMBEDDED_MODEL
 from memaudit.errors import EndpointError
+from memaudit.llm.dialect import request_body
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 READY_TIMEOUT = 120.0
@@ -24,6 +26,8 @@ READY_TIMEOUT = 120.0
 # llama-cpp-python counts a state at about a tenth of the memory it really takes (measured: 12 MB
 # counted, ~115 MB resident per 640-token state at n_ctx 8192), so 512 MiB counted is ~5 GB real.
 CACHE_BYTES = 512 << 20
+EXIT_GRACE = 2.0  # seconds to wait, after a failed request, for a crashing server's process to end
+SMOKE_TIMEOUT = 120.0
 
 
 def bundled_gguf() -> Path:
@@ -54,18 +58,56 @@ def server_command(port: int, *, threads: int = 2, model_path: Path | None = Non
             "--cache", "true", "--cache_type", "ram", "--cache_size", str(CACHE_BYTES), "--verbose", "false"]
 
 
+class ServerExited(EndpointError):
+    """The embedded server's process is gone: said at once, with where its log is."""
+
+    def __init__(self, returncode: int, log_path: Path | None, when: str = ""):
+        super().__init__(f"exited with {exit_status(returncode)}{when}")
+        self.text = (f"the embedded model server exited with {exit_status(returncode)}{when}; "
+                     f"log: {log_path if log_path else 'not kept (no log path given)'}")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def exit_status(returncode: int) -> str:
+    """`signal SIGILL` for a process killed by a signal, else `code N`."""
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"code {returncode}"
+
+
+@dataclass
+class EmbeddedServer:
+    url: str  # …/v1
+    proc: subprocess.Popen
+    log_path: Path | None
+
+    async def check_alive(self) -> None:
+        """Raise ServerExited if the process has exited. Called after a failed request: a crash
+        closes the socket a moment before the process can be reaped, so wait briefly for it."""
+        try:
+            await anyio.to_thread.run_sync(self.proc.wait, EXIT_GRACE)
+        except subprocess.TimeoutExpired:
+            return
+        raise ServerExited(self.proc.returncode, self.log_path)
+
+
 @asynccontextmanager
 async def embedded_server(*, threads: int = 2, model_path: Path | None = None, log_path: Path | None = None):
-    """Start the server on a free loopback port; yields its base URL (…/v1)."""
+    """Start the server on a free loopback port; yields the running EmbeddedServer."""
     port = free_port()
     cmd = server_command(port, threads=threads, model_path=model_path)
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_die_with_parent)
-    url = f"http://127.0.0.1:{port}/v1"
+    server = EmbeddedServer(f"http://127.0.0.1:{port}/v1", proc, log_path)
     try:
-        await _wait_ready(url, proc)
-        yield url
+        await _wait_ready(server)
+        yield server
     finally:
         with anyio.CancelScope(shield=True):
             proc.terminate()
@@ -78,24 +120,49 @@ async def embedded_server(*, threads: int = 2, model_path: Path | None = None, l
                 log.close()
 
 
+async def smoke_check(log_path: Path, *, threads: int = 2) -> str:
+    """Start the embedded server, ask the bundled model one short question, stop it; returns the
+    answer. Raises EndpointError (naming the log) when the model does not load or answer."""
+    import httpx
+    async with embedded_server(threads=threads, log_path=log_path) as server:
+        body = request_body(backend="llamacpp", model=EMBEDDED_MODEL, seed=0, temperature=0.0, top_p=None,
+                            max_tokens=8, schema=None, schema_name="smoke",
+                            messages=[{"role": "user", "content": "Say hello in one word."}])
+        async with httpx.AsyncClient(base_url=server.url, timeout=SMOKE_TIMEOUT) as client:
+            try:
+                resp = await client.post("/chat/completions", json=body)
+            except httpx.HTTPError as exc:
+                await server.check_alive()
+                raise EndpointError(f"the completion failed ({type(exc).__name__}: {exc}); log: {log_path}") from None
+        try:
+            answer = resp.json()["choices"][0]["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError):
+            answer = ""
+        if resp.status_code != 200 or not answer.strip():
+            raise EndpointError(f"the bundled model gave no answer (HTTP {resp.status_code}: {resp.text[:120]!r}); "
+                                f"log: {log_path}")
+        return answer.strip()
+
+
 def _die_with_parent() -> None:
     """Linux: the server gets SIGTERM when memaudit dies, even by SIGKILL, so no orphan keeps a core busy."""
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
-async def _wait_ready(url: str, proc: subprocess.Popen) -> None:
+async def _wait_ready(server: EmbeddedServer) -> None:
+    import httpx  # here, not at the top: every command imports this module, few start the server
     deadline = time.monotonic() + READY_TIMEOUT
     async with httpx.AsyncClient(timeout=2.0) as client:
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise EndpointError(f"the embedded model server exited with code {proc.returncode} at start-up")
+            if server.proc.poll() is not None:
+                raise ServerExited(server.proc.returncode, server.log_path, " at start-up")
             try:
-                if (await client.get(f"{url}/models")).status_code == 200:
+                if (await client.get(f"{server.url}/models")).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             await anyio.sleep(0.25)
-    raise EndpointError(f"the embedded model server did not become ready within {READY_TIMEOUT:.0f} s")
+    raise EndpointError(f"the embedded model server did not become ready within {READY_TIMEOUT:.0f} s"
+                        + (f"; log: {server.log_path}" if server.log_path else ""))

@@ -1,64 +1,117 @@
-"""Endpoints, the structured-output dialects, and the one retry loop.
+"""Endpoints and the one retry loop (what a request body holds: memaudit/llm/dialect.py).
 
-One shared httpx client per endpoint; each endpoint bounds its in-flight calls with a capacity
-limiter; a role listing several base URLs spreads calls by least in-flight load."""
+One HTTP session per endpoint (aiohttp; its connection pool keeps the client's CPU per call flat
+from 1 to 512 calls in flight, where httpx's grows with the number of connections: see
+benchmarks/bench_http_clients.py). Each endpoint bounds its in-flight calls with a capacity
+limiter of `--concurrency`, and its pool keeps as many connections alive; a role listing several
+base URLs (a fleet) spreads calls by least in-flight load. An `httpx.MockTransport` stands in for
+the network in unit tests (`FakeOpenAI.transport()`).
+
+Failures are sorted here: retryable statuses and unreachable servers are retried; a context
+length error is `ContextOverflow` and a content refusal is `Refusal` (outcomes of the request);
+a 400 naming a parameter the model does not take is `ParameterRefused` (the client asks again
+without it: llm/dialect.py); any other refusal (401/403/404, an unknown model, another rejected
+parameter) is `EndpointError`, a misconfigured endpoint that ends the command and is never
+recorded. A server memaudit started itself is checked when it stops answering (`watched`), so
+its death is reported at once."""
 from __future__ import annotations
 
+import asyncio
+import base64
 import random
 import re
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 import anyio
-import httpx
+import orjson
+from yarl import URL
 
-from memaudit.errors import ContextOverflow, EndpointError
+from memaudit.errors import ContextOverflow, EndpointError, Refusal, redact_url
+from memaudit.llm.dialect import refusal
 
 RETRYABLE = {408, 409, 425, 429}
 OVERFLOW_PATTERN = re.compile(
     r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|"
     r"exceed(s|ed)? (the )?(context|max)|context_length_exceeded|n_ctx", re.I)
+# Error codes and words with which hosted APIs refuse the content of a request (not its form).
+REFUSAL_PATTERN = re.compile(r"content[ _-]?(policy|filter|management)|safety system|flagged|moderation", re.I)
+JSON_HEADERS = {"content-type": "application/json"}
 
 
-def request_body(*, backend: str, model: str, messages: list[dict], temperature: float, top_p: float | None,
-                 max_tokens: int | None, seed: int, schema: dict | None, schema_name: str) -> dict:
-    """The chat-completions body in the endpoint's structured-output dialect."""
-    body: dict = {"model": model, "messages": messages, "temperature": temperature, "seed": seed}
-    if top_p is not None:
-        body["top_p"] = top_p
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    if schema is not None:
-        name = re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64]
-        if backend == "llamacpp":
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        elif backend == "vllm":
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-        else:
-            body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
-    return body
+if TYPE_CHECKING:  # httpx is needed only where a test hands in its MockTransport
+    import httpx
 
 
-# String-length bounds are not accepted by every strict structured-output API; they are still
-# checked locally on the answer (memaudit/llm/schema.py).
-_NOT_STRICT = ("minLength", "maxLength")
+class Unreachable(Exception):
+    """The request got no HTTP answer (refused, reset, timed out): retried."""
 
 
-def _strict(schema):
-    if isinstance(schema, dict):
-        return {k: _strict(v) for k, v in schema.items() if k not in _NOT_STRICT}
-    if isinstance(schema, list):
-        return [_strict(v) for v in schema]
-    return schema
+class Session(Protocol):
+    """POSTs JSON bytes to one endpoint: (status, headers, body bytes), or raises Unreachable."""
+
+    async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class AiohttpSession:
+    def __init__(self, base_url: str, headers: dict, connections: int, timeout: float):
+        import aiohttp  # here: commands that call no model (tables, view, export) never load it
+        self.errors = (aiohttp.ClientError, asyncio.TimeoutError)
+        # `http://user:key@host/v1` means basic auth, unless a bearer token is configured too (it
+        # wins); either way the credentials leave the URL, which error messages may then name.
+        url = URL(base_url)
+        if url.user is not None:
+            if "Authorization" not in headers:
+                basic = base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode()
+                headers = {**headers, "Authorization": f"Basic {basic}"}
+            url = url.with_user(None)
+        self.base_url = str(url)
+        # As many connections are kept alive as may be in flight: none is reopened between calls.
+        self.client = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections, keepalive_timeout=60),
+            timeout=aiohttp.ClientTimeout(total=timeout, connect=10.0), headers={**headers, **JSON_HEADERS})
+
+    async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        try:
+            async with self.client.post(self.base_url + path, data=content) as resp:
+                return resp.status, resp.headers, await resp.read()
+        except self.errors as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}".strip().rstrip(":")) from None
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+class MockSession:
+    """The same calls through an httpx transport that never opens a socket (the unit tests' double)."""
+
+    def __init__(self, base_url: str, headers: dict, mock: httpx.AsyncBaseTransport):
+        self.base_url = base_url
+        self.headers = {**headers, **JSON_HEADERS}
+        self.mock = mock
+
+    async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        import httpx
+        request = httpx.Request("POST", self.base_url + path, headers=self.headers, content=content)
+        try:
+            resp = await self.mock.handle_async_request(request)
+            return resp.status_code, resp.headers, await resp.aread()
+        except httpx.TransportError as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}".strip().rstrip(":")) from None
+
+    async def aclose(self) -> None:
+        return None
 
 
 @dataclass
 class Endpoint:
     base_url: str
-    client: httpx.AsyncClient
+    session: Session
     limiter: anyio.CapacityLimiter
-    in_flight: int = 0
+    in_flight: int = 0  # waiting for the limiter or on the wire: what least-load spreading compares
 
 
 @dataclass
@@ -73,33 +126,37 @@ class Transport:
     _endpoints: dict = field(default_factory=dict)
     retries: int = 0
     serial_urls: set = field(default_factory=set)  # one-request-at-a-time servers (the embedded model)
+    # Servers memaudit started itself: base URL -> an async check that raises when the server's
+    # process has exited, so a crash is reported at once, not after every retry (llm/server.py).
+    watched: dict = field(default_factory=dict)
 
     def endpoint(self, base_url: str, api_key: str | None) -> Endpoint:
         ident = (base_url, api_key)
         if ident not in self._endpoints:
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-            client = httpx.AsyncClient(
-                base_url=base_url, headers=headers, transport=self.mock,
-                timeout=httpx.Timeout(self.timeout, connect=10.0),
-                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
             limit = 1 if base_url in self.serial_urls else self.concurrency
-            self._endpoints[ident] = Endpoint(base_url, client, anyio.CapacityLimiter(limit))
+            session = (MockSession(base_url, headers, self.mock) if self.mock is not None
+                       else AiohttpSession(base_url, headers, limit, self.timeout))
+            self._endpoints[ident] = Endpoint(base_url, session, anyio.CapacityLimiter(limit))
         return self._endpoints[ident]
 
     async def aclose(self) -> None:
         for ep in self._endpoints.values():
-            await ep.client.aclose()
+            await ep.session.aclose()
         self._endpoints.clear()
 
     def pick(self, base_urls: tuple[str, ...], api_key: str | None) -> Endpoint:
-        endpoints = [self.endpoint(u, api_key) for u in base_urls]
-        return min(endpoints, key=lambda e: e.in_flight)
+        if len(base_urls) == 1:
+            return self.endpoint(base_urls[0], api_key)
+        return min((self.endpoint(u, api_key) for u in base_urls), key=lambda e: e.in_flight)
 
     async def post_chat(self, base_urls: tuple[str, ...], api_key: str | None, body: dict,
                         role: str) -> tuple[dict, float]:
         """POST /chat/completions with retries. Returns (response JSON, latency seconds)."""
         if not base_urls:
             raise EndpointError(f"no endpoint configured for role {role}")
+        secrets = (api_key,) if api_key else ()
+        content = orjson.dumps(body)
         last = ""
         for attempt in range(self.max_retries + 1):
             ep = self.pick(base_urls, api_key)
@@ -108,24 +165,29 @@ class Transport:
             try:
                 async with ep.limiter:
                     start = time.perf_counter()
-                    resp = await ep.client.post("/chat/completions", json=body)
+                    status, headers, data = await ep.session.post("/chat/completions", content)
                     latency = time.perf_counter() - start
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last = f"{type(exc).__name__}: {exc}".strip()
+            except Unreachable as exc:
+                if ep.base_url in self.watched:
+                    await self.watched[ep.base_url]()
+                last = str(exc)
             else:
-                if resp.status_code == 200:
+                if status == 200:
                     try:
-                        return resp.json(), latency
-                    except ValueError:
+                        return orjson.loads(data), latency
+                    except orjson.JSONDecodeError:
                         last = "response body is not JSON"
                 else:
-                    message = _server_message(resp)
-                    if OVERFLOW_PATTERN.search(message) and resp.status_code in (400, 413, 422, 500):
+                    message, code = _server_message(data)
+                    said = f"{message} {code}"
+                    if status in (400, 413, 422, 500) and OVERFLOW_PATTERN.search(said):
                         raise ContextOverflow(role, None, None, message[:200])
-                    if resp.status_code not in RETRYABLE and resp.status_code < 500:
-                        raise EndpointError(message[:300], status=resp.status_code, url=ep.base_url)
-                    last = f"HTTP {resp.status_code}: {message[:200]}"
-                    wait = _retry_after(resp)
+                    if status in (400, 403, 422) and REFUSAL_PATTERN.search(said):
+                        raise Refusal(role, message[:300])
+                    if status not in RETRYABLE and status < 500:
+                        raise refusal(status, data, message, ep.base_url, secrets)
+                    last = f"HTTP {status}: {message[:200]}"
+                    wait = _retry_after(headers)
             finally:
                 ep.in_flight -= 1
             if attempt == self.max_retries:
@@ -133,29 +195,31 @@ class Transport:
             self.retries += 1
             backoff = self.backoff_base * (2 ** attempt) * (0.5 + random.random())
             await anyio.sleep(min(self.backoff_cap, wait if wait is not None else backoff))
-        raise EndpointError(f"gave up after {self.max_retries + 1} attempts for role {role}: {last}",
-                            url=base_urls[0])
+        where = ", ".join(redact_url(u) for u in base_urls)
+        raise EndpointError(f"unreachable: gave up after {self.max_retries + 1} attempts for role {role} "
+                            f"({where}): {last}", secrets=secrets)
 
 
-def _server_message(resp: httpx.Response) -> str:
+def _server_message(data: bytes) -> tuple[str, str]:
+    """(message, error code) of an error body, whatever shape the server gives it."""
     try:
-        data = resp.json()
-    except ValueError:
-        return resp.text or resp.reason_phrase
-    err = data.get("error", data) if isinstance(data, dict) else data
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data.decode("utf-8", "replace").strip() or "(empty body)", ""
+    err = payload.get("error", payload) if isinstance(payload, dict) else payload
     if isinstance(err, dict):
-        return str(err.get("message") or err.get("detail") or err)
-    return str(err)
+        return str(err.get("message") or err.get("detail") or err), str(err.get("code") or err.get("type") or "")
+    return str(err), ""
 
 
-def _retry_after(resp: httpx.Response) -> float | None:
-    ms = resp.headers.get("retry-after-ms")
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    ms = headers.get("retry-after-ms")
     if ms:
         try:
             return float(ms) / 1000
         except ValueError:
             pass
-    seconds = resp.headers.get("retry-after")
+    seconds = headers.get("retry-after")
     if seconds:
         try:
             return float(seconds)

@@ -1,25 +1,49 @@
 """`export`: a benchmark and our runs written in the published release layout, so published tooling
 (and our own `import-release`) can read them. Deterministic bytes: sorted keys, stable order, and a
-fixed value where the layout asks for a time, so identical runs export identical files."""
+fixed value where the layout asks for a time, so identical runs export identical files.
+
+A shared store may hold ids nobody checked: every run and user id is checked as a safe id before
+anything is written, and every file's resolved path (symlinks already in the output directory
+followed) must stay under it."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from memaudit.bench.files import write_json
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
 from memaudit.errors import BadInput
+from memaudit.ids import check_id, inside
 from memaudit.llm.cache import text_hash
-from memaudit.store import Store
+from memaudit.scoring.metrics import user_recovery
+from memaudit.store import Store, select_runs
 from memaudit.types import CATEGORIES, Benchmark, Reconstruction
 
 EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
 EXPORT_TASKS_DIR = "tasks"
 
 
+def _write(out: Path, relative: str, data) -> None:
+    write_json(inside(out, out / relative, label=relative), data)
+
+
+def _refuse_links_out(out: Path) -> None:
+    """Before writing: any symlink already in `out` that leads outside it is refused, so a refused
+    export leaves no half-written tree behind (`_write` checks each file again)."""
+    for folder, dirs, files in os.walk(out):
+        for name in (*dirs, *files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                inside(out, path, label=str(path.relative_to(out)))
+
+
 def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
     """Banks, pool (if the benchmark has one) and one task file per user, in the release layout."""
     out = Path(out_dir)
+    for user in bench.users:
+        check_id(user.id, "user id", file=f"benchmark {bench.name}", user=user.id[:40])
+    _refuse_links_out(out)
     users = []
     for user in bench.users:
         bank: dict[str, list] = {c: [] for c in CATEGORIES}
@@ -27,27 +51,25 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
             bank.setdefault(e.category, []).append({"dimension": e.dimension, "short": e.short,
                                                     "explanation": e.explanation})
         users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
-    write_json(out / BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
-                                  "users": users})
+    _write(out, BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
+                             "users": users})
     if bench.pool:
         pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
                     for p in entries] for c, entries in bench.pool.items()}
-        write_json(out / POOL_FILE, {"meta": {"benchmark": bench.name}, **pool})
+        _write(out, POOL_FILE, {"meta": {"benchmark": bench.name}, **pool})
     for user in bench.users:
         tasks = bench.tasks.get(user.id, ())
         records = [{**t.review, "task": t.text, "rationale": t.rationale, "target_category": t.target_category,
                     "target_dimension": t.target_dimension, "target_short": t.target_short} for t in tasks]
-        write_json(out / TASKS_ROOT / EXPORT_TASKS_DIR / f"{user.id}.json",
-                   {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
+        _write(out, f"{TASKS_ROOT}/{EXPORT_TASKS_DIR}/{user.id}.json",
+               {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
 
 
 async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path) -> list[str]:
     """Write `runs` (default: every run in the store) and their benchmark; returns the run ids."""
     out = Path(out_dir)
-    rows = [await store.get_run(r) for r in runs] if runs else await store.list_runs()
-    missing = [r for r, row in zip(runs or [], rows) if row is None]
-    if missing:
-        raise BadInput(f"no such run(s): {', '.join(missing)}", field="runs")
+    rows = await store.runs.rows() if not runs else \
+        [await store.runs.row(r.run) for r in await select_runs(store, runs)]
     if not rows:
         raise BadInput("the store holds no runs to export", field="runs")
     benches = sorted({row["bench"] for row in rows})
@@ -55,6 +77,13 @@ async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path)
         raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
                        "at a time with --runs", field="runs")
     bench = await store.load_benchmark(benches[0])
+    known = {u.id for u in bench.users}  # their ids are checked by write_benchmark
+    for row in rows:
+        check_id(row["run"], "run id", field="runs")
+        stray = await store.episodes.users_with_records(row["run"]) - known
+        if stray:
+            raise BadInput(f"run {row['run']} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
+                           f"e.g. {sorted(stray)[0][:40]!r}", field="runs")
     write_benchmark(bench, out)
     for row in rows:
         await _export_run(store, row, bench, out)
@@ -65,8 +94,7 @@ async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path)
 async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> None:
     run = row["run"]
     users = {u.id: u for u in bench.users}
-    final_scores = {(r["user_id"], r["task_idx"]): r["final_preference_score"] for r in await store.fetchall(
-        "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=?", (run,))}
+    final_scores = await store.episodes.final_preferences(run)
     for ep in await store.load_episodes(run):
         name = f"{ep.user_id}/episode_{ep.task_index}.json"
         record = {"user_id": ep.user_id, "task": ep.task, "ground_truth": None, "end_reason": ep.end_reason,
@@ -74,23 +102,23 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> N
                   "turns": [_turn_record(t) for t in ep.turns]}
         if ep.error is not None:
             record["error"] = ep.error
-        write_json(out / "history" / run / name, record)
+        _write(out, f"history/{run}/{name}", record)
         prefs = [e for e in users[ep.user_id].bank if e.category == "assistance_preference"]
-        write_json(out / "pref_judge" / run / name, {
+        _write(out, f"pref_judge/{run}/{name}", {
             "user_id": ep.user_id, "task": ep.task,
             "prefs": [{"idx": i, "dimension": e.dimension, "short": e.short, "explanation": e.explanation}
                       for i, e in enumerate(prefs)],
             "turns": [{"turn": t.index, "agent_response": t.assistant, "score": t.preference_score, "summary": "",
                        "per_pref": t.per_pref} for t in ep.turns]})
-    for r in await store.fetchall("SELECT DISTINCT user_id FROM snapshots WHERE run=? ORDER BY user_id", (run,)):
-        items = (await store.last_snapshot(run, r["user_id"]))["items"]
-        write_json(out / "memory" / run / r["user_id"] / "memories.json", {"num_memories": len(items), "memories": items})
+    for user_id in await store.episodes.snapshot_users(run):
+        items = (await store.last_snapshot(run, user_id))["items"]
+        _write(out, f"memory/{run}/{user_id}/memories.json", {"num_memories": len(items), "memories": items})
     k = (row["config"] or {}).get("k", RETRIEVE_K)
     for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
-        await _export_mode(store, run, mode, mode_k, bench, out / "output" / out_dir)
+        await _export_mode(store, run, mode, mode_k, bench, out, f"output/{out_dir}")
 
 
-async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchmark, out: Path) -> None:
+async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchmark, out: Path, folder: str) -> None:
     recons = await store.load_reconstructions(run, mode, k=k)
     attributions = {(a.user_id, a.dimension): a for a in await store.load_attributions(run, mode) if a.k == k}
     by_user: dict[str, list[Reconstruction]] = {}
@@ -102,11 +130,9 @@ async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchma
         order = {e.dimension: i for i, e in enumerate(user.bank)}
         records = sorted(by_user[user.id], key=lambda r: (order.get(r.dimension, len(order)), r.dimension))
         details = [_recon_detail(r) for r in records]
-        per_category = _category_means(records)
-        means = [v for v in per_category.values() if v is not None]
-        write_json(out / "recon_judge" / f"{user.id}.json", {
-            "user_id": user.id, "per_category": per_category,
-            "overall": sum(means) / len(means) if means else None, "details": details})
+        recovery = user_recovery(user.id, [(r.category, r.score, r.status) for r in records])
+        _write(out, f"{folder}/recon_judge/{user.id}.json", {
+            "user_id": user.id, "per_category": recovery.categories, "overall": recovery.B, "details": details})
         attributed = []
         for r, detail in zip(records, details):
             a = attributions.get((user.id, r.dimension))
@@ -117,7 +143,7 @@ async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchma
             counts: dict[str, int] = {}
             for d in attributed:
                 counts[d["attribution"]["category"]] = counts.get(d["attribution"]["category"], 0) + 1
-            write_json(out / "attribution" / f"{user.id}.json", {
+            _write(out, f"{folder}/attribution/{user.id}.json", {
                 "user_id": user.id, "tasks_dir": EXPORT_TASKS_DIR, "counts": counts, "details": attributed})
 
 
@@ -132,29 +158,15 @@ def _recon_detail(r: Reconstruction) -> dict:
     return detail
 
 
-def _category_means(records: list[Reconstruction]) -> dict[str, float | None]:
-    """Per-category means as B counts them: an overflow scores 0, a failed target is left out."""
-    scores: dict[str, list[float]] = {c: [] for c in CATEGORIES}
-    for r in records:
-        if r.status == "overflow":
-            scores.setdefault(r.category, []).append(0.0)
-        elif r.status == "ok" and r.score is not None:
-            scores.setdefault(r.category, []).append(r.score)
-    return {c: sum(v) / len(v) if v else None for c, v in scores.items()}
-
-
 async def _export_oracle(store: Store, bench: Benchmark, out: Path) -> None:
     for user in bench.users:
         verdicts = {}
         for task in bench.tasks.get(user.id, ()):
-            row = await store.fetchone("SELECT can_invite, reason FROM oracle WHERE bench=? AND user_id=? AND "
-                                       "dimension=? AND task_hash=?",
-                                       (bench.name, user.id, task.target_dimension, text_hash(task.text)))
-            if row is not None:
-                can_invite = None if row["can_invite"] is None else bool(row["can_invite"])
-                verdicts[task.target_dimension] = {"can_invite": can_invite, "reason": row["reason"]}
+            verdict = await store.attributions.oracle(bench.name, user.id, task.target_dimension, text_hash(task.text))
+            if verdict is not None:
+                verdicts[task.target_dimension] = verdict
         if verdicts:
-            write_json(out / "output" / ORACLE_DIR / f"{user.id}.json", verdicts)
+            _write(out, f"output/{ORACLE_DIR}/{user.id}.json", verdicts)
 
 
 def _turn_record(t) -> dict:

@@ -4,7 +4,9 @@ Runs are named after their directories; every metric is later recomputed from th
 records imported here (episodes, per-turn preference scores, final stores, per-target scores,
 attribution labels) — aggregate `*_merged.json` reports are never read. Files are parsed one user
 at a time and the rows go to the store in one streamed transaction: a damaged file anywhere
-raises BadInput naming it, and nothing is written.
+raises BadInput naming it, and nothing is written. A release may come from anyone: run and user
+directory names must be safe ids, and every file is read only after its resolved path (symlinks
+followed) is checked to lie under the release root.
 """
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ from memaudit.adapters.registry import system_of
 from memaudit.bench.files import read_json
 from memaudit.bench.instances import load_release_benchmark
 from memaudit.errors import BadInput
+from memaudit.ids import check_id, inside
 from memaudit.llm.cache import text_hash
-from memaudit.store import Statement, Store, dumps
-from memaudit.types import Benchmark, Episode, Turn
+from memaudit.store import RunConfig, Statement, Store
+from memaudit.types import DEFAULT_VARIANT, Attribution, Benchmark, Episode, Reconstruction, Turn
 
 RETRIEVE_SUFFIX = "_retrieve"
 ORACLE_DIR = "_task_design_oracle"
@@ -56,10 +59,13 @@ def release_runs(root: Path) -> list[str]:
     belongs to its base run)."""
     runs: set[str] = set()
     for top in ("history", "memory", "output"):
-        if (root / top).is_dir():
+        if inside(root, root / top, label=top).is_dir():
             for d in (root / top).iterdir():
                 if d.is_dir() and d.name != ORACLE_DIR:
-                    runs.add(d.name.removesuffix(RETRIEVE_SUFFIX) if top == "output" else d.name)
+                    label = f"{top}/{d.name}"
+                    inside(root, d, label=label)
+                    runs.add(check_id(d.name.removesuffix(RETRIEVE_SUFFIX) if top == "output" else d.name,
+                                      "run id", file=label))
     return sorted(runs)
 
 
@@ -70,51 +76,62 @@ def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], whe
     if save_bench:
         yield store.benchmark_statements(bench)
     for run in runs:
-        users = _user_dirs(root / "history" / run, bench)
+        users = _user_dirs(root, f"history/{run}", bench)
         ran = {u: len(list((root / "history" / run / u).glob("episode_*.json"))) for u in users}
         most = max(ran.values(), default=0)
         # A run of the first N tasks only (ours, exported with --tasks N) stays marked partial.
         partial = 0 < most < min((len(bench.tasks.get(u, ())) for u in users), default=0)
-        config = {"users": users, "tasks": most if partial else None, "max_turns": 25, "k": RETRIEVE_K,
-                  "tag": None, "imported_from": root.resolve().name}
-        yield [("INSERT INTO runs(run, system, bench, origin, config, prompt_hashes) VALUES (?,?,?,?,?,?)",
-                (run, system_of(run), bench.name, "import", dumps(config), dumps({})))]
+        config = RunConfig(users, most if partial else None, max_turns=25, k=RETRIEVE_K, tag=None,
+                           imported_from=root.resolve().name)
+        yield [store.runs.statement(run, system_of(run), bench.name, origin="import", config=config.to_json())]
         for user in users:
             where["file"] = f"history/{run}/{user}"
             yield _episode_statements(store, root, run, user, bench)
-        footprints = {}
-        for user in _user_dirs(root / "memory" / run, bench):
-            statement, footprints[user] = _snapshot_statement(store, root, run, user, ran.get(user) or
-                                                              len(bench.tasks.get(user, ())))
+        dump_evidence, snapshot_tasks = {}, {}
+        for user in _user_dirs(root, f"memory/{run}", bench):
+            snapshot_tasks[user] = ran.get(user) or len(bench.tasks.get(user, ()))
+            statement, dump_evidence[user] = _snapshot_statement(store, root, run, user, snapshot_tasks[user])
             yield [statement]
         for mode, k, out_dir in (("dump_all", 0, run), ("retrieve", RETRIEVE_K, run + RETRIEVE_SUFFIX)):
-            for user in _user_files(root / "output" / out_dir / "recon_judge", bench):
+            for user in _user_files(root, f"output/{out_dir}/recon_judge", bench):
                 where["file"] = label = f"output/{out_dir}/recon_judge/{user}.json"
-                yield _reconstruction_statements(root, label, run, mode, k, user, footprints.get(user))
-            for user in _user_files(root / "output" / out_dir / "attribution", bench):
+                yield _reconstruction_statements(store, root, label, run, mode, k, user, dump_evidence.get(user),
+                                                 snapshot_tasks.get(user))
+            for user in _user_files(root, f"output/{out_dir}/attribution", bench):
                 where["file"] = label = f"output/{out_dir}/attribution/{user}.json"
-                yield _attribution_statements(root, label, run, mode, k, user)
-    for user in _user_files(root / "output" / ORACLE_DIR, bench):
-        yield _oracle_statements(root, f"output/{ORACLE_DIR}/{user}.json", user, bench)
+                yield _attribution_statements(store, root, label, run, mode, k, user)
+    for user in _user_files(root, f"output/{ORACLE_DIR}", bench):
+        yield _oracle_statements(store, root, f"output/{ORACLE_DIR}/{user}.json", user, bench)
 
 
-def _user_dirs(base: Path, bench: Benchmark) -> list[str]:
+def _read(root: Path, label: str, user: str):
+    """The JSON file at `label` (relative to the release root), once its real path is under the root."""
+    return read_json(inside(root, root / label, label=label, user=user), label, user)
+
+
+def _user_dirs(root: Path, label: str, bench: Benchmark) -> list[str]:
+    base = inside(root, root / label, label=label)
     names = sorted(d.name for d in base.iterdir() if d.is_dir()) if base.is_dir() else []
-    _known_users(names, base, bench)
+    _known_users(names, label, bench)
+    for name in names:
+        inside(root, root / label / name, label=f"{label}/{name}", user=name)
     return names
 
 
-def _user_files(base: Path, bench: Benchmark) -> list[str]:
+def _user_files(root: Path, label: str, bench: Benchmark) -> list[str]:
+    base = inside(root, root / label, label=label)
     names = sorted(p.stem for p in base.glob("*.json")) if base.is_dir() else []
-    _known_users(names, base, bench)
+    _known_users(names, label, bench)
     return names
 
 
-def _known_users(names: list[str], base: Path, bench: Benchmark) -> None:
+def _known_users(names: list[str], label: str, bench: Benchmark) -> None:
+    """Only users of the benchmark, whose ids were checked when it was read, name files here."""
     known = {u.id for u in bench.users}
     for name in names:
         if name not in known:
-            raise BadInput(f"{name} is not a user of benchmark {bench.name!r}", file=str(base / name), user=name)
+            raise BadInput(f"{name[:40]!r} is not a user of benchmark {bench.name!r}", file=f"{label}/{name[:40]}",
+                           user=name[:40])
 
 
 def _episode_statements(store: Store, root: Path, run: str, user: str, bench: Benchmark) -> list[Statement]:
@@ -125,8 +142,8 @@ def _episode_statements(store: Store, root: Path, run: str, user: str, bench: Be
         label = f"history/{run}/{user}/{path.name}"
         if not 1 <= index <= n_tasks:
             raise BadInput(f"episode {index} but the user has {n_tasks} tasks", file=label, user=user)
-        data = _object(read_json(path, label, user), label, user)
-        per_pref = _per_pref(root / "pref_judge" / run / user / path.name, f"pref_judge/{run}/{user}/{path.name}", user)
+        data = _object(_read(root, label, user), label, user)
+        per_pref = _per_pref(root, f"pref_judge/{run}/{user}/{path.name}", user)
         end_reason = data.get("end_reason")
         # Any label is kept as the release wrote it (A counts only `satisfied`); a missing one is damage.
         if not isinstance(end_reason, str) or not end_reason:
@@ -138,7 +155,7 @@ def _episode_statements(store: Store, root: Path, run: str, user: str, bench: Be
         episode = Episode(run, user, index, str(data.get("task") or ""),
                           [_turn(raw, i, label, user, per_pref) for i, raw in enumerate(turns)], end_reason,
                           data.get("error"))
-        rows += store.episode_statements(episode, _number(data.get("final_preference_score"), label, user,
+        rows += store.episodes.statements(episode, _number(data.get("final_preference_score"), label, user,
                                                           "final_preference_score"))
     return rows
 
@@ -157,27 +174,28 @@ def _turn(raw, position: int, label: str, user: str, per_pref: dict[int, list]) 
                 per_pref.get(index, []), bool(simulator.get("fallback", False)))
 
 
-def _per_pref(path: Path, label: str, user: str) -> dict[int, list]:
+def _per_pref(root: Path, label: str, user: str) -> dict[int, list]:
     """Per-turn per-preference judgments of the pref_judge record, if the release has one."""
-    if not path.exists():
+    if not (root / label).exists():
         return {}
-    data = _object(read_json(path, label, user), label, user)
+    data = _object(_read(root, label, user), label, user)
     return {t.get("turn"): t.get("per_pref") or [] for t in data.get("turns") or [] if isinstance(t, dict)}
 
 
 def _snapshot_statement(store: Store, root: Path, run: str, user: str, last_task: int) -> tuple[Statement, dict]:
-    """The final store as a snapshot after the user's last task; returns its footprint too."""
+    """The final store as a snapshot after the user's last task; returns the evidence a dump_all
+    row of the user records too (items and their total content characters)."""
     label = f"memory/{run}/{user}/memories.json"
-    data = _object(read_json(root / label, label, user), label, user)
+    data = _object(_read(root, label, user), label, user)
     memories = data.get("memories")
     if not isinstance(memories, list) or not all(isinstance(m, dict) for m in memories):
         raise BadInput("missing list of memory objects", file=label, user=user, field="memories")
-    footprint = {"n_items": len(memories), "chars": sum(len(str(m.get("content", ""))) for m in memories)}
-    return store.snapshot_statement(run, user, last_task, {"items": memories}, memories), footprint
+    evidence = {"n_items": len(memories), "chars": sum(len(str(m.get("content", ""))) for m in memories)}
+    return store.episodes.snapshot_statement(run, user, last_task, {"items": memories}, memories), evidence
 
 
 def _details(root: Path, label: str, user: str) -> list[dict]:
-    data = _object(read_json(root / label, label, user), label, user)
+    data = _object(_read(root, label, user), label, user)
     details = data.get("details")
     if not isinstance(details, list):
         raise BadInput("missing list of details", file=label, user=user, field="details")
@@ -189,8 +207,9 @@ def _details(root: Path, label: str, user: str) -> list[dict]:
     return details
 
 
-def _reconstruction_statements(root: Path, label: str, run: str, mode: str, k: int, user: str,
-                               footprint: dict | None) -> list[Statement]:
+def _reconstruction_statements(store: Store, root: Path, label: str, run: str, mode: str, k: int, user: str,
+                               dump_evidence: dict | None, snapshot_task: int | None) -> list[Statement]:
+    """The release's scores, read from the imported final store (`snapshot_task`) by construction."""
     rows = []
     for i, d in enumerate(_details(root, label, user)):
         score = _number(d.get("score"), label, user, f"details[{i}].score")
@@ -198,42 +217,45 @@ def _reconstruction_statements(root: Path, label: str, run: str, mode: str, k: i
         # Our own exports say the status; published records only imply it.
         status = d.get("status") if d.get("status") in STATUSES else (
             "ok" if isinstance(predicted, str) and score is not None else "failed")
-        evidence = {"items": d.get("retrieved_memories") or []} if mode == "retrieve" else (footprint or {})
-        rows.append(("INSERT INTO reconstructions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                     (run, mode, k, "default", user, d["category"], d["dimension"], str(d.get("explanation") or ""),
-                      str(d.get("ground_truth") or ""), dumps(evidence), predicted if isinstance(predicted, str) else None,
-                      d.get("slot_fill_reason"), score, d.get("judge_reason"), status,
-                      d.get("error") or (None if status == "ok" else "imported record without a prediction or score"))))
+        evidence = {"items": d.get("retrieved_memories") or []} if mode == "retrieve" else (dump_evidence or {})
+        recon = Reconstruction(
+            run, mode, k, DEFAULT_VARIANT, user, d["category"], d["dimension"], str(d.get("explanation") or ""),
+            str(d.get("ground_truth") or ""), evidence, predicted if isinstance(predicted, str) else None,
+            d.get("slot_fill_reason"), score, d.get("judge_reason"), status,
+            d.get("error") or (None if status == "ok" else "imported record without a prediction or score"),
+            snapshot_task)
+        rows.append(store.scores.reconstruction_statement(recon, replace=False))
     return rows
 
 
-def _attribution_statements(root: Path, label: str, run: str, mode: str, k: int, user: str) -> list[Statement]:
+def _attribution_statements(store: Store, root: Path, label: str, run: str, mode: str, k: int,
+                            user: str) -> list[Statement]:
     rows = []
     for i, d in enumerate(_details(root, label, user)):
         attribution = _object(d.get("attribution"), label, user, f"details[{i}].attribution")
         category = attribution.get("category")
         if not isinstance(category, str):
             raise BadInput("missing label", file=label, user=user, field=f"details[{i}].attribution.category")
-        rows.append(("INSERT INTO attributions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                     (run, mode, k, "default", user, d["category"], d["dimension"], category,
-                      _number(attribution.get("score", d.get("score")), label, user, f"details[{i}].attribution.score"),
-                      dumps(attribution.get("stages") or []), attribution.get("ep_index"),
-                      str(attribution.get("note") or ""))))
+        rows.append(store.attributions.statement(Attribution(
+            run, mode, k, DEFAULT_VARIANT, user, d["category"], d["dimension"], category,
+            _number(attribution.get("score", d.get("score")), label, user, f"details[{i}].attribution.score"),
+            attribution.get("stages") or [], attribution.get("ep_index"), str(attribution.get("note") or "")),
+            replace=False))
     return rows
 
 
-def _oracle_statements(root: Path, label: str, user: str, bench: Benchmark) -> list[Statement]:
+def _oracle_statements(store: Store, root: Path, label: str, user: str, bench: Benchmark) -> list[Statement]:
     """Stage-0 verdicts, keyed like the ones attribution writes: by the targeted task's text hash."""
     task_of = {t.target_dimension: t.text for t in bench.tasks.get(user, ())}
     rows = []
-    for dimension, verdict in sorted(_object(read_json(root / label, label, user), label, user).items()):
+    for dimension, verdict in sorted(_object(_read(root, label, user), label, user).items()):
         verdict = _object(verdict, label, user, dimension)
         if dimension not in task_of:
             continue  # a verdict is keyed by its task's text; without a targeted task it keys nothing
         can_invite = verdict.get("can_invite")
-        rows.append(("INSERT OR REPLACE INTO oracle VALUES (?,?,?,?,?,?)",
-                     (bench.name, user, dimension, text_hash(task_of[dimension]),
-                      int(can_invite) if isinstance(can_invite, bool) else None, str(verdict.get("reason") or ""))))
+        rows.append(store.attributions.oracle_statement(
+            bench.name, user, dimension, text_hash(task_of[dimension]),
+            can_invite if isinstance(can_invite, bool) else None, str(verdict.get("reason") or ""), replace=True))
     return rows
 
 

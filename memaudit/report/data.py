@@ -1,4 +1,4 @@
-"""What the report reads from the store, with plain SQL over the artifact schema.
+"""What the report reads from the store, through its repositories.
 
 Light rows (scores, labels, per-user episode counts) are read once for every selected run; the
 heavy ones (transcripts, retrieved items, attribution stages, memory dumps) are read one user
@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 
 from memaudit.errors import BadInput
 from memaudit.scoring import metrics
-from memaudit.store import Store, loads
+from memaudit.scoring.tables import check_fresh
+from memaudit.store import Store, select_runs
+from memaudit.types import DEFAULT_VARIANT
 
-VARIANT = "default"
+VARIANT = DEFAULT_VARIANT
 
 
 @dataclass(frozen=True)
@@ -57,42 +59,30 @@ class Summary:
         return want if want in self.scores else None
 
 
-async def select_runs(store: Store, runs: list[str] | None) -> list[dict]:
-    known = await store.list_runs()
-    if not known:
+async def report_runs(store: Store, runs: list[str] | None) -> list[dict]:
+    """The report's runs (as run rows), sorted by id; every run when none is named."""
+    if not await store.runs.names():
         raise BadInput("the store has no runs to report on; run `memaudit rollout` or `memaudit import-release` "
                        "first", file=str(store.path))
-    if not runs:
-        return known
-    by_name = {r["run"]: r for r in known}
-    missing = [r for r in runs if r not in by_name]
-    if missing:
-        raise BadInput(f"unknown run(s) {', '.join(missing)}; the store has {', '.join(sorted(by_name)) or 'none'}",
-                       file=str(store.path), field="runs")
-    return [by_name[r] for r in sorted(set(runs))]
+    chosen = sorted(r.run for r in await select_runs(store, runs or None))
+    return [await store.runs.row(name) for name in chosen]
 
 
 async def load_summary(store: Store, runs: list[dict]) -> Summary:
     names = [r["run"] for r in runs]
-    marks = ",".join("?" * len(names))
-    passes = [Pass(r["run"], r["mode"], r["k"]) for r in await store.fetchall(
-        f"SELECT DISTINCT run, mode, k FROM reconstructions WHERE variant=? AND run IN ({marks}) "
-        "ORDER BY run, mode, k", [VARIANT, *names])]
+    passes = [Pass(*key) for key in await store.scores.scored_modes(names, VARIANT)]
     summary = Summary(runs, passes, scores={p: {} for p in passes}, labels={p: {} for p in passes})
     for run in names:
+        await check_fresh(store, run, VARIANT)
         summary.metrics[run] = await metrics.user_metrics(store, run)
         for (mode, k), rec in (await metrics.recovery(store, run, variant=VARIANT)).items():
             summary.recovery[Pass(run, mode, k)] = rec.users
 
     by_key = {(p.run, p.mode, p.k): p for p in passes}
-    for r in await store.fetchall(
-            "SELECT run, mode, k, user_id, category, dimension, score, status, label FROM reconstructions "
-            f"WHERE variant=? AND run IN ({marks})", [VARIANT, *names]):
+    for r in await store.scores.light_rows(names, VARIANT):
         summary.scores[by_key[(r["run"], r["mode"], r["k"])]].setdefault(r["user_id"], {})[r["dimension"]] = {
             "category": r["category"], "score": r["score"], "status": r["status"], "label": r["label"]}
-    for r in await store.fetchall(
-            f"SELECT run, mode, k, user_id, dimension, label FROM attributions WHERE variant=? AND run IN ({marks})",
-            [VARIANT, *names]):
+    for r in await store.attributions.labels(names, VARIANT):
         p = by_key.get((r["run"], r["mode"], r["k"]))
         if p is not None:
             summary.labels[p].setdefault(r["user_id"], {})[r["dimension"]] = r["label"]
@@ -103,32 +93,14 @@ async def load_summary(store: Store, runs: list[dict]) -> Summary:
 
 
 async def load_users(store: Store, bench: str) -> list[dict]:
-    bank, tasks = defaultdict(list), defaultdict(list)
-    for r in await store.fetchall("SELECT * FROM bank_entries WHERE bench=? ORDER BY user_id, position", (bench,)):
-        bank[r["user_id"]].append(dict(r))
-    for r in await store.fetchall("SELECT * FROM tasks WHERE bench=? ORDER BY user_id, idx", (bench,)):
-        tasks[r["user_id"]].append(dict(r))
-    return [{"user_id": r["user_id"], "persona": loads(r["persona"]), "bank": bank[r["user_id"]],
-             "tasks": tasks[r["user_id"]]}
-            for r in await store.fetchall("SELECT * FROM users WHERE bench=? ORDER BY position", (bench,))]
+    return await store.benchmarks.user_rows(bench)
 
 
 async def load_user_detail(store: Store, runs: list[str], user_id: str) -> dict:
     """Transcripts, full reconstructions and attributions of one user across the selected runs."""
-    marks = ",".join("?" * len(runs))
-    episodes: dict = {}
-    for r in await store.fetchall(f"SELECT * FROM episodes WHERE user_id=? AND run IN ({marks})", [user_id, *runs]):
-        episodes[(r["run"], r["task_idx"])] = {**dict(r), "turns": []}
-    for r in await store.fetchall(f"SELECT * FROM turns WHERE user_id=? AND run IN ({marks}) "
-                                  "ORDER BY run, task_idx, turn", [user_id, *runs]):
-        episodes[(r["run"], r["task_idx"])]["turns"].append(dict(r))
     recons: dict = defaultdict(list)
-    for r in await store.fetchall(f"SELECT * FROM reconstructions WHERE variant=? AND user_id=? AND run IN ({marks}) "
-                                  "ORDER BY run, mode, k", [VARIANT, user_id, *runs]):
-        recons[r["dimension"]].append({**dict(r), "evidence": loads(r["evidence"])})
-    attributions: dict = {}
-    for r in await store.fetchall(f"SELECT * FROM attributions WHERE variant=? AND user_id=? AND run IN ({marks})",
-                                  [VARIANT, user_id, *runs]):
-        attributions[(r["run"], r["mode"], r["k"], r["dimension"])] = {**dict(r), "stages": loads(r["stages"])}
-    return {"episodes": episodes, "recons": recons, "attributions": attributions}
+    for r in await store.scores.user_rows(runs, user_id, VARIANT):
+        recons[r["dimension"]].append(r)
+    return {"episodes": await store.episodes.user_transcripts(runs, user_id), "recons": recons,
+            "attributions": await store.attributions.user_rows(runs, user_id, VARIANT)}
 

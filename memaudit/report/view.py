@@ -22,13 +22,12 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from memaudit.provenance import teacher_forced_source
-from memaudit.report import data
+from memaudit.report import data, utilization
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
                                   score_class, slug, stacked_chart, table)
 from memaudit.scoring.tables import compute_tables, models_text
-from memaudit.store import Store, dumps
+from memaudit.store import RunConfig, Store, dumps
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
 
 INDEX = "index.html"
@@ -43,7 +42,7 @@ MODE_COLOURS = {"dump_all": "#1f5f8b", "retrieve": "#e07a2f"}
 async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> Path:
     """Write the report for `runs` (default: every run in the store) into out_dir; returns index.html."""
     out = Path(out_dir)
-    selected = await data.select_runs(store, runs)
+    selected = await data.report_runs(store, runs)
     summary = await data.load_summary(store, selected)
     tables = await compute_tables(store, [r["run"] for r in selected])
     writer = _Writer(out)
@@ -56,6 +55,7 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
             writer.write(_pass_page(p), _pass_overview(summary, run, p, lists))
             for name, targets in lists.items():
                 writer.write(_list_page(p, name), _target_list(summary, run, p, name, targets))
+    await utilization.write_pages(store, writer, tables)
     for bench, users in summary.users.items():
         bench_runs = [r for r in summary.runs if r["bench"] == bench]
         for user in users:
@@ -146,6 +146,7 @@ def _index_page(summary: Summary, tables: dict) -> str:
     for key, title in (("footprint", "Footprint distribution"), ("gap", "Per-user dump − retrieve gap"),
                        ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B")):
         parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(summary, tables.get(key) or []))
+    parts.append(utilization.index_sections(tables))
     parts.append(_users_section(summary))
     return page(INDEX, "memaudit audit report", "\n".join(parts))
 
@@ -198,11 +199,13 @@ def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
             count = row.get(f"overflow_{mode}")
             text = "—" if count is None else str(count)
             cells.append(link(INDEX, _list_page(p, "status-overflow"), text) if p and count else text)
+        lost = row.get("memory_write_failures")
+        cells.append(to_run("—" if lost is None else str(lost)))
         body.append([f'<td class="n">{c}</td>' if i > 1 else c for i, c in enumerate(cells)]
                     + [esc(models_text(row.get("models") or {}))])
         charts.append((row["run"], bars))
     headers = ["run", "system", "users", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-               "overflow full", "overflow top-k", "models"]
+               "overflow full", "overflow top-k", "memory write failures", "models"]
     return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
             + table(headers, body)
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
@@ -303,12 +306,13 @@ def _run_overview(summary: Summary, run: dict) -> str:
                link(path, episodes, f"{m.episodes if m else 0} episodes")]
         row += [link(path, episodes, text) for text in
                 (num(m.A * 100 if m else None, 1), num(m and m.C, 2), num(m and m.D, 2))]
-        row += [link(path, _memory_page(run["run"], user), num(m and m.items, 0)), num(m and m.chars, 1)]
+        row += [link(path, _memory_page(run["run"], user), num(m and m.items, 0)), num(m and m.chars, 1),
+                num(m and m.memory_write_failures, 0)]
         for p in passes:
             row.append(link(path, _user_page(run["bench"], user), num(_recovery(summary, p, user)),
                             anchor=_pass_anchor(p)))
         rows.append([c if i < 2 else f'<td class="n">{c}</td>' for i, c in enumerate(row)])
-    source = teacher_forced_source(run["config"])
+    source = RunConfig.from_json(run["config"]).transcripts
     transcripts = []
     if source:
         shown = link(path, _run_page(source), esc(source)) if any(r["run"] == source for r in summary.runs) \
@@ -318,11 +322,13 @@ def _run_overview(summary: Summary, run: dict) -> str:
     cfg = dl([("system", esc(run["system"])), ("benchmark", esc(run["bench"])), ("origin", esc(run["origin"])),
               *transcripts, ("config", f"<code>{esc(dumps(run['config']))}</code>")])
     pass_links = " · ".join(link(path, _pass_page(p), esc(p.name)) for p in passes) or "not scored"
-    headers = ["user", "episodes", "A (%)", "C", "D (/5)", "items", "chars/item", *[f"B {p.name}" for p in passes]]
+    headers = ["user", "episodes", "A (%)", "C", "D (/5)", "items", "chars/item", "memory write failures",
+               *[f"B {p.name}" for p in passes]]
     return page(path, f"run {run['run']}",
                 cfg + f"<p>scoring passes: {pass_links}</p><h2>Per user</h2>" + table(headers, rows)
                 + '<p class="note">A = satisfied episodes / all; C = mean assistant replies per episode; D = mean of '
-                  "scorable turn preference scores; items/chars from the final memory snapshot; B category-balanced, "
+                  "scorable turn preference scores; items/chars from the final memory snapshot; memory write "
+                  "failures = memory-side calls that failed for good, so that write was lost; B category-balanced, "
                   "overflow counted as 0, failed left out.</p>",
                 [(INDEX, "report")])
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from memaudit.adapters.base import AgentContext
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import ROLE_SPECS, ask
 
 NOTES_HEADER = "What you remember about this person from earlier conversations:"
 PREAMBLE_HEADER = "Your standing notes about this person:"
@@ -50,7 +50,5 @@ async def reply(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: 
                 seed_parts: tuple) -> str:
     """The assistant's next reply. `exchanges` = [(assistant reply, user message)] so far.
     InvalidOutput / ContextOverflow / EndpointError propagate to the episode loop."""
-    spec = ROLE_SPECS["agent"]
-    result = await llm.call("agent", reply_messages(llm, task, exchanges, context),
-                            temperature=spec.temperature, max_tokens=spec.max_tokens, seed_parts=seed_parts)
+    result = await ask(llm, "agent", messages=reply_messages(llm, task, exchanges, context), seed_parts=seed_parts)
     return result.text.strip()

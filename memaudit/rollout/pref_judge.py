@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
-from memaudit.prompts import load_prompt
-from memaudit.roles import REASON, ROLE_SPECS, obj
+from memaudit.roles import REASON, ask, obj
 from memaudit.types import BankEntry
 
 SCORES = ("1", "2", "3", "4", "5", "na")
@@ -35,12 +34,9 @@ async def judge_reply(llm: LLM, prefs: list[BankEntry], task: str, reply: str, *
                       seed_parts: tuple) -> PreferenceScore:
     if not prefs:
         return PreferenceScore(None)
-    spec = ROLE_SPECS["pref_judge"]
-    messages = load_prompt(spec.prompt, llm.settings.prompts_dir).render(
-        preferences=render_preferences(prefs), count=len(prefs), task=task, reply=reply)
     try:
-        result = await llm.call("pref_judge", messages, temperature=spec.temperature, max_tokens=spec.max_tokens,
-                                schema=ratings_schema(len(prefs)), seed_parts=seed_parts)
+        result = await ask(llm, "pref_judge", schema=ratings_schema(len(prefs)), seed_parts=seed_parts,
+                           preferences=render_preferences(prefs), count=len(prefs), task=task, reply=reply)
     except (InvalidOutput, ContextOverflow) as exc:
         # A judge that could not answer leaves the turn unscorable; the failure stays visible.
         return PreferenceScore(None, [{"idx": i, "dimension": p.dimension, "score": None, "error": str(exc)}

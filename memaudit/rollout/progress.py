@@ -1,95 +1,46 @@
-"""Progress of a rollout: a rich live table (per system: users and episodes done, calls, cache
-hits, tokens, ETA) or, for logs, one plain line per finished episode."""
+"""Progress of a rollout as plain events. The runner hands each one to the `progress` callable it
+was given; rendering them (a live table, log lines) is the command line's business."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
+from typing import Callable, Union
 
 from memaudit.types import Episode
 
 
-@dataclass
-class SystemProgress:
-    users_total: int
-    episodes_total: int
-    users_done: int = 0
-    episodes_done: int = 0
-    episodes_now: int = 0      # finished in this process (the ETA's rate)
-    calls: int = 0
-    cache_hits: int = 0
-    tokens: int = 0
-    failed: int = 0
-    fallbacks: int = 0
+@dataclass(frozen=True)
+class RunPlanned:
+    """A run is about to start (or resume): its size and what earlier processes already did."""
+    run: str
+    users: int
+    episodes: int
+    episodes_done: int
+    users_done: int
 
 
-class RolloutProgress:
-    """`mode`: "live" (rich table on stderr), "log" (plain lines) or "off"."""
+@dataclass(frozen=True)
+class RolloutStarted:
+    """Every run is planned; episodes start now."""
 
-    def __init__(self, mode: str = "live"):
-        self.mode = mode
-        self.systems: dict[str, SystemProgress] = {}
-        self.console = Console(stderr=True)
-        self._live: Live | None = None
-        self._started = time.monotonic()
 
-    def add_run(self, run: str, users: int, episodes: int, already_done: int, users_done: int) -> None:
-        self.systems[run] = SystemProgress(users, episodes, users_done, already_done)
+@dataclass(frozen=True)
+class EpisodeDone:
+    """An episode was committed with its snapshot: the calls it made and their tokens."""
+    episode: Episode
+    calls: int
+    cache_hits: int
+    tokens: int
 
-    def __enter__(self) -> "RolloutProgress":
-        self._started = time.monotonic()
-        if self.mode == "live":
-            self._live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
-            self._live.__enter__()
-        return self
 
-    def __exit__(self, *exc) -> None:
-        if self._live is not None:
-            self._live.update(self._table())
-            self._live.__exit__(*exc)
-            self._live = None
-            if not self.console.is_terminal:
-                self.console.print()  # a piped log gets the line end a terminal's cursor would give
+@dataclass(frozen=True)
+class UserDone:
+    run: str
 
-    def episode_done(self, ep: Episode, uses: list, tokens: int) -> None:
-        p = self.systems[ep.run]
-        p.episodes_done += 1
-        p.episodes_now += 1
-        p.calls += len(uses)
-        p.cache_hits += sum(1 for _, _, cached in uses if cached)
-        p.tokens += tokens
-        p.failed += ep.end_reason == "failed"
-        p.fallbacks += sum(t.fallback for t in ep.turns)
-        if self.mode == "log":
-            self.console.print(f"{ep.run} {ep.user_id} task {ep.task_index}: {ep.end_reason} after "
-                               f"{len(ep.turns)} turns ({p.episodes_done}/{p.episodes_total} episodes)",
-                               highlight=False)
-        elif self._live is not None:
-            self._live.update(self._table())
 
-    def user_done(self, run: str) -> None:
-        self.systems[run].users_done += 1
-        if self._live is not None:
-            self._live.update(self._table())
+@dataclass(frozen=True)
+class RolloutFinished:
+    """The episodes stopped: all done, or a failure is on its way up."""
 
-    def eta(self) -> float | None:
-        """Seconds left at this process's rate, over all systems (they run concurrently)."""
-        done = sum(p.episodes_now for p in self.systems.values())
-        left = sum(p.episodes_total - p.episodes_done for p in self.systems.values())
-        if not done:
-            return None
-        return (time.monotonic() - self._started) / done * left
 
-    def _table(self) -> Table:
-        table = Table(title="rollout", title_justify="left")
-        for col in ("run", "users", "episodes", "calls", "cache hits", "tokens", "failed", "fallbacks"):
-            table.add_column(col, justify="left" if col == "run" else "right")
-        for run, p in self.systems.items():
-            table.add_row(run, f"{p.users_done}/{p.users_total}", f"{p.episodes_done}/{p.episodes_total}",
-                          str(p.calls), str(p.cache_hits), f"{p.tokens:,}", str(p.failed), str(p.fallbacks))
-        eta = self.eta()
-        table.caption = "ETA " + (f"{eta:,.0f} s" if eta is not None else "—")
-        return table
+RolloutEvent = Union[RunPlanned, RolloutStarted, EpisodeDone, UserDone, RolloutFinished]
+ProgressSink = Callable[[RolloutEvent], None]

@@ -1,21 +1,31 @@
 """Run episodes for several memory systems: all (system, user) pairs concurrently, each user's
 tasks in order with the user's own adapter. Every finished episode, the memory snapshot after it
 and the calls it used are committed in one transaction, so a killed run resumes at the next
-episode with the same memory state."""
+episode with the same memory state.
+
+One process writes a run at a time (the store's run lock: a second `rollout` of the same run is told
+it is busy), and a run row is never left without episodes: such a row would pin settings that
+nothing ran with. A teacher-forced run (`transcripts`, teacher_forced.py) reads its source's episodes
+under the source's lock, so a source that a rollout is still writing is refused as busy."""
 from __future__ import annotations
+
+import sqlite3
+from contextlib import ExitStack, suppress
 
 import anyio
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.registry import get_adapter
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, MemauditError
+from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.provenance import differences, rollout_provenance
 from memaudit.rollout.episode import run_episode
-from memaudit.rollout.progress import RolloutProgress
+from memaudit.rollout.progress import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
+                                       UserDone)
 from memaudit.rollout.teacher_forced import Transcripts, default_tag, load_transcripts
 from memaudit.runtime import Runtime
-from memaudit.store import Store
+from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
 
 PROMPTS = ("agent", "simulator", "pref_judge")  # plus each adapter's own prompt files
@@ -59,6 +69,9 @@ async def _open_run(store: Store, run: str, system: str, bench: Benchmark, confi
     """Create the run, or resume it only under exactly the configuration, models, protocol and
     prompts it was made with: one run id never mixes two of them."""
     existing = await store.get_run(run)
+    if existing is not None and existing["origin"] == "rollout":
+        await store.runs.drop_if_empty(run)  # left by a rollout killed before its first episode
+        existing = await store.get_run(run)
     if existing is not None:
         changed = differences({**existing["config"], "prompts": existing["prompt_hashes"]},
                               {**config, "prompts": hashes})
@@ -69,12 +82,18 @@ async def _open_run(store: Store, run: str, system: str, bench: Benchmark, confi
     await store.ensure_run(run, system, bench.name, config=config, prompt_hashes=hashes)
 
 
+def episode_artifact(ep: Episode) -> str:
+    """How call_uses names an episode."""
+    return f"episode:{ep.user_id}:{ep.task_index}"
+
+
 def episode_record(store: Store, ep: Episode, adapter: MemoryAdapter, uses: list) -> list:
     """The rows of a finished episode: the episode, the memory state after it, the calls it used."""
     final = ep.turns[-1].preference_score if ep.turns else None
-    statements = store.episode_statements(ep, final)
-    statements.append(store.snapshot_statement(ep.run, ep.user_id, ep.task_index, adapter.snapshot(), adapter.dump()))
-    statements.extend(store.call_use_statements(ep.run, f"episode:{ep.user_id}:{ep.task_index}", uses))
+    statements = store.episodes.statements(ep, final)
+    statements.append(store.episodes.snapshot_statement(ep.run, ep.user_id, ep.task_index, adapter.snapshot(),
+                                                        adapter.dump()))
+    statements.extend(store.calls.use_statements(ep.run, episode_artifact(ep), uses))
     return statements
 
 
@@ -83,16 +102,8 @@ async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses
     await store.write(episode_record(store, ep, adapter, uses))
 
 
-async def _episode_tokens(store: Store, ep: Episode) -> int:
-    row = await store.fetchone(
-        "SELECT COALESCE(SUM(c.prompt_tokens + c.completion_tokens), 0) AS n FROM call_uses u "
-        "JOIN calls c ON c.key = u.key WHERE u.run=? AND u.artifact=?",
-        (ep.run, f"episode:{ep.user_id}:{ep.task_index}"))
-    return row["n"]
-
-
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
-                    k: int, progress: RolloutProgress, transcripts: Transcripts | None = None) -> None:
+                    k: int, progress: ProgressSink | None, transcripts: Transcripts | None = None) -> None:
     done = await rt.store.episodes_done(run, user.id)
     pending = [t for t in tasks if t.index not in done]
     if not pending:
@@ -109,9 +120,11 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
             else:
                 ep = await transcripts.replay(adapter, run, task, k=k)
         await commit_episode(rt.store, ep, adapter, uses)
-        tokens = await _episode_tokens(rt.store, ep) if progress.mode != "off" else 0
-        progress.episode_done(ep, uses, tokens)
-    progress.user_done(run)
+        if progress:
+            tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep))
+            progress(EpisodeDone(ep, len(uses), sum(1 for _, _, cached in uses if cached), tokens))
+    if progress:
+        progress(UserDone(run))
 
 
 def _first_leaf(error: BaseException) -> BaseException:
@@ -122,10 +135,18 @@ def _first_leaf(error: BaseException) -> BaseException:
 
 async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
-                      progress: bool | str = True, transcripts: str | None = None) -> list[str]:
-    """Run (or resume) one run per system; returns the run ids. `progress`: True/"live" for the
-    live table, "log" for plain lines, False/"off" for nothing. `transcripts`: a recorded run whose
-    episodes are replayed into each system instead of played live (teacher_forced.py)."""
+                      progress: ProgressSink | None = None, transcripts: str | None = None) -> list[str]:
+    """Run (or resume) one run per system; returns the run ids. `progress` receives the rollout's
+    events (memaudit/rollout/progress.py); None (or False) sends none. `transcripts`: a recorded run
+    whose episodes are replayed into each system instead of played live (teacher_forced.py)."""
+    return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts),
+                              progress=progress)
+
+
+async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config: RunConfig, *,
+                       progress: ProgressSink | None = None) -> list[str]:
+    """`run_rollout` with its options as the RunConfig the runs record (replay passes the recorded one)."""
+    tasks, max_turns, k, tag = config.tasks, config.max_turns, config.k, config.tag
     if not systems:
         raise BadInput("no memory systems given", field="systems")
     if max_turns < 1 or k < 1 or (tasks is not None and tasks < 1):
@@ -133,29 +154,48 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
     for system in systems:
         get_adapter(system)  # unknown names fail before anything is written
     source: Transcripts | None = None
-    if transcripts is None:
-        chosen = _users(bench, users)
+    if config.transcripts is None:
+        chosen = _users(bench, config.users)
         plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
-        config = {"users": [u.id for u in chosen], "tasks": tasks, "max_turns": max_turns, "k": k, "tag": tag,
-                  "provenance": rollout_provenance(rt.settings)}
+        recorded = RunConfig([u.id for u in chosen], tasks, max_turns, k, tag,  # users resolved
+                             provenance=rollout_provenance(rt.settings))
         prompts = PROMPTS
     else:
-        source = await load_transcripts(rt.store, transcripts, bench, users=users, tasks=tasks)
+        source_run = check_id(config.transcripts, "run id", field="transcripts")
+        with rt.store.runs.lock(source_run):  # its episodes are final: no rollout is writing them now
+            source = await load_transcripts(rt.store, source_run, bench, users=config.users, tasks=tasks)
         chosen, plan = _users(bench, source.users), source.plan
-        tag = tag or default_tag(transcripts)
-        config = source.run_config(rt.settings, k=k, tag=tag)
+        tag = tag or default_tag(config.transcripts)
+        recorded = source.run_config(rt.settings, k=k, tag=tag)
         prompts = ()  # no assistant, simulator or judge prompt is used
-    runs = [run_id(s, tag) for s in systems]
+    runs = [check_id(run_id(s, tag), "run id", field="tag") for s in systems]
     if len(set(runs)) != len(runs):
         raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")
-    mode = {True: "live", False: "off"}.get(progress, progress)
-    tracker = RolloutProgress(mode)
+    with ExitStack() as locks:
+        for run in runs:
+            locks.enter_context(rt.store.runs.lock(run))
+        try:
+            await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded.to_json(), prompts, source,
+                                  max_turns=max_turns, k=k, progress=progress)
+        except BaseException:
+            with anyio.CancelScope(shield=True), suppress(MemauditError, sqlite3.Error):
+                for run in runs:  # the failure is what the user needs to see, not a failed cleanup
+                    await rt.store.runs.drop_if_empty(run)
+            raise
+    return runs
+
+
+async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], runs: list[str], chosen: list[User],
+                          plan: dict[str, list[Task]], recorded: dict, prompts: tuple[str, ...],
+                          source: Transcripts | None, *, max_turns: int, k: int,
+                          progress: ProgressSink | None) -> None:
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*prompts, *get_adapter(system).prompts), rt.settings.prompts_dir)
-        await _open_run(rt.store, run, system, bench, config, hashes)
+        await _open_run(rt.store, run, system, bench, recorded, hashes)
         finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
-        tracker.add_run(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
-                        sum(n == len(plan[u.id]) for n, u in zip(finished, chosen)))
+        if progress:
+            progress(RunPlanned(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
+                                sum(n == len(plan[u.id]) for n, u in zip(finished, chosen))))
     # The embedded server answers one request at a time: interleaving pairs there buys no speed and
     # evicts each pair's prompt prefix from its cache, so pairs run one after another, user-major
     # (a user's simulator and judge prefixes are shared by every system).
@@ -166,17 +206,20 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
 
     async def run_pair(system: str, run: str, user: User) -> None:
         async with limiter:
-            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=tracker,
+            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress,
                             transcripts=source)
 
-    with tracker:
-        try:
-            async with anyio.create_task_group() as tg:
-                for system, run, user in pairs:
-                    tg.start_soon(run_pair, system, run, user)
-        except BaseExceptionGroup as group:
-            # The first failure (e.g. an unreachable endpoint) is what the user needs to see; the
-            # other pairs were cancelled because of it.
-            raise _first_leaf(group) from None
+    if progress:
+        progress(RolloutStarted())
+    try:
+        async with anyio.create_task_group() as tg:
+            for system, run, user in pairs:
+                tg.start_soon(run_pair, system, run, user)
+    except BaseExceptionGroup as group:
+        # The first failure (e.g. an unreachable endpoint) is what the user needs to see; the
+        # other pairs were cancelled because of it.
+        raise _first_leaf(group) from None
+    finally:
+        if progress:
+            progress(RolloutFinished())
     await rt.store.flush()
-    return runs

@@ -10,8 +10,8 @@ simulator or preference judge is called, only the memory system's own calls.
 
 The run's episodes and turns are the recorded ones, so A, C and D are the source run's, and every
 system replayed over one source saw exactly the same evidence: paired comparisons between them are
-the controlled comparison. The run records where its transcripts came from in its provenance
-(`teacher_forced`: the source run and a digest of the episodes replayed), so a resume over another
+the controlled comparison. The run records where its transcripts came from (RunConfig.transcripts)
+and a digest of the episodes replayed (its provenance's `teacher_forced`), so a resume over another
 or a changed source is refused like any other change of configuration."""
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from memaudit.adapters.base import MemoryAdapter
 from memaudit.config import Settings
 from memaudit.errors import BadInput
 from memaudit.llm.cache import text_hash
-from memaudit.provenance import teacher_forced_provenance, teacher_forced_source
+from memaudit.provenance import teacher_forced_provenance
 from memaudit.rollout.episode import feed_transcript
-from memaudit.store import Store, dumps
+from memaudit.store import RunConfig, Store, dumps
 from memaudit.types import Benchmark, Episode, Task
 
 
@@ -37,7 +37,7 @@ def default_tag(source: str) -> str:
 class Transcripts:
     """The recorded episodes a teacher-forced run replays."""
     source: str
-    source_config: dict
+    source_config: RunConfig
     episodes: dict  # user_id -> {task index -> recorded Episode}
     plan: dict  # user_id -> [Task] to replay, in order, with the task text as recorded
     tasks: int | None  # the first N tasks per user, None = all the source recorded
@@ -53,9 +53,10 @@ class Transcripts:
                 for user, tasks in self.plan.items() for task in tasks]
         return text_hash(dumps(rows))
 
-    def run_config(self, settings: Settings, *, k: int, tag: str) -> dict:
-        return {"users": self.users, "tasks": self.tasks, "max_turns": self.source_config.get("max_turns"),
-                "k": k, "tag": tag, "provenance": teacher_forced_provenance(settings, self.source, self.digest())}
+    def run_config(self, settings: Settings, *, k: int, tag: str) -> RunConfig:
+        """What the run records: the episodes are the source's, so are its users, tasks and turn cap."""
+        return RunConfig(self.users, self.tasks, self.source_config.max_turns, k, tag, transcripts=self.source,
+                         provenance=teacher_forced_provenance(settings, self.digest()))
 
     async def replay(self, adapter: MemoryAdapter, run: str, task: Task, *, k: int) -> Episode:
         """Feed one recorded episode to the adapter; returns it as an episode of `run`."""
@@ -68,18 +69,18 @@ async def load_transcripts(store: Store, source: str, bench: Benchmark, *, users
                            tasks: int | None = None) -> Transcripts:
     """The episodes of `source` to replay: every recorded user (or `users`), each user's recorded
     episodes among the benchmark's first `tasks` tasks, in task order."""
-    run = await store.get_run(source)
+    run = await store.runs.get(source)
     if run is None:
         raise BadInput(f"no run {source!r} in the store to take transcripts from", field="transcripts")
-    if run["bench"] != bench.name:
-        raise BadInput(f"run {source!r} was recorded on benchmark {run['bench']!r}, not {bench.name!r}",
+    if run.bench != bench.name:
+        raise BadInput(f"run {source!r} was recorded on benchmark {run.bench!r}, not {bench.name!r}",
                        field="transcripts")
-    forced_from = teacher_forced_source(run["config"])
+    forced_from = run.config.transcripts
     if forced_from is not None:
         raise BadInput(f"run {source!r} is itself teacher-forced on the transcripts of {forced_from!r}; use that run",
                        field="transcripts")
     recorded: dict[str, dict[int, Episode]] = {}
-    for ep in await store.load_episodes(source):
+    for ep in await store.episodes.load(source):
         recorded.setdefault(ep.user_id, {})[ep.task_index] = ep
     if not recorded:
         raise BadInput(f"run {source!r} has no recorded episodes", field="transcripts")
@@ -95,5 +96,5 @@ async def load_transcripts(store: Store, source: str, bench: Benchmark, *, users
                       for t in wanted if t.index in recorded[user]]
         if not plan[user]:
             raise BadInput(f"run {source!r} recorded none of the first {tasks} tasks", user=user, field="tasks")
-    limits = [n for n in (tasks, run["config"].get("tasks")) if n is not None]
-    return Transcripts(source, run["config"], recorded, plan, min(limits) if limits else None)
+    limits = [n for n in (tasks, run.config.tasks) if n is not None]
+    return Transcripts(source, run.config, recorded, plan, min(limits) if limits else None)

@@ -18,17 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from memaudit.errors import ContextOverflow, EndpointError, InvalidOutput
+from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.cache import text_hash
-from memaudit.prompts import load_prompt
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import ask
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import DEFAULT_VARIANT, call_role, check_options, failure_note, load_run, run_all
-from memaudit.store import Store
-from memaudit.types import Attribution, Episode, Reconstruction, Task
+from memaudit.scoring.recovery import check_options, failure_note, run_all
+from memaudit.types import DEFAULT_VARIANT, Attribution, Episode, Reconstruction, Task
 
 RECOVERED = 0.75
-STAGE_FAILURES = (ContextOverflow, InvalidOutput, EndpointError)
+STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
 
 
 class StageFailed(Exception):
@@ -53,12 +51,9 @@ def transcript(episode: Episode) -> str:
 
 
 async def _ask(rt: Runtime, role: str, seed_parts: tuple, **values) -> dict:
-    prompt = load_prompt(ROLE_SPECS[role].prompt, rt.settings.prompts_dir)
     try:
-        return (await call_role(rt.llm, role, prompt, seed_parts, **values)).data
+        return (await ask(rt.llm, role, seed_parts=seed_parts, **values)).data
     except STAGE_FAILURES as exc:
-        if isinstance(exc, EndpointError) and exc.transient:
-            raise
         raise StageFailed(failure_note(exc)) from None
 
 
@@ -75,9 +70,8 @@ async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: T
     token usage); the table is the shared record of the verdicts."""
     task_hash = text_hash(task.text)
     data = await _ask(rt, "oracle", (recon.user_id, recon.dimension, task_hash), task=task.text, **_about(recon))
-    await rt.store.write([("INSERT OR IGNORE INTO oracle VALUES (?,?,?,?,?,?)",
-                           (bench, recon.user_id, recon.dimension, task_hash, int(data["can_invite"]),
-                            data["reason"]))])
+    await rt.store.write([rt.store.attributions.oracle_statement(bench, recon.user_id, recon.dimension, task_hash,
+                                                                 data["can_invite"], data["reason"])])
     return data
 
 
@@ -121,23 +115,24 @@ async def _attribute(rt: Runtime, target: Target) -> None:
     row = Attribution(recon.run, recon.mode, recon.k, recon.variant, recon.user_id, recon.category, recon.dimension,
                       label, recon.score, stages, target.task.index if target.task else None, note)
     artifact = f"attr:{recon.mode}:{recon.k}:{recon.variant}:{recon.user_id}:{recon.dimension}"
-    await rt.store.write([Store.attribution_statement(row), *Store.call_use_statements(recon.run, artifact, uses)])
+    rt.store.write_later([rt.store.attributions.statement(row),
+                          *rt.store.calls.use_statements(recon.run, artifact, uses)])
+    await rt.store.maybe_flush()
 
 
 async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
-    run = await load_run(rt.store, run_id)
-    bench = await rt.store.load_benchmark(run["bench"])
-    have = {(r["mode"], r["k"], r["user_id"], r["dimension"]) for r in await rt.store.fetchall(
-        "SELECT mode, k, user_id, dimension FROM attributions WHERE run=? AND variant=?", (run_id, DEFAULT_VARIANT))}
-    episodes = {(e.user_id, e.task_index): e for e in await rt.store.load_episodes(run_id)}
+    run = await rt.store.runs.require(run_id)
+    bench = await rt.store.benchmarks.load(run.bench)
+    have = await rt.store.attributions.keys(run_id, DEFAULT_VARIANT)
+    episodes = {(e.user_id, e.task_index): e for e in await rt.store.episodes.load(run_id)}
     jobs = []
     for mode in modes:
-        for recon in await rt.store.load_reconstructions(run_id, mode, variant=DEFAULT_VARIANT):
+        for recon in await rt.store.scores.load(run_id, mode, variant=DEFAULT_VARIANT):
             if (recon.mode, recon.k, recon.user_id, recon.dimension) in have:
                 continue
             task = next((t for t in bench.tasks.get(recon.user_id, ()) if t.target_dimension == recon.dimension), None)
             episode = episodes.get((recon.user_id, task.index)) if task else None
-            jobs.append(partial(_attribute, rt, Target(run["bench"], recon, task, episode)))
+            jobs.append(partial(_attribute, rt, Target(run.bench, recon, task, episode)))
     return jobs
 
 
@@ -147,4 +142,4 @@ async def attribute_runs(rt: Runtime, runs, modes) -> None:
     jobs = []
     for run_id in runs:
         jobs += await plan_attribution(rt, run_id, modes)
-    await run_all(jobs)
+    await run_all(rt.store, jobs)

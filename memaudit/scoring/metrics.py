@@ -9,7 +9,8 @@ B  per access mode and k: the mean of the five per-category means of the reconst
    without a score) are left out and counted.
 
 Episodes that ended `failed` stay in A's and C's denominators (they are episodes the user did not
-finish) and are counted; simulator fallback turns are counted.
+finish) and are counted; simulator fallback turns are counted, and so are the memory system's lost
+writes (`memory_write_failures`: memory-side calls that failed for good, so nothing was stored).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from memaudit.store import Store
-from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT
 
 
 @dataclass
@@ -32,6 +33,7 @@ class UserMetrics:
     chars: float | None
     failed_episodes: int
     simulator_fallbacks: int
+    memory_write_failures: int | None  # None: the system keeps no count (or the run was imported)
 
 
 @dataclass
@@ -64,16 +66,24 @@ class ModeRecovery:
         return sum(r.failed for r in self.users.values())
 
 
+async def memory_write_failures(store: Store, run: str) -> dict[str, int | None]:
+    """user -> memory-side writes lost for good, as of the user's final snapshot.
+
+    The one place that knows where the count lives: adapters keep it in their snapshot state under
+    `write_failures` (adapters/memory_calls.py FailureLog); a state without it gives None."""
+    return await store.episodes.last_state_field(run, "write_failures")
+
+
+def total_write_failures(counts) -> int | None:
+    """The sum over users, None when no user's system keeps a count."""
+    known = [n for n in counts if n is not None]
+    return sum(known) if known else None
+
+
 async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
     """A, C, D, E and failure counts per user with at least one stored episode."""
-    episodes = await store.fetchall(
-        "SELECT user_id, end_reason, n_turns FROM episodes WHERE run=? ORDER BY user_id, task_idx", (run,))
-    turns = await store.fetchall(
-        "SELECT user_id, preference_score, fallback FROM turns WHERE run=? ORDER BY user_id, task_idx, turn", (run,))
-    snapshots = await store.fetchall(
-        "SELECT s.user_id, s.n_items, s.avg_chars FROM snapshots s "
-        "JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) l "
-        "ON s.user_id=l.user_id AND s.task_idx=l.last WHERE s.run=?", (run, run))
+    episodes = await store.episodes.episode_rows(run)
+    turns = await store.episodes.turn_rows(run)
 
     by_user: dict[str, list] = {}
     for e in episodes:
@@ -84,7 +94,8 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
         if t["preference_score"] is not None:
             scores.setdefault(t["user_id"], []).append(t["preference_score"])
         fallbacks[t["user_id"]] = fallbacks.get(t["user_id"], 0) + int(t["fallback"])
-    footprint = {s["user_id"]: (s["n_items"], s["avg_chars"]) for s in snapshots}
+    footprint = await store.episodes.last_footprints(run)
+    write_failures = await memory_write_failures(store, run)
 
     out: dict[str, UserMetrics] = {}
     for user, eps in sorted(by_user.items()):
@@ -98,8 +109,17 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
             D=sum(pref) / len(pref) if pref else None,
             items=items, chars=chars,
             failed_episodes=sum(e["end_reason"] == "failed" for e in eps),
-            simulator_fallbacks=fallbacks.get(user, 0))
+            simulator_fallbacks=fallbacks.get(user, 0),
+            memory_write_failures=write_failures.get(user))
     return out
+
+
+def counted_score(status: str, score: float | None) -> float | None:
+    """The score a target counts with in B: an overflow counts 0, a failed target (or an `ok` one
+    without a score) is left out (None)."""
+    if status == "overflow":
+        return 0.0
+    return score if status == "ok" else None
 
 
 def user_recovery(user_id: str, rows: list[tuple[str, float | None, str]]) -> UserRecovery:
@@ -111,23 +131,20 @@ def user_recovery(user_id: str, rows: list[tuple[str, float | None, str]]) -> Us
     per_category: dict[str, list[float]] = {}
     overflow = failed = 0
     for category, score, status in rows:
-        if status == "failed" or (status == "ok" and score is None):
+        counted = counted_score(status, score)
+        if counted is None:
             failed += 1
             continue
-        if status == "overflow":
-            overflow += 1
-            score = 0.0
-        per_category.setdefault(category, []).append(score)
+        overflow += status == "overflow"
+        per_category.setdefault(category, []).append(counted)
     means = {c: (sum(per_category[c]) / len(per_category[c]) if c in per_category else None) for c in CATEGORIES}
     present = [m for m in means.values() if m is not None]
     return UserRecovery(user_id, means, sum(present) / len(present) if present else None, overflow, failed)
 
 
-async def recovery(store: Store, run: str, *, variant: str = "default") -> dict[tuple[str, int], ModeRecovery]:
+async def recovery(store: Store, run: str, *, variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], ModeRecovery]:
     """Per-user recovery for every (mode, k) the run was scored with, in sorted order."""
-    rows = await store.fetchall(
-        "SELECT mode, k, user_id, category, score, status FROM reconstructions WHERE run=? AND variant=? "
-        "ORDER BY mode, k, user_id, category, dimension", (run, variant))
+    rows = await store.scores.score_rows(run, variant)
     grouped: dict[tuple[str, int], dict[str, list]] = {}
     for r in rows:
         grouped.setdefault((r["mode"], r["k"]), {}).setdefault(r["user_id"], []).append(
@@ -138,11 +155,9 @@ async def recovery(store: Store, run: str, *, variant: str = "default") -> dict[
     return out
 
 
-async def attribution_counts(store: Store, run: str, *, variant: str = "default") -> dict[tuple[str, int], dict]:
+async def attribution_counts(store: Store, run: str, *, variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], dict]:
     """Counts of every attribution label per (mode, k); labels never seen count 0."""
-    rows = await store.fetchall(
-        "SELECT mode, k, label, COUNT(*) AS n FROM attributions WHERE run=? AND variant=? "
-        "GROUP BY mode, k, label ORDER BY mode, k, label", (run, variant))
+    rows = await store.attributions.label_counts(run, variant)
     out: dict[tuple[str, int], dict] = {}
     for r in rows:
         counts = out.setdefault((r["mode"], r["k"]), {label: 0 for label in ATTRIBUTION_LABELS})
@@ -150,7 +165,7 @@ async def attribution_counts(store: Store, run: str, *, variant: str = "default"
     return out
 
 
-def role_group(role: str) -> str:
+def usage_group(role: str) -> str:
     """The token-usage group of a call role: attribution stages share one group, adapter
     sub-roles (`memory.extract`, `memory:evolve` …) count as `memory`."""
     base = role.replace(":", ".").replace("/", ".").split(".", 1)[0]
@@ -160,20 +175,19 @@ def role_group(role: str) -> str:
 async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
     """Tokens per role group, each distinct call counted once per run; None without call records
     (imported releases)."""
-    rows = await store.fetchall(
-        "SELECT u.role, COUNT(*) AS calls, SUM(c.prompt_tokens) AS prompt, SUM(c.completion_tokens) AS completion, "
-        "SUM(c.cached_tokens) AS cached FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
-        "JOIN calls c ON c.key=u.key GROUP BY u.role ORDER BY u.role", (run,))
+    rows = await store.calls.usage_by_role(run)
     if not rows:
         return None
     out: dict[str, dict] = {}
     for r in rows:
-        group = out.setdefault(role_group(r["role"]),
-                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0})
+        group = out.setdefault(usage_group(r["role"]),
+                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
+                                "reasoning_tokens": 0})
         group["calls"] += r["calls"]
         group["prompt_tokens"] += r["prompt"] or 0
         group["completion_tokens"] += r["completion"] or 0
         group["cached_tokens"] += r["cached"] or 0
+        group["reasoning_tokens"] += r["reasoning"] or 0
     return dict(sorted(out.items()))
 
 

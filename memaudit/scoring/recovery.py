@@ -6,6 +6,10 @@ each filled value against the hidden one.
 One reconstruction row per (run, mode, k, variant, user, dimension), written together with the
 calls it used. Existing rows are skipped (resume). A model failure becomes a `failed` row with
 its error, a prompt that does not fit the reader becomes an `overflow` row: never a silent 0.
+
+Scoring may run while a rollout is still writing the run: only users whose planned episodes have
+all finished are scored (the others are named, with the reason), each row records the snapshot it
+read, and a row whose snapshot is no longer the user's final one is deleted and scored again.
 """
 from __future__ import annotations
 
@@ -20,17 +24,16 @@ from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import role_group
-from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError
-from memaudit.llm.client import LLM, CallResult
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
+from memaudit.llm.client import LLM
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import Prompt, load_prompt
 from memaudit.provenance import PROTOCOL_VERSION, role_provenance
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
-from memaudit.store import Store, dumps, dumps_indented, loads
-from memaudit.types import MODES, BankEntry, Benchmark, Reconstruction, User
+from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
+from memaudit.types import DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
 
-DEFAULT_VARIANT = "default"
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
 UNKNOWN_REASON = "the reader answered unknown: scored 0 without a judge call"
@@ -42,9 +45,10 @@ EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
 
 
 # -- running many jobs -----------------------------------------------------------------------
-async def run_all(jobs: list[Callable[[], Awaitable[None]]]) -> None:
-    """Run the jobs in one task group (the client bounds in-flight calls). A MemauditError in any
-    job (e.g. a cache miss under replay) is raised as itself, not wrapped in an exception group."""
+async def run_all(store: Store, jobs: list[Callable[[], Awaitable[None]]]) -> None:
+    """Run the jobs of every pass of a command (runs, modes, k values) in one task group: they share
+    the client's pool of in-flight calls. Then commit what they queued. A MemauditError in any job
+    (e.g. a cache miss under replay) is raised as itself, not wrapped in an exception group."""
     try:
         async with anyio.create_task_group() as tg:
             for job in jobs:
@@ -54,6 +58,9 @@ async def run_all(jobs: list[Callable[[], Awaitable[None]]]) -> None:
         if first is None:
             raise
         raise first from None
+    finally:
+        with anyio.CancelScope(shield=True):  # finished rows are kept even when the command fails
+            await store.flush()
 
 
 def _first_memaudit_error(group: BaseExceptionGroup) -> MemauditError | None:
@@ -71,19 +78,10 @@ def failure_note(exc: Exception) -> str:
     """A stable one-line description of a model failure: the same whether the call was made now or
     read back from the cache by replay (the exceptions' own messages differ between the two)."""
     if isinstance(exc, ContextOverflow):
-        return f"context overflow: ~{exc.tokens} tokens > window {exc.window}"
+        return f"context overflow: {overflow_size(exc.tokens, exc.window)}"
     if isinstance(exc, InvalidOutput):
         return f"invalid output from {exc.role}: {exc.problem}"
-    if isinstance(exc, EndpointError):
-        return f"endpoint error {exc.status}: {exc.message}"
     return str(exc)
-
-
-async def call_role(llm: LLM, role: str, prompt: Prompt, seed_parts: tuple, **values) -> CallResult:
-    """Call `role` with an explicit prompt (a rescoring variant may swap the judge's prompt file)."""
-    spec = ROLE_SPECS[role]
-    return await llm.call(role, prompt.render(**values), temperature=spec.temperature,
-                          max_tokens=spec.max_tokens, schema=spec.schema, check=spec.check, seed_parts=seed_parts)
 
 
 def with_model(llm: LLM, role: str, model: str | None) -> LLM:
@@ -155,13 +153,13 @@ class UserMemory:
         return dumps_indented(found), {"items": found}
 
 
-async def open_memory(rt: Runtime, run: dict, user_id: str, *, with_adapter: bool) -> UserMemory:
-    snapshot = await rt.store.last_snapshot(run["run"], user_id)
+async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool) -> UserMemory:
+    snapshot = await rt.store.episodes.last_snapshot(run.run, user_id)
     items = snapshot["items"] if snapshot else []
     adapter = None
     if with_adapter:
-        adapter = get_adapter(run["system"])(AdapterContext(rt.llm, rt.embedder, scope=f"{run['run']}/{user_id}"))
-        if run["origin"] == "import":
+        adapter = get_adapter(run.system)(AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"))
+        if run.origin == "import":
             await adapter.load_items(items)
         elif snapshot is not None:
             await adapter.restore(snapshot["state"])
@@ -189,13 +187,11 @@ async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str
         return replace(recon, score=0.0, status="overflow",
                        error=failure_note(ContextOverflow("slot_fill", estimate, window)))
     try:
-        fill = await call_role(scorer.reader, "slot_fill", scorer.reader_prompt, (recon.user_id, recon.dimension),
-                               **values)
+        fill = await ask(scorer.reader, "slot_fill", prompt=scorer.reader_prompt,
+                         seed_parts=(recon.user_id, recon.dimension), **values)
     except ContextOverflow as exc:
         return replace(recon, score=0.0, status="overflow", error=failure_note(exc))
-    except (InvalidOutput, EndpointError) as exc:
-        if isinstance(exc, EndpointError) and exc.transient:
-            raise
+    except InvalidOutput as exc:  # an EndpointError (misconfigured, unreachable) ends the command
         return replace(recon, status="failed", error=failure_note(exc))
     return await judge(scorer, replace(recon, label=fill.data["label"].strip(), reason=fill.data["reason"]))
 
@@ -205,12 +201,10 @@ async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
     if is_unknown(recon.label):
         return replace(recon, score=0.0, judge_reason=UNKNOWN_REASON, status="ok", error=None)
     try:
-        verdict = await call_role(scorer.judge, "recovery_judge", scorer.judge_prompt, (recon.user_id, recon.dimension),
-                                  dimension=recon.dimension, explanation=recon.explanation,
-                                  ground_truth=recon.ground_truth, prediction=recon.label)
-    except (ContextOverflow, InvalidOutput, EndpointError) as exc:
-        if isinstance(exc, EndpointError) and exc.transient:
-            raise
+        verdict = await ask(scorer.judge, "recovery_judge", prompt=scorer.judge_prompt,
+                            seed_parts=(recon.user_id, recon.dimension), dimension=recon.dimension,
+                            explanation=recon.explanation, ground_truth=recon.ground_truth, prediction=recon.label)
+    except (ContextOverflow, InvalidOutput) as exc:
         return replace(recon, score=None, judge_reason=None, status="failed", error=failure_note(exc))
     return replace(recon, score=float(verdict.data["score"]), judge_reason=verdict.data["reason"], status="ok",
                    error=None)
@@ -221,26 +215,48 @@ def artifact_name(recon: Reconstruction) -> str:
 
 
 async def save_reconstruction(store: Store, recon: Reconstruction, uses: list) -> None:
-    await store.write([Store.reconstruction_statement(recon),
-                       *Store.call_use_statements(recon.run, artifact_name(recon), uses)])
+    """Queued with the calls it used and committed in the store's next batch: one transaction per
+    row would make the one writer the bottleneck at hundreds of calls in flight. A row lost to a
+    kill is scored again on resume, from the cache."""
+    store.write_later([store.scores.reconstruction_statement(recon),
+                       *store.calls.use_statements(recon.run, artifact_name(recon), uses)])
+    await store.maybe_flush()
 
 
 # -- planning a pass -------------------------------------------------------------------------
-async def load_run(store: Store, run_id: str) -> dict:
-    run = await store.get_run(run_id)
-    if run is None:
-        raise BadInput(f"unknown run {run_id!r}", field="runs")
-    return run
+@dataclass(frozen=True)
+class ReadyUser:
+    user: User
+    done: set[int]       # task indices with a finished episode
+    snapshot_task: int | None  # the final memory snapshot: after this task (None: no memory stored)
 
 
-async def scored_users(store: Store, run: dict, bench: Benchmark) -> list[tuple[User, set[int]]]:
-    """Users with episodes in the run, in benchmark order, with the task indices that ran."""
-    out = []
+async def ready_users(store: Store, run: Run, bench: Benchmark) -> tuple[list[ReadyUser], list[str]]:
+    """Users whose final memory can be scored, in benchmark order, and one line per user skipped.
+
+    A rollout run's user is ready once every episode the run planned for it (its `users` and first
+    `tasks` tasks; for a teacher-forced run, those of them its source recorded) has finished: before
+    that, its memory is not final. An imported run is complete as recorded: every user with
+    episodes is ready."""
+    final = await store.episodes.final_snapshot_tasks(run.run)
+    planned_users = run.config.users  # None: every user of the benchmark
+    ready, skipped = [], []
     for user in bench.users:
-        done = await store.episodes_done(run["run"], user.id)
+        done = await store.episodes.done(run.run, user.id)
+        if run.origin == "rollout":
+            if planned_users is not None and user.id not in planned_users:
+                continue
+            planned = {t.index for t in bench.tasks.get(user.id, ())[:run.config.tasks]}
+            if run.config.transcripts is not None:
+                planned &= await store.episodes.done(run.config.transcripts, user.id)
+            if not planned <= done:
+                skipped.append(f"{run.run}: user {user.id} skipped: {len(planned & done)} of {len(planned)} "
+                               "planned episodes finished (the rollout is still running or was stopped; score "
+                               "again once it is complete)")
+                continue
         if done:
-            out.append((user, done))
-    return out
+            ready.append(ReadyUser(user, done, final.get(user.id)))
+    return ready, skipped
 
 
 def targets(bench: Benchmark, user: User, done: set[int], dims: str) -> list[BankEntry]:
@@ -257,27 +273,6 @@ def blank_row(run: str, mode: str, k: int, variant: str, user_id: str, entry: Ba
                           entry.short, {}, None, None, None, None, "failed")
 
 
-async def existing_keys(store: Store, run: str, variant: str) -> set[tuple]:
-    rows = await store.fetchall("SELECT mode, k, user_id, dimension FROM reconstructions WHERE run=? AND variant=?",
-                                (run, variant))
-    return {(r["mode"], r["k"], r["user_id"], r["dimension"]) for r in rows}
-
-
-async def record_pass(store: Store, run: str, mode: str, k: int, variant: str, config: dict) -> None:
-    await store.write([("INSERT OR REPLACE INTO score_passes VALUES (?,?,?,?,?)",
-                        (run, mode, k, variant, dumps(config)))])
-
-
-async def load_passes(store: Store, run: str, variant: str | None = None) -> list[dict]:
-    sql, params = "SELECT * FROM score_passes WHERE run=?", [run]
-    if variant is not None:
-        sql += " AND variant=?"
-        params.append(variant)
-    rows = await store.fetchall(sql + " ORDER BY mode, k, variant", params)
-    return [{"run": r["run"], "mode": r["mode"], "k": r["k"], "variant": r["variant"], "config": loads(r["config"])}
-            for r in rows]
-
-
 def mode_passes(system: str, modes, ks) -> list[tuple[str, int]]:
     """(mode, k) pairs to score; a system without retrieval has no retrieve mode (tables show null)."""
     passes = []
@@ -290,28 +285,31 @@ def mode_passes(system: str, modes, ks) -> list[tuple[str, int]]:
 
 
 async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, context_window: int | None,
-                       dims: str, variant: str, rescore: dict | None = None) -> list:
-    """Record the run's passes and return one job per target that has no row yet."""
-    run = await load_run(rt.store, run_id)
-    bench = await rt.store.load_benchmark(run["bench"])
-    passes = mode_passes(run["system"], modes, ks)
+                       dims: str, variant: str, rescore: Rescore | None = None) -> tuple[list, list[str]]:
+    """Record the run's passes; return one job per target of a ready user that has no fresh row
+    yet, and the lines naming the users skipped."""
+    run = await rt.store.runs.require(run_id)
+    await rt.store.write(rt.store.scores.drop_stale_statements(run_id))
+    bench = await rt.store.benchmarks.load(run.bench)
+    passes = mode_passes(run.system, modes, ks)
     window, answer_tokens = reader_budget(rt, context_window)
     for mode, k in passes:
-        await record_pass(rt.store, run_id, mode, k, variant,
-                          {"context_window": context_window, "window": window, "dims": dims,
-                           "rescore": rescore, **scorer.describe()})
-    have = await existing_keys(rt.store, run_id, variant)
+        await rt.store.scores.record_pass(run_id, mode, k, variant,
+                                          PassConfig(context_window, window, dims, rescore, scorer.describe()))
+    have = await rt.store.scores.keys(run_id, variant)
     jobs = []
-    for user, done in await scored_users(rt.store, run, bench):
-        todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, done, dims)
+    ready, skipped = await ready_users(rt.store, run, bench)
+    for r in ready:
+        user = r.user
+        todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, r.done, dims)
                 if (mode, k, user.id, e.dimension) not in have]
         if not todo:
             continue
         memory = await open_memory(rt, run, user.id, with_adapter=any(m == "retrieve" for m, _, _ in todo))
         for mode, k, entry in todo:
-            jobs.append(partial(_score_target, rt, scorer, memory, blank_row(run_id, mode, k, variant, user.id, entry),
-                                window, answer_tokens))
-    return jobs
+            row = replace(blank_row(run_id, mode, k, variant, user.id, entry), snapshot_task=r.snapshot_task)
+            jobs.append(partial(_score_target, rt, scorer, memory, row, window, answer_tokens))
+    return jobs, skipped
 
 
 async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction,
@@ -331,12 +329,16 @@ def check_options(modes, dims: str) -> None:
 
 
 async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None, dims: str = "all",
-                     variant: str = DEFAULT_VARIANT) -> None:
-    """Score every target of every run in every mode (and every k of retrieve), all in parallel."""
+                     variant: str = DEFAULT_VARIANT) -> list[str]:
+    """Score every target of every ready user of every run in every mode (and every k of
+    retrieve), all in parallel; returns one line per user skipped because it was not ready."""
     check_options(modes, dims)
     scorer = Scorer.configured(rt.llm)
-    jobs = []
+    jobs, skipped = [], []
     for run_id in runs:
-        jobs += await plan_scoring(rt, scorer, run_id, modes, ks, context_window=context_window, dims=dims,
-                                   variant=variant)
-    await run_all(jobs)
+        run_jobs, run_skipped = await plan_scoring(rt, scorer, run_id, modes, ks, context_window=context_window,
+                                                   dims=dims, variant=variant)
+        jobs += run_jobs
+        skipped += run_skipped
+    await run_all(rt.store, jobs)
+    return skipped

@@ -13,9 +13,9 @@ from pathlib import Path
 from memaudit.errors import BadInput
 from memaudit.prompts import load_prompt
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import (DEFAULT_VARIANT, Scorer, existing_keys, judge, load_passes, load_run,
-                                       plan_scoring, record_pass, run_all, save_reconstruction, with_model)
-from memaudit.types import Reconstruction
+from memaudit.scoring.recovery import Scorer, judge, plan_scoring, run_all, save_reconstruction, with_model
+from memaudit.store import Rescore
+from memaudit.types import DEFAULT_VARIANT, Reconstruction
 
 
 def variant_scorer(rt: Runtime, *, judge_model: str | None, judge_prompt: str | None,
@@ -43,31 +43,31 @@ async def rescore_runs(rt: Runtime, runs, variant: str, *, judge_model: str | No
                        judge_prompt: str | None = None, reader_model: str | None = None) -> None:
     """Score every default pass of the runs again as `variant`, with the given changes."""
     if variant == DEFAULT_VARIANT:
-        raise BadInput("a rescoring variant needs its own name, not 'default'", field="variant")
+        raise BadInput(f"a rescoring variant needs its own name, not {DEFAULT_VARIANT!r}", field="variant")
     if judge_model is None and judge_prompt is None and reader_model is None:
         raise BadInput("nothing to change: give --judge-model, --judge-prompt or --reader-model", field="variant")
     if judge_prompt is not None:  # recorded absolute, so replay finds it from any directory
         judge_prompt = str(Path(judge_prompt).resolve())
     scorer = variant_scorer(rt, judge_model=judge_model, judge_prompt=judge_prompt, reader_model=reader_model)
-    rescore = {"from": DEFAULT_VARIANT, "judge_model": judge_model, "judge_prompt": judge_prompt,
-               "reader_model": reader_model}
+    rescore = Rescore(judge_model, judge_prompt, reader_model)
     jobs = []
     for run_id in runs:
-        await load_run(rt.store, run_id)
-        passes = await load_passes(rt.store, run_id, DEFAULT_VARIANT)
+        await rt.store.runs.require(run_id)
+        passes = await rt.store.scores.passes(run_id, DEFAULT_VARIANT)
         if not passes:
             raise BadInput(f"run {run_id!r} has no default scoring pass; run `memaudit score` first", field="runs")
-        have = await existing_keys(rt.store, run_id, variant)
+        have = await rt.store.scores.keys(run_id, variant)
         for p in passes:
-            cfg = p["config"]
+            cfg = p.config
             if reader_model is not None:
-                jobs += await plan_scoring(rt, scorer, run_id, [p["mode"]], [p["k"]],
-                                           context_window=cfg["context_window"], dims=cfg["dims"], variant=variant,
-                                           rescore=rescore)
+                run_jobs, _ = await plan_scoring(rt, scorer, run_id, [p.mode], [p.k],
+                                                 context_window=cfg.context_window, dims=cfg.dims,
+                                                 variant=variant, rescore=rescore)
+                jobs += run_jobs  # users not ready were skipped by the default pass too
                 continue
-            await record_pass(rt.store, run_id, p["mode"], p["k"], variant,
-                              {**cfg, "rescore": rescore, **scorer.describe()})
-            for recon in await rt.store.load_reconstructions(run_id, p["mode"], k=p["k"]):
+            await rt.store.scores.record_pass(run_id, p.mode, p.k, variant,
+                                              replace(cfg, rescore=rescore, scorer={**cfg.scorer, **scorer.describe()}))
+            for recon in await rt.store.scores.load(run_id, p.mode, k=p.k):
                 if (recon.mode, recon.k, recon.user_id, recon.dimension) not in have:
                     jobs.append(partial(_rejudge, rt, scorer, replace(recon, variant=variant)))
-    await run_all(jobs)
+    await run_all(rt.store, jobs)

@@ -12,31 +12,19 @@ from __future__ import annotations
 import itertools
 
 from memaudit.errors import BadInput
-from memaudit.scoring.metrics import user_recovery
+from memaudit.scoring.metrics import counted_score, user_recovery
 from memaudit.store import Store
-from memaudit.types import CATEGORIES
+from memaudit.types import CATEGORIES, DEFAULT_VARIANT
 
 LEVEL_STEP = 0.25  # one rubric level
 TOLERANCE = 1e-9
 
 
-def _score(status: str, score: float | None) -> float | None:
-    if status == "overflow":
-        return 0.0
-    return score if status == "ok" else None
-
-
-async def compare_variants(store: Store, runs: list[str], variant: str, *, baseline: str = "default") -> dict:
+async def compare_variants(store: Store, runs: list[str], variant: str, *, baseline: str = DEFAULT_VARIANT) -> dict:
     if not runs:
         raise BadInput("no runs to compare", field="runs")
-    marks = ",".join("?" * len(runs))
-    rows = await store.fetchall(
-        "SELECT b.run, b.mode, b.k, b.user_id, b.category, b.dimension, b.score AS s0, b.status AS st0, "
-        "v.score AS s1, v.status AS st1 FROM reconstructions b JOIN reconstructions v "
-        "ON v.run=b.run AND v.mode=b.mode AND v.k=b.k AND v.user_id=b.user_id AND v.dimension=b.dimension "
-        f"WHERE b.variant=? AND v.variant=? AND b.run IN ({marks}) "
-        "ORDER BY b.run, b.mode, b.k, b.user_id, b.category, b.dimension", (baseline, variant, *runs))
-    pairs = [(r, _score(r["st0"], r["s0"]), _score(r["st1"], r["s1"])) for r in rows]
+    rows = await store.scores.paired_rows(runs, baseline, variant)
+    pairs = [(r, counted_score(r["st0"], r["s0"]), counted_score(r["st1"], r["s1"])) for r in rows]
     pairs = [(r, a, b) for r, a, b in pairs if a is not None and b is not None]
     if not pairs:
         raise BadInput(f"variant {variant!r} shares no scored target with {baseline!r} in runs {', '.join(runs)}",

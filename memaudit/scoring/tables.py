@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 import orjson
 
 from memaudit.errors import BadInput
-from memaudit.provenance import run_models, teacher_forced_source
+from memaudit.provenance import run_models
 from memaudit.scoring import metrics, stats
 from memaudit.scoring.metrics import ModeRecovery
-from memaudit.store import Store, loads
-from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
+from memaudit.store import Run, Store, select_runs
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
+from memaudit.utilization import carryover, summary as utilization
 
 DEFAULT_K = 5
 ALPHA = 0.05
-SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "robustness")
+SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "utilization", "carryover",
+            "robustness")
 
 
 @dataclass
@@ -53,11 +55,12 @@ class RunData:
         return sum(g["prompt_tokens"] + g["completion_tokens"] for g in self.tokens.values())
 
 
-async def compute_tables(store: Store, runs: list[str] | None = None, *, variant: str = "default",
+async def compute_tables(store: Store, runs: list[str] | None = None, *, variant: str = DEFAULT_VARIANT,
                          bootstrap: int = stats.RESAMPLES, seed: int = 0) -> dict:
     """All tables for the runs (default: every run in the store, sorted). `bootstrap` = 0 skips
     intervals and tests."""
-    data = [await load_run(store, run, variant) for run in await select_runs(store, runs)]
+    selected = await select_runs(store, runs)
+    data = [await run_data(store, run, variant) for run in selected]
     boot = Bootstrap(bootstrap, seed)
     return {
         "table2": [table2_row(d, boot) for d in data],
@@ -67,41 +70,44 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
         "gap": [gap_row(d) for d in data],
         "tokens": [row for d in data for row in token_rows(d)],
         "comparisons": comparisons(data, boot),
+        "utilization": await utilization.utilization_rows(store, [r.run for r in selected], boot),
+        "carryover": await carryover.carryover_rows(store, [r.run for r in selected], boot),
     }
 
 
-async def select_runs(store: Store, runs: list[str] | None) -> list[str]:
-    known = [r["run"] for r in await store.fetchall("SELECT run FROM runs ORDER BY run")]
-    if runs is None:
-        return known
-    missing = [r for r in runs if r not in known]
-    if missing:
-        raise BadInput(f"unknown run(s) {', '.join(missing)}; in the store: {', '.join(known) or 'none'}",
-                       field="runs")
-    return list(dict.fromkeys(runs))  # a run named twice is reported once
+async def check_fresh(store: Store, run: str, variant: str = DEFAULT_VARIANT) -> None:
+    """Refuse a run whose reconstructions read a memory snapshot that is not the user's final one
+    (scored while the rollout was still writing): its B would sit beside a footprint of another store."""
+    stale = [r for r in await store.scores.stale(run) if r["variant"] == variant]
+    if stale:
+        r = stale[0]
+        read = "an unrecorded snapshot" if r["snapshot_task"] is None else f"the memory after task {r['snapshot_task']}"
+        final = "no stored memory" if r["last"] is None else f"the final memory is after task {r['last']}"
+        others = f" (and {len(stale) - 1} more user(s))" if len(stale) > 1 else ""
+        raise BadInput(f"run {run}: {r['n']} reconstruction(s) of user {r['user_id']} read {read}, but {final}"
+                       f"{others}; run `memaudit score` again to rescore them", field="runs")
 
 
-async def load_run(store: Store, run: str, variant: str = "default") -> RunData:
-    info = await store.get_run(run)
-    return RunData(run=run, system=info["system"], bench=info["bench"],
+async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> RunData:
+    run = info.run
+    await check_fresh(store, run, variant)
+    return RunData(run=run, system=info.system, bench=info.bench,
                    users=await metrics.user_metrics(store, run),
                    recovery=await metrics.recovery(store, run, variant=variant),
                    attributions=await metrics.attribution_counts(store, run, variant=variant),
                    tokens=await metrics.token_usage(store, run),
                    partial=await is_partial(store, info, variant),
-                   models=await run_models(store, run), source_run=teacher_forced_source(info["config"]))
+                   models=await run_models(store, run), source_run=info.config.transcripts)
 
 
-async def is_partial(store: Store, info: dict, variant: str) -> bool:
+async def is_partial(store: Store, info: Run, variant: str) -> bool:
     """A run is partial when it ran fewer tasks than its benchmark has per user, or when it was
     scored only on the targets whose task ran (`dims="targeted"` in score_passes)."""
-    tasks = (info["config"] or {}).get("tasks")
-    row = await store.fetchone(
-        "SELECT MAX(n) AS n FROM (SELECT COUNT(*) AS n FROM tasks WHERE bench=? GROUP BY user_id)", (info["bench"],))
-    if tasks is not None and row["n"] is not None and tasks < row["n"]:
+    tasks = info.config.tasks
+    most = await store.benchmarks.most_tasks(info.bench)
+    if tasks is not None and most is not None and tasks < most:
         return True
-    passes = await store.fetchall("SELECT config FROM score_passes WHERE run=? AND variant=?", (info["run"], variant))
-    return any((loads(p["config"]) or {}).get("dims") == "targeted" for p in passes)
+    return any(p.config.dims == "targeted" for p in await store.scores.passes(info.run, variant))
 
 
 class Bootstrap:
@@ -159,6 +165,7 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     row["chars"], row["chars_std"] = stats.mean_std([u.chars for u in users])
     row["failed_episodes"] = sum(u.failed_episodes for u in users)
     row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
+    row["memory_write_failures"] = metrics.total_write_failures(u.memory_write_failures for u in users)
     row["tokens"] = tokens
     row["models"] = d.models
     return row
@@ -230,12 +237,13 @@ def token_rows(d: RunData) -> list[dict]:
     single `all` row of nulls (shown as n/a)."""
     if d.tokens is None:
         return [{"run": d.run, "system": d.system, "role": "all", "calls": None, "prompt_tokens": None,
-                 "completion_tokens": None, "cached_tokens": None, "total_tokens": None}]
+                 "completion_tokens": None, "cached_tokens": None, "reasoning_tokens": None, "total_tokens": None}]
     rows = [{"run": d.run, "system": d.system, "role": role, **usage,
              "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
             for role, usage in d.tokens.items()]
     total = {key: sum(r[key] for r in rows)
-             for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens")}
+             for key in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+                         "total_tokens")}
     return rows + [{"run": d.run, "system": d.system, "role": "all", **total}]
 
 
@@ -315,14 +323,15 @@ def _mode_label(row: dict) -> str:
 
 def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "tokens",
-              "B/Mtok dump/top-k", "models"]
+              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "memory write failures",
+              "tokens", "B/Mtok dump/top-k", "models"]
     body = [[r["run"] + (" (partial)" if r["partial"] else "") + teacher_forced_mark(r), _pm(r, "A", 1),
              _pm(r, "D", 2), _pm(r, "C", 2), _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1),
              _num(r["chars"], 1),
              f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
              f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
-             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["tokens"]),
+             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["memory_write_failures"]),
+             _num(r["tokens"]),
              f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}",
              models_text(r["models"])] for r in rows]
     return header, body
@@ -360,9 +369,11 @@ def _gap(rows):
 
 
 def _tokens(rows):
-    header = ["run", "role", "calls", "prompt", "completion", "cached", "total"]
+    # Reasoning tokens are part of the completion tokens (as the API counts them), not added to the total.
+    header = ["run", "role", "calls", "prompt", "completion", "of which reasoning", "cached", "total"]
     body = [[r["run"], r["role"], *(_num(r[k]) for k in ("calls", "prompt_tokens", "completion_tokens",
-                                                          "cached_tokens", "total_tokens"))] for r in rows]
+                                                          "reasoning_tokens", "cached_tokens", "total_tokens"))]
+            for r in rows]
     return header, body
 
 
@@ -398,6 +409,10 @@ TITLES = {
     "gap": ("Per-user gap B(dump_all) − B(retrieve)", _gap),
     "tokens": ("Token usage per role", _tokens),
     "comparisons": ("Paired comparisons of per-user B (sign-flip test; * = Holm-adjusted p < 0.05)", _comparisons),
+    "utilization": ("Know/Act utilization (per-user means [95% CI]; oracle = why a known entry was not used)",
+                    lambda rows: utilization.table(rows, _num, _ci)),
+    "carryover": ("Preference carry-over and bother rate (per-user means [95% CI])",
+                  lambda rows: carryover.table(rows, _num, _ci)),
     "robustness": ("Robustness — frozen rescoring", _robustness),
 }
 

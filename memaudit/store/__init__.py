@@ -1,44 +1,75 @@
 """The artifact store: one SQLite file holds benchmarks, runs, transcripts, memory snapshots,
 reconstructions, attributions, the call cache and embedding vectors.
 
-Rows, not rules: this module reads and writes rows; what they mean lives in the stages.
-All writes go through one lock (one writer); cache rows are batched and committed together
-with the next artifact transaction, or when the batch is full.
+This package is the only code that knows the schema (db/*.sql). `Store` owns the connection and
+the one writer; each group of tables has a typed repository, reachable from the store:
+
+    store.benchmarks    benchmarks, users, bank entries, tasks            (store/benchmarks.py)
+    store.runs          runs and their RunConfig; select_runs; run locks  (store/runs.py)
+    store.episodes      episodes, turns, memory snapshots                 (store/episodes.py)
+    store.scores        scoring passes (PassConfig), reconstructions      (store/scores.py)
+    store.attributions  attributions, oracle verdicts                     (store/attributions.py)
+    store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
+    store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
+
+Rows, not rules: the store reads and writes rows; what they mean lives in the stages.
+All writes go through one lock (one writer). Cache rows and other rows that may be lost on a
+crash (they are recomputed from the cache on resume) are queued and committed together with the
+next artifact transaction, when the batch is full, or once they have waited FLUSH_SECONDS: a
+killed command loses at most about that much work.
 """
 from __future__ import annotations
 
 import itertools
 import sqlite3
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import aiosqlite
 import anyio
-import orjson
 
+from memaudit.canonical import dumps_indented
 from memaudit.errors import BadInput
 from memaudit.resources import data_dir
-from memaudit.types import (Attribution, BankEntry, Benchmark, Episode, PoolEntry, Reconstruction, Task,
-                            Turn, User)
+from memaudit.store.attributions import Attributions
+from memaudit.store.benchmarks import Benchmarks
+from memaudit.store.calls import Calls, Vectors
+from memaudit.store.episodes import Episodes
+from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
+from memaudit.store.utilization import Utilization
+from memaudit.store.scores import PassConfig, Rescore, Scores, ScorePass
+from memaudit.types import Attribution, Benchmark, Episode, Reconstruction
+
+__all__ = ["Store", "open_store", "store_fault", "Statement", "dumps", "dumps_indented", "loads", "Run", "RunBusy",
+           "RunConfig", "PassConfig", "Rescore", "ScorePass", "select_runs"]
 
 SCHEMA_DIR = data_dir("db")
 BATCH = 256
+FLUSH_SECONDS = 1.0
 
-Statement = tuple[str, tuple]
+# SQLite errors that are faults of the store file or its place, not bugs: each becomes one line.
+STORE_FAULTS = {
+    "readonly database": "the store is read-only; make the file and its directory writable, or copy it and "
+                         "give --db the copy",
+    "unable to open database": "the store cannot be opened for writing; check the directory's permissions",
+    "disk is full": "the disk holding the store is full",
+    "disk I/O error": "the disk holding the store failed to read or write",
+    "database is locked": "another process held the store locked for too long; retry when it is done",
+}
 
 
-def dumps(obj: Any) -> str:
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def dumps_indented(obj: Any) -> str:
-    """JSON as the published runner handed it to a model: two-space indent, keys in their native order."""
-    return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
-
-
-def loads(text: str | bytes | None) -> Any:
-    return None if text is None else orjson.loads(text)
+def store_fault(exc: BaseException, path) -> BadInput | None:
+    """The one-line error for a store fault (read-only file, full disk …), or None when `exc` is
+    not one of them (a bug keeps its traceback)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    for phrase, advice in STORE_FAULTS.items():
+        if phrase in str(exc):
+            return BadInput(f"{exc}: {advice}", file=str(path) if path is not None else None)
+    return None
 
 
 class Store:
@@ -52,6 +83,15 @@ class Store:
         # thousands per second): a second, read-only connection answers them in the event-loop
         # thread, which WAL allows beside the writer, instead of a round trip to aiosqlite's thread.
         self._reader: sqlite3.Connection | None = None
+        self._last_commit = time.monotonic()
+        self.benchmarks = Benchmarks(self)
+        self.runs = Runs(self)
+        self.episodes = Episodes(self)
+        self.scores = Scores(self)
+        self.attributions = Attributions(self)
+        self.calls = Calls(self)
+        self.vectors = Vectors(self)
+        self.utilization = Utilization(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -78,7 +118,7 @@ class Store:
                 store._reader.execute("PRAGMA query_only=1")
         except sqlite3.DatabaseError as exc:
             await conn.close()
-            raise BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
+            raise store_fault(exc, path) or BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
         return store
 
     async def close(self) -> None:
@@ -111,10 +151,10 @@ class Store:
 
     async def write(self, statements: list[Statement]) -> None:
         """Commit the statements (and any pending cache rows) in one transaction."""
-        async with self._lock:
-            batch, self._pending = self._pending + list(statements), []
+        async with self._lock, self._faults():
+            queued, self._pending = self._pending, []
             committing = list(self._pending_calls)
-            await self._commit(batch)
+            await self._commit(queued, list(statements))
             # Only now are the queued cache rows readable from the table: dropping them earlier
             # would let a lookup during the commit miss a call that was already made.
             for key in committing:
@@ -126,7 +166,7 @@ class Store:
         statements are grouped by SQL, in order of first appearance, and each group goes through one
         executemany: a batch must not depend on interleaving (parents before children is kept)."""
         await self.flush()
-        async with self._lock:
+        async with self._lock, self._faults():
             await self.conn.execute("BEGIN IMMEDIATE")
             try:
                 for batch in batches:
@@ -142,7 +182,11 @@ class Store:
             await self.conn.execute("COMMIT")
 
     def write_later(self, statements: list[Statement]) -> None:
-        """Queue statements for the next commit (cache rows: losing them on a crash is harmless)."""
+        """Queue statements for the next commit: independent upserts into tables without foreign
+        keys (they may be reordered across tables), and rows a resume recomputes from the cache
+        (losing the last second of them on a crash costs that second, nothing else)."""
+        if not self._pending:
+            self._last_commit = time.monotonic()  # the age of the oldest queued row counts
         self._pending.extend(statements)
 
     async def flush(self) -> None:
@@ -150,220 +194,111 @@ class Store:
             await self.write([])
 
     async def maybe_flush(self) -> None:
-        if len(self._pending) >= BATCH:
+        """Commit the queue when it is full or its oldest row has waited FLUSH_SECONDS. Returns at
+        once while another commit runs: the queued rows go with the next one."""
+        if self._lock.locked() or not self._pending:
+            return
+        if len(self._pending) >= BATCH or time.monotonic() - self._last_commit >= FLUSH_SECONDS:
             await self.flush()
 
-    async def _commit(self, batch: list[Statement]) -> None:
-        if not batch:
+    @asynccontextmanager
+    async def _faults(self):
+        """Store faults raised inside become one-line errors naming the store."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            fault = store_fault(exc, self.path)
+            if fault is None:
+                raise
+            raise fault from None
+
+    async def _commit(self, queued: list[Statement], statements: list[Statement]) -> None:
+        if not queued and not statements:
             return
+        # Each executemany is one hop to the database thread. Queued rows are upserts into tables
+        # without foreign keys (calls, call uses, reconstructions, attributions, vectors), so
+        # however they interleave they go as one executemany per statement; the caller's own
+        # statements keep their order, runs of the same statement (turns) going together.
+        groups: dict[str, list[tuple]] = {}
+        for sql, params in queued:
+            groups.setdefault(sql, []).append(params)
+        runs = [(sql, [params for _, params in group])
+                for sql, group in itertools.groupby(statements, key=lambda st: st[0])]
         await self.conn.execute("BEGIN IMMEDIATE")
         try:
-            # Runs of the same statement (cache rows, turns) go as one executemany: one hop to
-            # the database thread per run instead of one per row.
-            for sql, group in itertools.groupby(batch, key=lambda st: st[0]):
-                await self.conn.executemany(sql, [params for _, params in group])
+            for sql, rows in [*groups.items(), *runs]:
+                await self.conn.executemany(sql, rows)
         except BaseException:
             with anyio.CancelScope(shield=True):  # a cancelled write must still roll back
                 await self.conn.execute("ROLLBACK")
             raise
         await self.conn.execute("COMMIT")
 
-    # -- benchmarks ------------------------------------------------------------------------
-    async def save_benchmark(self, bench: Benchmark, *, replace: bool = False) -> None:
-        """All-or-nothing: the whole benchmark lands in one transaction, or nothing does."""
-        exists = await self.fetchone("SELECT 1 FROM benchmarks WHERE name=?", (bench.name,))
-        if exists and not replace:
-            raise BadInput(f"benchmark {bench.name!r} already exists in the store", field="name")
-        await self.write(self.benchmark_statements(bench))
+    async def insert_rows(self, rows: dict[str, list[tuple]]) -> None:
+        """Bulk positional rows, table -> rows in column order: one executemany per table, all in
+        one transaction (stores built directly from rows: synthetic studies, fixtures)."""
+        await self.write([(f"INSERT INTO {table} VALUES ({marks(row)})", row)
+                          for table, values in rows.items() for row in values])
 
-    @staticmethod
-    def benchmark_statements(bench: Benchmark) -> list[Statement]:
-        """The rows of a benchmark (replacing one of the same name), for a caller's own transaction."""
-        pool = None
-        if bench.pool:
-            pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
-                        for p in entries] for c, entries in bench.pool.items()}
-        st: list[Statement] = [("DELETE FROM benchmarks WHERE name=?", (bench.name,)),
-                               ("INSERT INTO benchmarks(name, source, pool) VALUES (?,?,?)",
-                                (bench.name, bench.source, dumps(pool) if pool else None))]
-        for pos, user in enumerate(bench.users):
-            st.append(("INSERT INTO users(bench, user_id, persona, position) VALUES (?,?,?,?)",
-                       # native key order: the simulator is shown the persona as the benchmark wrote it
-                       (bench.name, user.id, orjson.dumps(user.persona).decode(), pos)))
-            for i, e in enumerate(user.bank):
-                st.append(("INSERT INTO bank_entries VALUES (?,?,?,?,?,?,?,?)",
-                           (bench.name, user.id, i, e.category, e.dimension, e.short, e.explanation, e.source)))
-            for t in bench.tasks.get(user.id, ()):
-                st.append(("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
-                           (bench.name, user.id, t.index, t.text, t.target_category, t.target_dimension,
-                            t.target_short, t.rationale, dumps(t.review))))
-        return st
+    # -- compatibility surface: the repositories' most used methods, under their old names ---
+    async def save_benchmark(self, bench: Benchmark, *, replace: bool = False) -> None:
+        await self.benchmarks.save(bench, replace=replace)
+
+    benchmark_statements = staticmethod(Benchmarks.statements)
 
     async def list_benchmarks(self) -> list[dict]:
-        rows = await self.fetchall(
-            "SELECT b.name, (SELECT COUNT(*) FROM users u WHERE u.bench=b.name) AS users, "
-            "(SELECT COUNT(*) FROM tasks t WHERE t.bench=b.name) AS tasks FROM benchmarks b ORDER BY b.name")
-        return [dict(r) for r in rows]
+        return await self.benchmarks.list()
 
     async def load_benchmark(self, name: str) -> Benchmark | None:
-        row = await self.fetchone("SELECT * FROM benchmarks WHERE name=?", (name,))
-        if row is None:
-            return None
-        bank: dict[str, list[BankEntry]] = {}
-        for r in await self.fetchall("SELECT * FROM bank_entries WHERE bench=? ORDER BY user_id, position", (name,)):
-            bank.setdefault(r["user_id"], []).append(
-                BankEntry(r["category"], r["dimension"], r["short"], r["explanation"], r["source"]))
-        tasks: dict[str, list[Task]] = {}
-        for r in await self.fetchall("SELECT * FROM tasks WHERE bench=? ORDER BY user_id, idx", (name,)):
-            tasks.setdefault(r["user_id"], []).append(
-                Task(r["user_id"], r["idx"], r["text"], r["target_category"], r["target_dimension"],
-                     r["target_short"], r["rationale"], loads(r["review"])))
-        users = tuple(User(r["user_id"], loads(r["persona"]), tuple(bank.get(r["user_id"], ())))
-                      for r in await self.fetchall("SELECT * FROM users WHERE bench=? ORDER BY position", (name,)))
-        pool = None
-        if row["pool"]:
-            pool = {c: [PoolEntry(c, p["name"], p["axis"], tuple(p.get("answer_space", ())), p.get("source", ""))
-                        for p in entries] for c, entries in loads(row["pool"]).items()}
-        return Benchmark(name, users, {u: tuple(t) for u, t in tasks.items()}, pool, row["source"])
+        return await self.benchmarks.load(name)
 
-    # -- runs ------------------------------------------------------------------------------
-    async def ensure_run(self, run: str, system: str, bench: str, *, origin: str = "rollout",
-                         config: dict | None = None, prompt_hashes: dict | None = None) -> dict:
-        row = await self.get_run(run)
-        if row is not None:
-            if row["system"] != system or row["bench"] != bench:
-                raise BadInput(f"run {run!r} already exists for system {row['system']} on benchmark "
-                               f"{row['bench']}; use --tag to start a new run", field="run")
-            return row
-        await self.write([("INSERT INTO runs(run, system, bench, origin, config, prompt_hashes) VALUES (?,?,?,?,?,?)",
-                           (run, system, bench, origin, dumps(config or {}), dumps(prompt_hashes or {})))])
-        return await self.get_run(run)
+    async def ensure_run(self, run: str, system: str, bench: str, **kwargs) -> dict:
+        return await self.runs.ensure(run, system, bench, **kwargs)
 
     async def get_run(self, run: str) -> dict | None:
-        row = await self.fetchone("SELECT * FROM runs WHERE run=?", (run,))
-        if row is None:
-            return None
-        out = dict(row)
-        out["config"], out["prompt_hashes"] = loads(row["config"]), loads(row["prompt_hashes"])
-        return out
+        return await self.runs.row(run)
 
     async def list_runs(self) -> list[dict]:
-        return [await self.get_run(r["run"]) for r in await self.fetchall("SELECT run FROM runs ORDER BY run")]
+        return await self.runs.rows()
 
-    # -- episodes and snapshots ------------------------------------------------------------
-    def episode_statements(self, ep: Episode, final_preference: float | None) -> list[Statement]:
-        st: list[Statement] = [
-            ("INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?)",
-             (ep.run, ep.user_id, ep.task_index, ep.task, ep.end_reason, len(ep.turns), final_preference, ep.error))]
-        for t in ep.turns:
-            st.append(("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?,?)",
-                       (ep.run, ep.user_id, ep.task_index, t.index, t.assistant, t.feedback_type, t.user_text,
-                        t.preference_score, dumps(t.per_pref), int(t.fallback))))
-        return st
-
-    @staticmethod
-    def snapshot_statement(run: str, user_id: str, task_idx: int, state: Any, items: list[dict]) -> Statement:
-        chars = [len(str(i.get("content", ""))) for i in items]
-        return ("INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?)",
-                (run, user_id, task_idx, dumps(state), dumps(items), len(items),
-                 sum(chars) / len(chars) if chars else 0.0))
-
-    @staticmethod
-    def call_use_statements(run: str, artifact: str, uses: Iterable[tuple[str, str, bool]]) -> list[Statement]:
-        return [("INSERT OR IGNORE INTO call_uses VALUES (?,?,?,?,?)", (run, artifact, key, role, int(cached)))
-                for role, key, cached in uses]
+    episode_statements = staticmethod(Episodes.statements)
+    snapshot_statement = staticmethod(Episodes.snapshot_statement)
+    call_use_statements = staticmethod(Calls.use_statements)
+    reconstruction_statement = staticmethod(Scores.reconstruction_statement)
+    attribution_statement = staticmethod(Attributions.statement)
 
     async def episodes_done(self, run: str, user_id: str) -> set[int]:
-        rows = await self.fetchall("SELECT task_idx FROM episodes WHERE run=? AND user_id=?", (run, user_id))
-        return {r["task_idx"] for r in rows}
+        return await self.episodes.done(run, user_id)
 
     async def load_episodes(self, run: str, user_id: str | None = None) -> list[Episode]:
-        where, params = ("run=?", (run,)) if user_id is None else ("run=? AND user_id=?", (run, user_id))
-        turns: dict[tuple, list[Turn]] = {}
-        for r in await self.fetchall(f"SELECT * FROM turns WHERE {where} ORDER BY user_id, task_idx, turn", params):
-            turns.setdefault((r["user_id"], r["task_idx"]), []).append(
-                Turn(r["turn"], r["assistant"], r["feedback_type"], r["user_text"], r["preference_score"],
-                     loads(r["per_pref"]), bool(r["fallback"])))
-        return [Episode(r["run"], r["user_id"], r["task_idx"], r["task"], turns.get((r["user_id"], r["task_idx"]), []),
-                        r["end_reason"], r["error"])
-                for r in await self.fetchall(f"SELECT * FROM episodes WHERE {where} ORDER BY user_id, task_idx", params)]
+        return await self.episodes.load(run, user_id)
 
     async def last_snapshot(self, run: str, user_id: str) -> dict | None:
-        row = await self.fetchone("SELECT * FROM snapshots WHERE run=? AND user_id=? ORDER BY task_idx DESC LIMIT 1",
-                                  (run, user_id))
-        if row is None:
-            return None
-        return {"task_idx": row["task_idx"], "state": loads(row["state"]), "items": loads(row["items"]),
-                "n_items": row["n_items"], "avg_chars": row["avg_chars"]}
+        return await self.episodes.last_snapshot(run, user_id)
 
-    # -- reconstructions and attributions --------------------------------------------------
-    @staticmethod
-    def reconstruction_statement(r: Reconstruction) -> Statement:
-        return ("INSERT OR REPLACE INTO reconstructions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (r.run, r.mode, r.k, r.variant, r.user_id, r.category, r.dimension, r.explanation, r.ground_truth,
-                 dumps(r.evidence), r.label, r.reason, r.score, r.judge_reason, r.status, r.error))
+    async def load_reconstructions(self, run: str, mode: str | None = None, **kwargs) -> list[Reconstruction]:
+        return await self.scores.load(run, mode, **kwargs)
 
-    async def load_reconstructions(self, run: str, mode: str | None = None, *, k: int | None = None,
-                                   variant: str = "default", user_id: str | None = None) -> list[Reconstruction]:
-        sql, params = "SELECT * FROM reconstructions WHERE run=? AND variant=?", [run, variant]
-        for col, val in (("mode", mode), ("k", k), ("user_id", user_id)):
-            if val is not None:
-                sql += f" AND {col}=?"
-                params.append(val)
-        rows = await self.fetchall(sql + " ORDER BY mode, k, user_id, category, dimension", params)
-        return [Reconstruction(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"], r["dimension"],
-                               r["explanation"], r["ground_truth"], loads(r["evidence"]), r["label"], r["reason"],
-                               r["score"], r["judge_reason"], r["status"], r["error"]) for r in rows]
+    async def load_attributions(self, run: str, mode: str | None = None, **kwargs) -> list[Attribution]:
+        return await self.attributions.load(run, mode, **kwargs)
 
-    @staticmethod
-    def attribution_statement(a: Attribution) -> Statement:
-        return ("INSERT OR REPLACE INTO attributions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (a.run, a.mode, a.k, a.variant, a.user_id, a.category, a.dimension, a.label, a.score,
-                 dumps(a.stages), a.ep_index, a.note))
-
-    async def load_attributions(self, run: str, mode: str | None = None, *, variant: str = "default",
-                                user_id: str | None = None) -> list[Attribution]:
-        sql, params = "SELECT * FROM attributions WHERE run=? AND variant=?", [run, variant]
-        for col, val in (("mode", mode), ("user_id", user_id)):
-            if val is not None:
-                sql += f" AND {col}=?"
-                params.append(val)
-        rows = await self.fetchall(sql + " ORDER BY mode, k, user_id, category, dimension", params)
-        return [Attribution(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"], r["dimension"],
-                            r["label"], r["score"], loads(r["stages"]), r["ep_index"], r["note"]) for r in rows]
-
-    # -- call cache ------------------------------------------------------------------------
     async def get_call(self, key: str):
-        pending = self._pending_calls.get(key)
-        if pending is not None:
-            return pending
-        if self._reader is not None:
-            return self._reader.execute("SELECT * FROM calls WHERE key=?", (key,)).fetchone()
-        return await self.fetchone("SELECT * FROM calls WHERE key=?", (key,))
+        return await self.calls.get_call(key)
 
-    def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,
-                 prompt_tokens: int = 0, completion_tokens: int = 0, cached_tokens: int = 0,
-                 latency: float = 0.0, created: str = "") -> None:
-        row = {"key": key, "role": role, "model": model, "request": request, "response": response, "ok": int(ok),
-               "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-               "cached_tokens": cached_tokens, "latency": latency, "created": created}
-        self._pending_calls[key] = row
-        self.write_later([("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?)", tuple(row.values()))])
+    def put_call(self, **row) -> None:
+        self.calls.put_call(**row)
 
-    # -- embeddings ------------------------------------------------------------------------
+    async def refused_params(self) -> list[tuple[str, str, str]]:
+        return await self.calls.refused_params()
+
+    async def record_refusal(self, model: str, backend: str, param: str) -> None:
+        await self.calls.record_refusal(model, backend, param)
+
     async def get_vectors(self, model: str, hashes: list[str]) -> dict[str, bytes]:
-        out: dict[str, bytes] = {}
-        for i in range(0, len(hashes), 500):
-            chunk = hashes[i:i + 500]
-            rows = await self.fetchall(
-                f"SELECT text_hash, vector FROM embeddings WHERE model=? AND text_hash IN ({','.join('?' * len(chunk))})",
-                [model, *chunk])
-            out.update({r["text_hash"]: r["vector"] for r in rows})
-        return out
+        return await self.vectors.get_vectors(model, hashes)
 
     def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
-        self.write_later([("INSERT OR IGNORE INTO embeddings VALUES (?,?,?)", (model, h, v))
-                          for h, v in vectors.items()])
+        self.vectors.put_vectors(model, vectors)
 
 
 @asynccontextmanager

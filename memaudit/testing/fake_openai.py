@@ -5,6 +5,8 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.on("simulator", lambda body: {"feedback_type": "satisfied", "text": "thanks"})
     fake.on_text(lambda body: "a reply")                 # free-text calls (no schema)
     fake.faults = [429, 503]                             # next responses are these statuses
+    fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
+    FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
     llm = LLM(settings, store, transport=fake.transport())
 """
 from __future__ import annotations
@@ -59,7 +61,7 @@ def example(schema: dict, rng: random.Random):
 
 class FakeOpenAI:
     def __init__(self, *, latency: float = 0.0, fault_rate: float = 0.0, fault_statuses=(429, 503),
-                 retry_after: str | None = "0", seed: int = 0):
+                 retry_after: str | None = "0", seed: int = 0, reasoning: bool = False):
         self.latency = latency
         self.fault_rate = fault_rate
         self.fault_statuses = fault_statuses
@@ -70,6 +72,9 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         self.status_counts: Counter = Counter()
         self.rng = random.Random(seed)
+        self.api_key: str | None = None      # set: requests without this bearer token get a 401
+        self.models: set[str] | None = None  # set: other model names get a 404 model_not_found
+        self.reasoning = reasoning
 
     def on(self, name: str, fn: Callable[[dict], object]) -> "FakeOpenAI":
         self.handlers[name] = fn
@@ -85,15 +90,36 @@ class FakeOpenAI:
     async def handle(self, request: httpx.Request) -> httpx.Response:
         if self.latency:
             await anyio.sleep(self.latency)
-        if request.url.path.endswith("/models"):
-            return httpx.Response(200, json={"data": [{"id": "fake"}]})
-        body = orjson.loads(request.content)
+        reply = self.reply(request.url.path, request.headers.get("authorization"), request.content)
+        if reply is None:
+            raise httpx.ReadTimeout("fake timeout", request=request)
+        status, payload, headers = reply
+        return httpx.Response(status, json=payload, headers=headers)
+
+    def reply(self, path: str, authorization: str | None, content: bytes) -> tuple[int, dict, dict] | None:
+        """(status, JSON payload, headers) for one request, or None for a timeout. Shared by the
+        httpx transport and the loopback HTTP server, so both answer alike."""
+        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+            # Like some real servers, the refusal quotes the credentials it was given.
+            return self._status(401, {"error": {"message": f"Incorrect API key provided: {authorization}",
+                                                "code": "invalid_api_key"}})
+        if path.rstrip("/").endswith("/models"):
+            return 200, {"data": [{"id": "fake"}]}, {}
+        if not path.rstrip("/").endswith("/chat/completions"):
+            return self._status(404, {"error": {"message": f"no route {path}"}})
+        body = orjson.loads(content)
+        if self.models is not None and body.get("model") not in self.models:
+            return self._status(404, {"error": {"message": f"The model `{body.get('model')}` does not exist",
+                                                "code": "model_not_found"}})
         self.requests.append(body)
+        refused = self.refusal(body)
+        if refused is not None:
+            return self._status(400, refused)
         fault = self.faults.pop(0) if self.faults else None
         if fault is None and self.fault_rate and self.rng.random() < self.fault_rate:
             fault = self.rng.choice(self.fault_statuses)
         if fault == "timeout":
-            raise httpx.ReadTimeout("fake timeout", request=request)
+            return None
         if fault == "overflow":
             return self._status(400, {"error": {"message": "This model's maximum context length is 8192 tokens",
                                                 "code": "context_length_exceeded"}})
@@ -101,11 +127,37 @@ class FakeOpenAI:
             headers = {"retry-after": self.retry_after} if fault == 429 and self.retry_after is not None else {}
             return self._status(fault, {"error": {"message": f"injected {fault}"}}, headers)
         text = "{not json" if fault == "garbage" else self.answer(body)
-        return self._status(200, completion(body, text))
+        return self._status(200, self.completion(body, text))
 
-    def _status(self, status: int, payload: dict, headers=None) -> httpx.Response:
+    def refusal(self, body: dict) -> dict | None:
+        """As a hosted reasoning model answers a request it does not take: the 400 error body the
+        OpenAI API sends for `max_tokens` and for a sampling parameter other than its default."""
+        if not self.reasoning:
+            return None
+        if "max_tokens" in body:
+            return {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                         "Use 'max_completion_tokens' instead.",
+                              "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}}
+        for param in ("temperature", "top_p"):
+            if param in body and body[param] != 1:
+                return {"error": {"message": f"Unsupported value: '{param}' does not support {body[param]} with this "
+                                             "model. Only the default (1) value is supported.",
+                                  "type": "invalid_request_error", "param": param, "code": "unsupported_value"}}
+        return None
+
+    def completion(self, body: dict, text: str) -> dict:
+        """The 200 answer; a reasoning model also reports the reasoning tokens it spent."""
+        answer = completion(body, text)
+        if self.reasoning:
+            reasoning_tokens = 16
+            answer["usage"]["completion_tokens"] += reasoning_tokens
+            answer["usage"]["total_tokens"] += reasoning_tokens
+            answer["usage"]["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+        return answer
+
+    def _status(self, status: int, payload: dict, headers=None) -> tuple[int, dict, dict]:
         self.status_counts[status] += 1
-        return httpx.Response(status, json=payload, headers=headers or {})
+        return status, payload, headers or {}
 
     def answer(self, body: dict) -> str:
         name = schema_name(body)

@@ -1,23 +1,37 @@
 """A real loopback HTTP server that answers like `FakeOpenAI`, for tests that run the CLI in a
-subprocess (`--base-url http://127.0.0.1:P/v1`).
+subprocess (`--base-url http://127.0.0.1:P/v1`) and for the performance scripts.
 
 In a test:      with serve(FakeOpenAI()) as url: ...
-Stand-alone:    python -m memaudit.testing.http_server --port P --latency 0.05
-                (prints its base URL; answers are FakeOpenAI's schema-driven defaults)"""
+Stand-alone:    python -m memaudit.testing.http_server --port P --latency 0.05 [--fake MODULE:FUNCTION]
+                [--reasoning]
+                (prints its base URL; answers are FakeOpenAI's schema-driven defaults, or those
+                of the FakeOpenAI that FUNCTION returns; with --reasoning it refuses requests as a
+                hosted reasoning model does)
+
+It is one asyncio event loop (in a background thread, or the main thread stand-alone) speaking
+just enough HTTP/1.1 with keep-alive: a request waits for its latency without holding a thread,
+so hundreds of requests can be in flight at once and the server is not what a benchmark measures
+(a thread per connection costs more CPU per request than the client under test). `GET /_stats`
+reports the requests served, the most that were in flight at once and the server's CPU seconds.
+"""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
 import re
 import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import orjson
 
-from memaudit.testing.fake_openai import FakeOpenAI, completion
+from memaudit.testing.fake_openai import FakeOpenAI
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+           408: "Request Timeout", 422: "Unprocessable Entity", 429: "Too Many Requests",
+           500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
 
 def rate_every_preference(body: dict) -> dict:
@@ -27,59 +41,132 @@ def rate_every_preference(body: dict) -> dict:
     return {"ratings": {str(i): str(1 + (len(prompt) + i) % 5) for i in range(1, count + 1)}, "summary": "rated"}
 
 
-def _handler(fake: FakeOpenAI, latency: float):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class LoopbackServer:
+    """The asyncio side: parses requests, waits out the latency, answers through `fake.reply`."""
 
-        def log_message(self, *args) -> None:  # keep test output clean
-            return None
+    def __init__(self, fake: FakeOpenAI, latency: float):
+        self.fake = fake
+        self.latency = latency
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
 
-        def _send(self, status: int, payload: dict) -> None:
-            data = orjson.dumps(payload)
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def stats(self) -> dict:
+        return {"requests": self.requests, "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
+                "cpu_seconds": time.process_time()}
 
-        def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models"):
-                self._send(200, {"data": [{"id": "fake"}]})
-            else:
-                self._send(404, {"error": {"message": "not found"}})
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", 0)))
+                if not await self.respond(writer, method, path, headers, body):
+                    return
+                if headers.get("connection", "").lower() == "close":
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
 
-        def do_POST(self) -> None:
-            body = orjson.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-            if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(404, {"error": {"message": "not found"}})
-                return
-            if latency:
-                time.sleep(latency)
-            fake.requests.append(body)
-            self._send(200, completion(body, fake.answer(body)))
-    return Handler
+    async def respond(self, writer, method: str, path: str, headers: dict, body: bytes) -> bool:
+        """Write one response; False when the connection must be dropped (an injected timeout)."""
+        if method == "GET" and path == "/_stats":
+            self._write(writer, 200, self.stats(), {})
+            return True
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency and method == "POST":
+                await asyncio.sleep(self.latency)
+            reply = self.fake.reply(path, headers.get("authorization"), body)
+        finally:
+            self.in_flight -= 1
+        if reply is None:
+            return False
+        status, payload, extra = reply
+        self._write(writer, status, payload, extra)
+        await writer.drain()
+        return True
+
+    @staticmethod
+    def _write(writer, status: int, payload: dict, extra: dict) -> None:
+        data = orjson.dumps(payload)
+        head = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "content-type: application/json",
+                f"content-length: {len(data)}", *(f"{k}: {v}" for k, v in extra.items())]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
 
 
 @contextmanager
-def serve(fake: FakeOpenAI | None = None, *, port: int = 0, latency: float = 0.0):
-    """Serve `fake` (default: a plain FakeOpenAI) on loopback; yields the base URL ending in /v1."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(fake or FakeOpenAI(), latency))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+def serve(fake: FakeOpenAI | None = None, *, port: int = 0, latency: float | None = None):
+    """Serve `fake` (default: a plain FakeOpenAI) on loopback from a background thread; yields the
+    base URL ending in /v1. `latency` defaults to the fake's own."""
+    fake = fake or FakeOpenAI()
+    server = LoopbackServer(fake, fake.latency if latency is None else latency)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    bound: dict = {}
+
+    async def start():
+        listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=1024)
+        bound["listener"] = listener
+        bound["port"] = listener.sockets[0].getsockname()[1]
+        ready.set()
+
+    def run():
+        loop.run_until_complete(start())
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
+    ready.wait()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+        yield f"http://127.0.0.1:{bound['port']}/v1"
     finally:
-        server.shutdown()
-        server.server_close()
+        asyncio.run_coroutine_threadsafe(_shutdown(bound["listener"]), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.close()
+
+
+async def _shutdown(listener: asyncio.Server) -> None:
+    """Stop listening and end the open connections, so no task outlives the loop."""
+    listener.close()
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def stats_url(base_url: str) -> str:
+    """Where a server started by `serve` reports its counters."""
+    return base_url.rsplit("/v1", 1)[0] + "/_stats"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per chat completion")
+    parser.add_argument("--fake", default=None, help="MODULE:FUNCTION returning the FakeOpenAI to serve")
+    parser.add_argument("--reasoning", action="store_true", help="behave like a hosted reasoning model")
     args = parser.parse_args()
-    with serve(port=args.port, latency=args.latency) as url:
+    fake = FakeOpenAI()
+    if args.fake:
+        module, function = args.fake.split(":")
+        fake = getattr(importlib.import_module(module), function)()
+    fake.reasoning = fake.reasoning or args.reasoning
+    with serve(fake, port=args.port, latency=args.latency) as url:
         print(url, flush=True)
         threading.Event().wait()
 

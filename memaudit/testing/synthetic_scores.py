@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from memaudit.store import Store, dumps
-from memaudit.types import ATTRIBUTION_LABELS, BANK_COUNTS, CATEGORIES, MODES, RUBRIC
+from memaudit.types import ATTRIBUTION_LABELS, BANK_COUNTS, CATEGORIES, DEFAULT_VARIANT, MODES, RUBRIC
 
 
 def bench_rows(bench: str, users: list[str], tasks: int = 31) -> dict[str, list[tuple]]:
@@ -28,23 +28,19 @@ def dimensions() -> list[tuple[str, str]]:
 
 async def insert(store: Store, rows: dict[str, list[tuple]]) -> None:
     """Bulk insert: one executemany per table, all in one transaction."""
-    conn = store.conn
-    await conn.execute("BEGIN IMMEDIATE")
-    for table, values in rows.items():
-        if values:
-            marks = ",".join("?" * len(values[0]))
-            await conn.executemany(f"INSERT INTO {table} VALUES ({marks})", values)
-    await conn.execute("COMMIT")
+    await store.insert_rows(rows)
 
 
 def run_row(run: str, system: str, bench: str = "b", origin: str = "rollout", config: dict | None = None) -> tuple:
     return (run, system, bench, origin, dumps(config or {}), "{}")
 
 
-def recon_row(run, mode, user, category, dimension, score, status="ok", k=None, variant="default") -> tuple:
+def recon_row(run, mode, user, category, dimension, score, status="ok", k=None, variant=DEFAULT_VARIANT,
+              snapshot_task=None) -> tuple:
+    """`snapshot_task`: the snapshot the row read; fresh rows name the user's final one."""
     k = (0 if mode == "dump_all" else 5) if k is None else k
     return (run, mode, k, variant, user, category, dimension, "expl", "truth", "{}", "label", "reason", score,
-            "judge", status, None)
+            "judge", status, None, snapshot_task)
 
 
 def episode_row(run, user, idx, end_reason="satisfied", n_turns=2) -> tuple:
@@ -59,19 +55,19 @@ def snapshot_row(run, user, idx, n_items, avg_chars) -> tuple:
     return (run, user, idx, "{}", "[]", n_items, avg_chars)
 
 
-def attribution_row(run, mode, user, category, dimension, label, k=None, variant="default") -> tuple:
+def attribution_row(run, mode, user, category, dimension, label, k=None, variant=DEFAULT_VARIANT) -> tuple:
     k = (0 if mode == "dump_all" else 5) if k is None else k
     return (run, mode, k, variant, user, category, dimension, label, None, "[]", None, "")
 
 
-def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0) -> tuple:
-    return (key, role, "m", "{}", "{}", 1, prompt, completion, cached, 0.0, "")
+def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> tuple:
+    return (key, role, "m", "{}", "{}", 1, prompt, completion, cached, 0.0, "", reasoning)
 
 
 SYSTEMS = ("amem", "longctx_full", "mem0", "memt", "nomem")
 
 
-def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, variants=("default",)) -> dict:
+def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, variants=(DEFAULT_VARIANT,)) -> dict:
     """Rows of a full study: every system × user × 31 tasks with turns, final snapshots, both modes
     scored, attributions and call records. System i recovers a little more than system i+1."""
     rng = np.random.default_rng(seed)
@@ -101,12 +97,13 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
             for mode in MODES:
                 k = 0 if mode == "dump_all" else 5
                 for variant in variants:
-                    shift = 0.0 if variant == "default" else 0.05
+                    shift = 0.0 if variant == DEFAULT_VARIANT else 0.05
                     for c, d in dims:
                         p = float(np.clip(skill - (0.07 if mode == "retrieve" else 0.0) + shift, 0, 1))
                         score = float(grid[np.clip(rng.binomial(4, p), 0, 4)])
-                        rows["reconstructions"].append(recon_row(run, mode, user, c, d, score, k=k, variant=variant))
-                        if variant == "default":
+                        rows["reconstructions"].append(recon_row(run, mode, user, c, d, score, k=k, variant=variant,
+                                                                          snapshot_task=31))
+                        if variant == DEFAULT_VARIANT:
                             label = "ok" if score >= 0.75 else ATTRIBUTION_LABELS[int(rng.integers(1, 5))]
                             rows["attributions"].append(attribution_row(run, mode, user, c, d, label, k=k))
     return rows

@@ -3,15 +3,27 @@ conversation."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 from contextlib import asynccontextmanager
 
 import numpy as np
+import pytest
 
 from memaudit.adapters.base import AdapterContext, Event
 from memaudit.adapters.registry import get_adapter
 from memaudit.embed import DIM, Embedder
 from memaudit.runtime import open_runtime
+
+
+# The mem0ai system needs its optional extra (installed by `make install` and in CI).
+HAS_MEM0AI = importlib.util.find_spec("mem0") is not None
+needs_mem0ai = pytest.mark.skipif(not HAS_MEM0AI, reason="the mem0ai extra is not installed")
+
+
+def system_params(names) -> list:
+    """Systems as test parameters; mem0ai is skipped where its library is missing."""
+    return [pytest.param(name, marks=needs_mem0ai) if name == "mem0ai" else name for name in names]
 
 
 def hash_encoder(texts: list[str]) -> np.ndarray:
@@ -73,8 +85,35 @@ def add_every_fact(body):
                           for n, line in enumerate(facts)]}
 
 
+def memt_search_facts_once(body):
+    """memt's ReAct policy: search the facts with the question itself, then finish."""
+    prompt = body["messages"][-1]["content"]
+    question = prompt.split("Question:\n", 1)[1].split("\n\nSteps so far:", 1)[0]
+    if "Steps so far:\n(none yet)" in prompt:
+        return {"thought": "look it up", "action": "search_facts", "query": question}
+    return {"thought": "enough", "action": "finish", "query": ""}
+
+
+def memt_fact_of_each_turn(body):
+    """memt's formation policy: one fact, the turn's words, and a summary."""
+    turn = body["messages"][-1]["content"].rsplit("Current turn:\n", 1)[1].removeprefix("user said: ")
+    return {"tool_calls": [{"tool": "create_fact", "name": "", "content": turn},
+                           {"tool": "update_summary", "name": "", "content": f"Latest: {turn}"}]}
+
+
+def mem0ai_keep_the_message(body):
+    """The mem0ai library's extraction: one memory, the new message's words."""
+    new = body["messages"][-1]["content"].split("## New Messages\n", 1)[1].split("\n\n", 1)[0]
+    return {"memory": [{"id": "0", "text": new.removeprefix("user: "), "attributed_to": "user",
+                        "linked_memory_ids": []}]}
+
+
 def script(fake):
     """Memory-side answers that make every system write; other roles keep the fake's defaults."""
     fake.on("memory_mem0_extract", lambda body: {"facts": [body["messages"][-1]["content"].rsplit("\n", 1)[-1]]})
     fake.on("memory_mem0_decide", add_every_fact)
+    fake.on("memt_policy_formation", memt_fact_of_each_turn)
+    fake.on("memt_policy_update", lambda body: {"operations": [{"op": "add", "target": -1, "content": ""}]})
+    fake.on("memt_policy_search", memt_search_facts_once)
+    fake.on("memory_mem0ai", mem0ai_keep_the_message)
     return fake

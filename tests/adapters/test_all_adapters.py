@@ -7,13 +7,13 @@ import pytest
 
 from memaudit.adapters.base import AgentContext, Event
 from memaudit.adapters.registry import BUILTIN
-from tests.adapters.conftest import EPISODES, adapter_runtime, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, play, script, system_params
 
 SYSTEMS = sorted(BUILTIN)
 QUERIES = ["knee injury from running", "how does the user like answers", "Python data analysis", "Munich"]
 
 
-@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("system", system_params(SYSTEMS))
 def test_writes_and_searches(system, settings, fake):
     async def main():
         async with adapter_runtime(system, settings, script(fake)) as (make, rt):
@@ -29,14 +29,17 @@ def test_writes_and_searches(system, settings, fake):
                     found = await adapter.search(query, k)
                     assert len(found) <= k
                     scores = [item.score for item in found]
-                    assert scores == sorted(scores, reverse=True)
+                    if system == "memt":  # published memt: the order found, no score
+                        assert scores == [None] * len(found)
+                    else:
+                        assert scores == sorted(scores, reverse=True)
             context = await adapter.context("what should I eat before a run?", 5)
             assert isinstance(context, AgentContext)
             assert adapter.footprint()[0] == len(dump)
     anyio.run(main)
 
 
-@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("system", system_params(SYSTEMS))
 def test_snapshot_restore_round_trip(system, settings, fake):
     async def main():
         async with adapter_runtime(system, settings, script(fake)) as (make, rt):
@@ -59,7 +62,10 @@ def test_snapshot_restore_round_trip(system, settings, fake):
     anyio.run(main)
 
 
-@pytest.mark.parametrize("system", [s for s in SYSTEMS if s not in ("nomem", "simple_rag", "bm25", "longctx_full")])
+WITHOUT_MODEL_CALLS = ("nomem", "simple_rag", "bm25", "longctx_full")
+
+
+@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in WITHOUT_MODEL_CALLS))
 def test_failed_memory_call_is_counted_not_fatal(system, settings, fake):
     """A memory-side call that stays invalid after the repair budget skips that write."""
     async def main():
@@ -74,7 +80,7 @@ def test_failed_memory_call_is_counted_not_fatal(system, settings, fake):
     anyio.run(main)
 
 
-@pytest.mark.parametrize("system", [s for s in SYSTEMS if s != "nomem"])
+@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s != "nomem"))
 def test_load_items_from_a_published_dump(system, settings, fake):
     """A dumped store with only some native fields loads and searches; our own dump reloads as is."""
     minimal = [{"id": f"m{n}", "content": text, "tags": ["x"], "category": "facts", "score": 0.3}
@@ -99,7 +105,7 @@ def test_declared_prompts_exist_and_cover_every_memory_prompt():
     from memaudit.config import REPO_ROOT
     from memaudit.prompts import load_prompt
 
-    declared = {name for system in SYSTEMS for name in get_adapter(system).prompts}
+    declared = {name for system in SYSTEMS if system != "mem0ai" for name in get_adapter(system).prompts}
     for name in declared:
         assert load_prompt(name, REPO_ROOT / "prompts").header
     assert declared == {p.stem for p in (REPO_ROOT / "prompts").glob("memory_*.md")}

@@ -54,9 +54,13 @@ def test_update_neighbor_rewrites_the_named_note(settings, fake):
             assert python["tags"] == ["python", "hobby"]
             for untouched in (hiking, short):
                 assert untouched["context"] == "A note about the user."
-            assert new["links"] == [hiking["id"]]
+            assert amem.links == {new["id"]: [hiking["id"]]}  # kept in the state, not in the dump
             assert new["tags"] == ["hiking", "python", "leisure"]
-            assert set(new) == {"id", "content", "keywords", "context", "tags", "links", "category", "timestamp"}
+            assert set(new) == {"id", "content", "keywords", "context", "tags", "category", "timestamp"}
+            assert [n["category"] for n in (python, hiking, short, new)] == ["task", "user", "user", "user"]
+            # Both calls at the published library's temperature; neighbours found by raw content.
+            calls = [r for r in fake.requests if r["response_format"]["json_schema"]["name"].startswith("memory_amem")]
+            assert {r["temperature"] for r in calls} == {1.0}
             assert amem.bad_indices == [{"clock": "task001.turn03", "index": 9},
                                         {"clock": "task001.turn03", "index": 7}]
             # The rewritten neighbour is re-embedded with its new context.

@@ -6,10 +6,10 @@ import anyio
 
 from memaudit.replay import replay_runs
 from memaudit.scoring.recovery import score_runs
-from tests.adapters.conftest import script as script_memory
+from tests.adapters.conftest import HAS_MEM0AI, script as script_memory
 from tests.scoring.recorded import record, runtime, script
 
-WRITING_SYSTEMS = ("amem", "file_memory", "mem0", "memt")
+WRITING_SYSTEMS = ("amem", "file_memory", "mem0", "memt", *(("mem0ai",) if HAS_MEM0AI else ()))
 
 
 def test_replay_of_model_writing_systems_is_identical(settings, fake):

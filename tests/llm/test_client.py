@@ -1,7 +1,9 @@
 """The model client through the fake OpenAI server: retries, repair, overflow, dialects, cache
-modes, single-flight, cache keys, endpoint spreading and fault tolerance."""
+modes, single-flight, cache keys, endpoint spreading, fault tolerance, endpoint misconfiguration
+and credentials; most through `FakeOpenAI.transport()`, a few over real loopback HTTP."""
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import time
@@ -13,10 +15,12 @@ import orjson
 import pytest
 
 from memaudit.config import REPO_ROOT, load_settings
-from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput
+from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput, Refusal, scrub
+from memaudit.llm.cache import TEXT_HASH_SCHEME, text_hash
 from memaudit.llm.client import LLM
 from memaudit.store import open_store
 from memaudit.testing.fake_openai import FakeOpenAI, completion
+from memaudit.testing.http_server import serve, stats_url
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
           "additionalProperties": False}
@@ -107,6 +111,7 @@ def test_other_4xx_fail_at_once_with_the_server_message(settings, fake, status):
         run_with_llm(settings, httpx.MockTransport(handle), lambda llm: call(llm))
     assert info.value.status == status
     assert len(fake.requests) == 1
+    assert str(info.value).count("error") == 1  # one prefix, not "endpoint error: endpoint … error"
 
 
 # -- context overflow --------------------------------------------------------------------------
@@ -441,3 +446,154 @@ def test_apostrophe_escape_is_forgiven_live_and_from_the_cache(settings, fake):
     first, again = run_with_llm(settings, fake.transport(), twice)
     assert first.data == again.data == {"answer": "They're gone"}
     assert again.cached and len(fake.requests) == 1
+
+
+# -- endpoint misconfiguration is fatal and never recorded -------------------------------------
+async def recorded_calls(llm) -> list[dict]:
+    await llm.store.flush()
+    return [dict(r) for r in await llm.store.fetchall("SELECT ok, response FROM calls")]
+
+
+@pytest.mark.parametrize("fault", ["key", "model"])
+def test_a_misconfigured_endpoint_is_not_recorded_and_works_once_fixed(settings, fake, fault):
+    if fault == "key":
+        fake.api_key = "sk-the-right-key-123456"
+        wrong = replace(settings, api_key="sk-the-wrong-key-987654")
+    else:
+        fake.models = {"fake-model"}
+        wrong = replace(settings, model="no-such-model")
+
+    async def fails(llm):
+        with pytest.raises(EndpointError) as info:
+            await call(llm)
+        return info.value, await recorded_calls(llm)
+    error, rows = run_with_llm(wrong, fake.transport(), fails)
+    assert error.status in (401, 404) and rows == []
+    assert "sk-the-wrong-key" not in str(error)
+    fixed = replace(settings, api_key="sk-the-right-key-123456") if fault == "key" else settings
+    result = run_with_llm(fixed, fake.transport(), lambda llm: call(llm))
+    assert result.data is not None and not result.cached
+
+
+def test_an_endpoint_error_recorded_by_an_older_version_is_asked_again(settings, fake):
+    async def poison_then_call(llm):
+        key = (await call(llm)).key
+        await llm.store.flush()
+        await llm.store.write([("UPDATE calls SET ok=0, response=? WHERE key=?",
+                                (orjson.dumps({"error_kind": "EndpointError", "error": "old 401"}).decode(), key))])
+        return await call(llm)
+    result = run_with_llm(replace(settings, cache="rw"), fake.transport(), poison_then_call)
+    assert not result.cached and len(fake.requests) == 2
+
+
+def test_a_refusal_is_the_recorded_outcome_of_the_request(settings, fake):
+    async def handle(request):
+        fake.requests.append(request)
+        body = orjson.loads(request.content)
+        answer = completion(body, "")
+        answer["choices"][0]["message"]["refusal"] = "I can't help with that."
+        return httpx.Response(200, json=answer)
+
+    async def twice(llm):
+        for _ in range(2):
+            with pytest.raises(Refusal, match="can't help"):
+                await call(llm)
+        return await recorded_calls(llm)
+    rows = run_with_llm(settings, httpx.MockTransport(handle), twice)
+    assert len(fake.requests) == 1 and [r["ok"] for r in rows] == [0]
+    assert orjson.loads(rows[0]["response"])["error_kind"] == "Refusal"
+
+
+def test_a_content_policy_400_is_a_refusal(settings, fake):
+    async def handle(request):
+        return httpx.Response(400, json={"error": {"message": "Your request was flagged by our safety system",
+                                                   "code": "content_policy_violation"}})
+    with pytest.raises(Refusal):
+        run_with_llm(settings, httpx.MockTransport(handle), lambda llm: call(llm))
+
+
+def test_credentials_are_scrubbed_from_endpoint_errors(settings):
+    echo = FakeOpenAI()
+    echo.api_key = "sk-right-000000"
+    with pytest.raises(EndpointError) as info:
+        run_with_llm(replace(settings, api_key="sk-echoed-secret-42"), echo.transport(), lambda llm: call(llm))
+    assert "sk-echoed-secret-42" not in str(info.value) and "Bearer ***" in str(info.value)
+
+    # A server that is down, behind a base URL with credentials in it (real sockets, no retries).
+    dead = replace(settings, base_url="http://alice:pa55word@127.0.0.1:9/v1", max_retries=0)
+    with pytest.raises(EndpointError, match="unreachable") as info:
+        run_with_llm(dead, None, lambda llm: call(llm))
+    assert "pa55word" not in str(info.value) and "alice" not in str(info.value)
+    assert scrub("token=Bearer abc.def url=https://u:k@h.example/v1 key sk-abcdefgh123") == \
+        "token=Bearer *** url=https://***@h.example/v1 key sk-***"
+
+
+# -- real loopback HTTP ------------------------------------------------------------------------
+def test_real_http_calls_keep_to_the_concurrency_limit(settings):
+    fake = FakeOpenAI(latency=0.05)
+    with serve(fake) as url:
+        async def burst(llm):
+            async with anyio.create_task_group() as tg:
+                for i in range(40):
+                    tg.start_soon(lambda i=i: call(llm, seed_parts=(i,)))
+        run_with_llm(replace(settings, base_url=url, concurrency=8), None, burst)
+        stats = httpx.get(stats_url(url)).json()
+    assert stats["requests"] == 40 and stats["max_in_flight"] == 8
+
+
+@pytest.mark.parametrize("where", ["flag", "env", "default"])
+def test_a_fleet_works_wherever_a_base_url_can_be_given(tmp_path, where):
+    fleet = ["http://gpu-a.test/v1", "http://gpu-b.test/v1"]
+    kwargs: dict = {"db": tmp_path / "fleet.db", "model": "m", "env": {}}
+    if where == "flag":
+        kwargs["base_url"] = ",".join(fleet)
+    elif where == "env":
+        kwargs["env"] = {"MEMAUDIT_BASE_URL": ", ".join(fleet)}
+    else:
+        config = tmp_path / "fleet.toml"
+        config.write_text(f'[default]\nbase_url = {orjson.dumps(fleet).decode()}\nmodel = "m"\n')
+        kwargs["config"] = config
+    settings = load_settings(**kwargs)
+    assert settings.role("slot_fill").base_urls == tuple(fleet)
+    fake = FakeOpenAI(latency=0.05)
+    hosts: list[str] = []
+
+    async def handle(request):
+        hosts.append(request.url.host)
+        return await fake.handle(request)
+
+    async def burst(llm):
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(lambda i=i: call(llm, seed_parts=(i,)))
+    run_with_llm(settings, httpx.MockTransport(handle), burst)
+    assert hosts.count("gpu-a.test") == hosts.count("gpu-b.test") == 10
+
+
+# -- messages and hashes -----------------------------------------------------------------------
+def test_a_server_reported_overflow_says_so_without_none(settings, fake):
+    fake.faults = ["overflow"]
+    with pytest.raises(ContextOverflow) as info:
+        run_with_llm(settings, fake.transport(), lambda llm: call(llm))
+    assert "None" not in str(info.value) and "does not fit" in str(info.value)
+
+
+def test_text_hashes_keep_their_own_scheme():
+    assert TEXT_HASH_SCHEME == "s1"  # the value existing stores hold: changing it re-keys every vector
+    assert text_hash("a memory") == "s1:" + hashlib.sha256(b"a memory").hexdigest()
+
+
+def test_credentials_in_a_base_url_become_basic_auth_beside_or_instead_of_a_key(settings):
+    fake = FakeOpenAI()
+    seen = []
+
+    def reply(path, authorization, content):
+        seen.append(authorization)
+        return FakeOpenAI.reply(fake, path, authorization, content)
+    fake.reply = reply
+    with serve(fake) as url:
+        with_userinfo = url.replace("http://", "http://alice:pa55word@")
+        run_with_llm(replace(settings, base_url=with_userinfo), None, lambda llm: call(llm))
+        run_with_llm(replace(settings, base_url=with_userinfo, api_key="sk-key-000000"), None,
+                     lambda llm: call(llm, seed_parts=(2,)))
+    assert seen[0].startswith("Basic ") and seen[1] == "Bearer sk-key-000000"

@@ -43,8 +43,8 @@ def test_structured_calls_then_replay_without_the_server(tmp_path):
     db = tmp_path / "embedded.db"
 
     async def record():
-        async with embedded_server(threads=2, log_path=tmp_path / "server.log") as url:
-            settings = load_settings(db=db, base_url=url, model=EMBEDDED_MODEL, backend="llamacpp", env={})
+        async with embedded_server(threads=2, log_path=tmp_path / "server.log") as server:
+            settings = load_settings(db=db, base_url=server.url, model=EMBEDDED_MODEL, backend="llamacpp", env={})
             async with open_store(db) as store:
                 llm = LLM(settings, store)
                 answers, took = await ask_all(llm)

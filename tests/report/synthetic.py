@@ -75,7 +75,7 @@ def _scores(bench: Benchmark, run: str, uid: str) -> list:
                 run, mode, k, "default", uid, entry.category, entry.dimension, entry.explanation, entry.short,
                 evidence, None if score is None else label, f"memory says so ({entry.dimension})", score,
                 None if score is None else f"judge on {entry.dimension}", status,
-                "invalid output" if score is None else None)))
+                "invalid output" if score is None else None, snapshot_task=5)))
             if run == "mem0" and score is not None:
                 statements.append(Store.attribution_statement(_attribution(run, mode, k, uid, entry, score)))
     return statements

@@ -6,7 +6,7 @@ import pytest
 
 from memaudit.cli import main
 from memaudit.rollout.runner import run_rollout
-from memaudit.scoring.recovery import load_passes, score_runs
+from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.tables import compute_tables, models_text, render
 from memaudit.testing.http_server import serve
 from tests.rollout.test_cli_inprocess import rollout, store_tiny_bench
@@ -20,12 +20,12 @@ async def test_table2_rows_carry_the_models_per_role(open_rt, fake, bench):
         await run_rollout(rt, bench, ["amem"], users=["user_001"], tasks=1, max_turns=1, progress=False)
         await score_runs(rt, ["amem"], ["dump_all"], dims="targeted")
         (row,) = (await compute_tables(rt.store, bootstrap=0))["table2"]
-        (scored,) = await load_passes(rt.store, "amem")
+        (scored,) = await rt.store.scores.passes("amem")
         md = render(await compute_tables(rt.store, bootstrap=0), "md")
     assert row["models"] == {role: "fake-model" for role in
                              ("agent", "memory", "pref_judge", "recovery_judge", "simulator", "slot_fill")}
     assert "| fake-model |" in md
-    provenance = scored["config"]["provenance"]
+    provenance = scored.config.scorer["provenance"]
     assert provenance["memory_json"] == "indent2-native-order"
     assert provenance["roles"]["slot_fill"]["model"] == "fake-model" and provenance["protocol"]
 

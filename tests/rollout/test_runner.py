@@ -118,7 +118,8 @@ async def test_a_resume_with_another_model_protocol_or_prompt_is_refused(open_rt
         config = (await rt.store.get_run("nomem"))["config"]
     assert config["provenance"]["protocol"] == PROTOCOL_VERSION
     assert config["provenance"]["roles"]["agent"] == {"model": "fake-model", "backend": "openai", "temperature": 0.7,
-                                                      "max_tokens": None, "context_window": None}
+                                                      "top_p": None, "max_tokens": None, "reasoning_effort": None,
+                                                      "context_window": None}
     async with open_rt(replace(settings, model="another-model")) as rt:
         with pytest.raises(BadInput, match=r"different agent model \(recorded 'fake-model', now 'another-model'\)"
                                            r".*--tag"):
@@ -134,6 +135,17 @@ async def test_a_resume_with_another_model_protocol_or_prompt_is_refused(open_rt
     async with open_rt(replace(settings, prompts_dir=prompts)) as rt:
         with pytest.raises(BadInput, match="different prompt agent"):
             await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
+
+
+def test_provenance_records_what_a_reasoning_model_is_sent(settings):
+    """The dialect's rules apply to what provenance records: no temperature for gpt-5 (null), and
+    the reasoning budget in place of no cap, exactly what each call's key holds."""
+    from dataclasses import replace
+    from memaudit.llm.dialect import REASONING_BUDGET
+    roles = rollout_provenance(replace(settings, model="gpt-5.4-mini"))["roles"]
+    assert roles["agent"]["temperature"] is None and roles["simulator"]["temperature"] is None
+    assert roles["agent"]["max_tokens"] == REASONING_BUDGET
+    assert rollout_provenance(settings)["roles"]["simulator"]["temperature"] == 0.85
 
 
 async def test_unknown_system_or_user_is_bad_input_before_any_write(open_rt, fake, bench):

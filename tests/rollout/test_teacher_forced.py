@@ -13,7 +13,8 @@ from memaudit.release import export_runs, import_release
 from memaudit.replay import replay_runs
 from memaudit.rollout import runner
 from memaudit.rollout.runner import run_rollout
-from memaudit.store import loads
+from memaudit.scoring.recovery import ready_users
+from memaudit.store import RunBusy, loads, open_store
 from memaudit.testing.fake_openai import schema_name
 from memaudit.testing.release_fixture import write_release
 from tests.rollout.conftest import make_bench
@@ -83,7 +84,7 @@ async def test_longctx_full_over_its_own_recorded_run_stores_the_same_items_with
     provenance = run["config"]["provenance"]
     assert provenance["protocol"] == PROTOCOL_VERSION
     assert set(provenance["roles"]) == {"memory", "memt_policy"}  # the dialogue roles are not called
-    assert provenance["teacher_forced"]["source_run"] == "longctx_full"
+    assert run["config"]["transcripts"] == "longctx_full"  # RunConfig.transcripts: the teacher-forced marker
     assert provenance["teacher_forced"]["episodes"]  # a digest of the episodes replayed
 
 
@@ -231,3 +232,40 @@ async def test_replay_of_a_teacher_forced_run_over_an_imported_release(tmp_path,
         bench = await rt.store.load_benchmark("pub")
         await run_rollout(rt, bench, ["longctx_full"], transcripts="longctx_full_pooled_50", tasks=3, progress=False)
     assert await replay_runs(settings) is None
+
+
+async def test_a_stopped_source_plans_only_its_recorded_episodes(open_rt, fake, bench, monkeypatch):
+    """Scoring readiness: a teacher-forced run is complete once it replayed every episode its source
+    recorded, though the source itself stopped short of its plan."""
+    script(fake)
+    real_commit, commits = runner.commit_episode, []
+
+    async def commit_then_die(store, ep, adapter, uses):
+        if len(commits) == 4:
+            raise RuntimeError("killed")
+        commits.append(ep.task_index)
+        await real_commit(store, ep, adapter, uses)
+
+    async with open_rt() as rt:
+        monkeypatch.setattr(runner, "commit_episode", commit_then_die)
+        with pytest.raises(RuntimeError, match="killed"):
+            await run_rollout(rt, bench, ["longctx_full"], max_turns=2, progress=False)
+        monkeypatch.setattr(runner, "commit_episode", real_commit)
+        [forced] = await run_rollout(rt, bench, ["bm25"], transcripts="longctx_full", progress=False)
+        recorded = {u.id: await rt.store.episodes.done("longctx_full", u.id) for u in bench.users}
+        _, source_skipped = await ready_users(rt.store, await rt.store.runs.require("longctx_full"), bench)
+        ready, skipped = await ready_users(rt.store, await rt.store.runs.require(forced), bench)
+    assert source_skipped  # the source's own plan was every task
+    assert skipped == [] and {r.user.id: r.done for r in ready} == {u: done for u, done in recorded.items() if done}
+
+
+async def test_a_source_that_a_rollout_is_writing_is_refused_as_busy(open_rt, fake, bench, settings):
+    script(fake)
+    async with open_rt() as rt:
+        await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
+        async with open_store(settings.db) as other:
+            with other.runs.lock("nomem"):  # another process is resuming the source
+                with pytest.raises(RunBusy, match="run 'nomem' is busy"):
+                    await run_rollout(rt, bench, ["bm25"], transcripts="nomem", progress=False)
+        assert await rt.store.get_run("bm25_tf_nomem") is None
+        assert await run_rollout(rt, bench, ["bm25"], transcripts="nomem", progress=False) == ["bm25_tf_nomem"]

@@ -95,20 +95,22 @@ def test_lower_order_statistic_of_nothing_is_null():
 @pytest.mark.parametrize("role, group", [("agent", "agent"), ("oracle", "attribution"), ("disclosure", "attribution"),
                                          ("elicitation", "attribution"), ("memory.extract", "memory"),
                                          ("memory:evolve", "memory"), ("slot_fill", "slot_fill")])
-def test_role_groups(role, group):
-    assert metrics.role_group(role) == group
+def test_usage_groups(role, group):
+    assert metrics.usage_group(role) == group
 
 
 def test_tokens_count_each_call_once_per_run(tmp_path):
     rows = base_rows()
     rows["runs"].append(run_row("imported", "amem", origin="import"))
-    rows["calls"] += [call_rows("k1", "agent", 100, 10, 40), call_rows("k2", "oracle", 50, 5)]
+    rows["calls"] += [call_rows("k1", "agent", 100, 10, 40), call_rows("k2", "oracle", 50, 5, reasoning=3)]
     rows["call_uses"] += [("r", "episode:u1:1", "k1", "agent", 0), ("r", "episode:u1:2", "k1", "agent", 1),
                           ("r", "attr:x", "k2", "oracle", 0)]
 
     async def both(store):
         return await metrics.token_usage(store, "r"), await metrics.token_usage(store, "imported")
     used, imported = with_store(tmp_path, rows, both)
-    assert used == {"agent": {"calls": 1, "prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40},
-                    "attribution": {"calls": 1, "prompt_tokens": 50, "completion_tokens": 5, "cached_tokens": 0}}
+    assert used == {"agent": {"calls": 1, "prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40,
+                              "reasoning_tokens": 0},
+                    "attribution": {"calls": 1, "prompt_tokens": 50, "completion_tokens": 5, "cached_tokens": 0,
+                                    "reasoning_tokens": 3}}
     assert imported is None

@@ -26,7 +26,7 @@ B3 = (6 * 0.25 / 7 + 4 * 0.25) / 5
 def scored(run, mode, per_user: dict, k=None, variant="default", overflow=(), failed=()):
     return [recon_row(run, mode, u, c, d, None if (u, d) in overflow + failed else score,
                       "overflow" if (u, d) in overflow else "failed" if (u, d) in failed else "ok",
-                      k=k, variant=variant)
+                      k=k, variant=variant, snapshot_task=1)
             for u, score in per_user.items() for c, d in dimensions()]
 
 
@@ -189,14 +189,14 @@ def test_renderers(tmp_path):
     md = render(t, "md")
     assert "## Table 2" in md and "nomem_p (partial)" in md and "n/a" in md and "±" in md
     latex = render(t, "latex")
-    assert latex.count(r"\begin{tabular}") == 7 and r"amem\_x" in latex
+    assert latex.count(r"\begin{tabular}") == 9 and r"amem\_x" in latex  # + utilization, carryover
     csv_text = render(t, "csv")
     assert csv_text.startswith("# table2\n") and "B_dump_all_ci95_low" in csv_text and "per_user" not in csv_text
 
 
 def test_robustness_by_hand(tmp_path):
     # the variant re-judges amem_x's dump_all: u1 loses one rubric level everywhere, u2 and u3 unchanged
-    variant = [(("INSERT INTO reconstructions VALUES (" + ",".join("?" * 16) + ")"), row) for row in
+    variant = [(("INSERT INTO reconstructions VALUES (" + ",".join("?" * 17) + ")"), row) for row in
                scored("amem_x", "dump_all", {"u1": 0.75, "u2": 0.5, "u3": 0.25}, variant="v2",
                       overflow=(("u3", "skill_memory_0"),))]
     rob = with_store(tmp_path, lambda s: compare_variants(s, ["amem_x", "mem0_imp"], "v2"), variant)

@@ -1,0 +1,34 @@
+"""Canonical JSON: orjson with sorted keys, so equal data gives equal bytes. Cache keys, seeds,
+stored JSON columns and release files all serialise through here. Two deliberate exceptions keep
+keys in their native order, as the published runner did: JSON shown to a model
+(`dumps_indented`) and the stored persona the simulator is shown (`dumps_native`)."""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+def canonical(obj: Any) -> bytes:
+    """Compact canonical bytes (cache keys, seeds)."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_text(obj: Any) -> str:
+    """Compact canonical text (the store's JSON columns)."""
+    return canonical(obj).decode()
+
+
+def canonical_pretty(obj: Any) -> bytes:
+    """Canonical bytes indented by two spaces (files people read: the release layout)."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+
+
+def dumps_indented(obj: Any) -> str:
+    """JSON as the published runner handed it to a model: two-space indent, keys in their native order."""
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
+
+
+def dumps_native(obj: Any) -> str:
+    """Compact JSON with keys in their native order (a persona as the benchmark wrote it)."""
+    return orjson.dumps(obj).decode()

@@ -1,0 +1,81 @@
+"""Commands: calls — every recorded model call, filterable, as a table or JSON lines (like `llm
+logs`): how a user traces any number in a table to the exact prompts behind it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+from rich.table import Table
+
+from memaudit.cli.common import current_settings, global_options, out, run
+from memaudit.errors import BadInput
+
+PREVIEW = 60  # characters of the last message and of the response shown in the table
+
+
+def call_record(row: dict) -> dict:
+    """One JSON line: the keyed request (messages and the parameters sent with them), the response
+    text (or the recorded failure), usage, latency and whether the artifacts met it in the cache.
+    No API key: the store never holds one."""
+    request = {k: v for k, v in row["request"].items() if k not in ("v", "model")}
+    response = row["response"]
+    record = {"key": row["key"], "role": row["role"], "model": row["model"], "request": request,
+              "response": response.get("text") if row["ok"] else None,
+              "usage": {"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"],
+                        "cached_tokens": row["cached_tokens"], "reasoning_tokens": row["reasoning_tokens"]},
+              "latency": row["latency"], "ok": bool(row["ok"]),
+              "from_cache": None if row["from_cache"] is None else bool(row["from_cache"]),
+              "created": row["created"]}
+    if not row["ok"]:
+        record["error"] = {k: v for k, v in response.items() if k != "text"}
+    return record
+
+
+@click.command("calls")
+@click.option("--run", "run_id", default=None, help="only the calls run R used (its episodes, scores, attributions)")
+@click.option("--role", default=None, help="only calls of this role; a glob such as 'memory:*'")
+@click.option("--artifact", default=None,
+              help="only the calls one artifact used, e.g. 'recon:dump_all:0:default:user_001:<dimension>' "
+                   "or 'episode:user_001:3' (a glob)")
+@click.option("--failed", is_flag=True, help="only recorded failures")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="at most N calls")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line instead of a table")
+@global_options
+def calls(run_id, role, artifact, failed, limit, as_json):
+    """Every recorded model call (oldest first), with its prompt and response."""
+    rows = run(_find, current_settings(), run=run_id, role=role, artifact=artifact, failed=failed, limit=limit)
+    records = [call_record(r) for r in rows]
+    if as_json:
+        for record in records:
+            click.echo(orjson.dumps(record).decode())
+        return
+    table = Table("key", "role", "model", "ok", "cache", "tokens", "latency", "last message", "response")
+    for r in records:
+        messages = r["request"].get("messages") or [{}]
+        usage = r["usage"]
+        table.add_row(r["key"][:14], r["role"], r["model"], "yes" if r["ok"] else "FAILED",
+                      "-" if r["from_cache"] is None else ("hit" if r["from_cache"] else "miss"),
+                      f"{usage['prompt_tokens'] + usage['completion_tokens']:,}", f"{r['latency']:.2f} s",
+                      _preview(messages[-1].get("content")), _preview(r["response"] or r.get("error", {}).get("error")))
+    out.print(table)
+    out.print(f"{len(records)} call(s)", highlight=False)
+
+
+def _preview(text) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= PREVIEW else text[:PREVIEW - 1] + "…"
+
+
+async def _find(settings, **filters) -> list[dict]:
+    from memaudit.store import open_store, select_runs
+
+    if not Path(settings.db).exists():
+        raise BadInput("no store here; run a command that calls a model first, or pass --db", file=str(settings.db))
+    async with open_store(settings.db) as store:
+        if filters["run"] is not None:
+            await select_runs(store, [filters["run"]])  # an unknown run is an error, not an empty list
+        return await store.calls.find(**filters)
+
+
+COMMANDS = [calls]

@@ -1,0 +1,108 @@
+"""The report's Know/Act and carry-over parts: two index sections and one page per utilization
+pass that lists every case down to its scenario, both answers, both judge verdicts and the oracle's
+re-answers (memaudit/utilization/). Read from the store only."""
+from __future__ import annotations
+
+from memaudit.report.html import dl, esc, link, num, page, slug, table
+from memaudit.store import Store
+from memaudit.utilization.summary import COUNTS, ORACLE_LABELS, load_cases, outcome
+
+INDEX = "index.html"
+COUNT_NAMES = {"kp_ap": "KP∧AP", "kp_af": "KP∧AF", "kf_ap": "KF∧AP", "kf_af": "KF∧AF"}
+
+
+def cases_page(run: str, k: int) -> str:
+    return f"runs/{slug(run)}/utilization_k{k}.html"
+
+
+def _with_ci(value, interval) -> str:
+    if value is None:
+        return "—"
+    return num(value) + ("" if not interval else f' <span class="std">[{num(interval[0])}, {num(interval[1])}]</span>')
+
+
+def _versus(versus: dict | None) -> str:
+    if versus is None:
+        return "—"
+    return f"{_with_ci(versus['diff'], versus['ci95'])} p={num(versus['p'], 4)}"
+
+
+def index_sections(tables: dict) -> str:
+    rows = []
+    for r in tables.get("utilization") or []:
+        to_cases = cases_page(r["run"], r["k"])
+        cells = [link(INDEX, to_cases, esc(r["run"])), esc(r["system"]), str(r["k"]), str(r["targets"])]
+        cells += [link(INDEX, to_cases, str(r[c]), anchor=c) for c in COUNTS]
+        cells += [_with_ci(r["act_accuracy"], r["act_accuracy_ci95"]),
+                  _with_ci(r["utilization"], r["utilization_ci95"]),
+                  " / ".join(str(r["oracle"][label]) for label in ORACLE_LABELS), str(r["order_disagreements"]),
+                  str(r["failed"])]
+        rows.append([c if i < 2 else f'<td class="n">{c}</td>' for i, c in enumerate(cells)])
+    parts = ["<h2>Know/Act utilization</h2>"]
+    parts.append(table(["run", "system", "k", "targets", *COUNT_NAMES.values(), "Act accuracy", "Utilization",
+                        "oracle retrieval / comprehension / application", "order disagreements", "failed"], rows)
+                 if rows else '<p class="muted">not measured (run `memaudit utilization`)</p>')
+    parts.append('<p class="note">Know = recovered at or above the threshold in retrieve mode at k; Act = a blind '
+                 "judge picked the memory-backed answer over the no-memory baseline in both orders. Utilization = "
+                 "KP∧AP / KP, Act accuracy = AP / targets (per-user means, 95% user-bootstrap intervals).</p>")
+    carry = []
+    for r in tables.get("carryover") or []:
+        versus = r["carryover_vs_nomem"]
+        prefs = "—" if r["prefs"] is None else r["prefs"]
+        carry.append([esc(r["run"]), esc(r["system"]), f'<td class="n">{prefs}</td>',
+                      f'<td class="n">{_with_ci(r["carryover"], r["carryover_ci95"])}</td>',
+                      f'<td class="n">{_with_ci(r["bother_rate"], r["bother_ci95"])}</td>',
+                      f'<td class="n">{_versus(versus)}</td>',
+                      esc(r["na_reason"] or "")])
+    parts.append("<h2>Preference carry-over and bother rate</h2>")
+    parts.append(table(["run", "system", "prefs", "carry-over", "bother rate", "carry-over − nomem", "note"], carry)
+                 if carry else '<p class="muted">nothing recorded</p>')
+    return "".join(parts)
+
+
+async def write_pages(store: Store, writer, tables: dict) -> None:
+    for r in tables.get("utilization") or []:
+        path = cases_page(r["run"], r["k"])
+        cases = await load_cases(store, r["run"], r["k"])
+        writer.write(path, page(path, f"{r['run']} · Know/Act at k={r['k']}", _cases(cases, r),
+                                [(INDEX, "report")]))
+
+
+def _cases(cases: list[dict], row: dict) -> str:
+    groups: dict[str, list[dict]] = {name: [] for name in (*COUNTS, "failed")}
+    for c in cases:
+        decided = c["status"] == "ok" and c["know"] is not None
+        groups[outcome(c["know"], c["act"]) if decided else "failed"].append(c)
+    parts = [dl([("threshold", num(row["threshold"], 2)), ("targets", str(row["targets"])),
+                 ("order disagreements", str(row["order_disagreements"]))])]
+    for name, found in groups.items():
+        parts.append(f'<h2 id="{name}">{esc(COUNT_NAMES.get(name, name))} ({len(found)})</h2>')
+        parts += [_case(c) for c in found]
+    return "\n".join(parts)
+
+
+def _verdicts(verdicts: list[dict]) -> str:
+    return "".join(f"<li>{esc(v.get('order'))}: {esc(v.get('shaped', ''))} → {esc(v.get('picked', ''))} "
+                   f"<span class=\"muted\">{esc(v.get('reason') or v.get('note'))}</span></li>" for v in verdicts)
+
+
+def _case(c: dict) -> str:
+    head = (f"{esc(c['user_id'])} · {esc(c['category'])} · {esc(c['dimension'])} · know score "
+            f"{num(c['know_score'], 2)} · act {esc(c['act'] or '—')}")
+    if c["oracle"]:
+        head += f" · oracle {esc(c['oracle'])}"
+    body = [f"<p><b>scenario</b>: {esc(c['scenario'])}</p>",
+            f"<p><b>answer with memory</b></p><pre>{esc(c['answer'])}</pre>",
+            f"<p><b>baseline (no memory)</b></p><pre>{esc(c['baseline'])}</pre>",
+            f"<p><b>judge, both orders</b></p><ul>{_verdicts(c['verdicts'])}</ul>"]
+    for step in c["oracle_steps"]:
+        if "skipped" in step:
+            body.append(f"<p><b>oracle {esc(step['step'])}</b>: skipped, {esc(step['skipped'])}</p>")
+            continue
+        injected = "".join(f"<li>{esc(t)}</li>" for t in step["injected"])
+        body.append(f"<p><b>oracle {esc(step['step'])}</b>: {esc(step['act'])}; injected:</p><ul>{injected}</ul>"
+                    f"<pre>{esc(step['answer'])}</pre><ul>{_verdicts(step['verdicts'])}</ul>")
+    if c["error"]:
+        body.append(f"<p class=\"muted\">error: {esc(c['error'])}</p>")
+    anchor = slug(f"{c['user_id']}-{c['dimension']}")
+    return f'<details class="card" id="{anchor}"><summary>{head}</summary>{"".join(body)}</details>'

@@ -1,0 +1,81 @@
+"""Attributions (the label of each target below the recovery threshold) and the Stage-0 oracle
+verdicts they share across systems and modes."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.types import DEFAULT_VARIANT, Attribution
+
+if TYPE_CHECKING:
+    from memaudit.store import Store
+
+
+class Attributions:
+    def __init__(self, db: "Store"):
+        self.db = db
+
+    @staticmethod
+    def statement(a: Attribution, *, replace: bool = True) -> Statement:
+        """`replace=False` makes a second row for the same key an IntegrityError (an import's damage)."""
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        return (f"{verb} INTO attributions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (a.run, a.mode, a.k, a.variant, a.user_id, a.category, a.dimension, a.label, a.score,
+                 dumps(a.stages), a.ep_index, a.note))
+
+    async def load(self, run: str, mode: str | None = None, *, variant: str = DEFAULT_VARIANT,
+                   user_id: str | None = None) -> list[Attribution]:
+        sql, params = "SELECT * FROM attributions WHERE run=? AND variant=?", [run, variant]
+        for col, val in (("mode", mode), ("user_id", user_id)):
+            if val is not None:
+                sql += f" AND {col}=?"
+                params.append(val)
+        rows = await self.db.fetchall(sql + " ORDER BY mode, k, user_id, category, dimension", params)
+        return [Attribution(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"], r["dimension"],
+                            r["label"], r["score"], loads(r["stages"]), r["ep_index"], r["note"]) for r in rows]
+
+    async def keys(self, run: str, variant: str) -> set[tuple]:
+        """(mode, k, user, dimension) of every stored attribution: what a resumed pass skips."""
+        return {(r["mode"], r["k"], r["user_id"], r["dimension"]) for r in await self.db.fetchall(
+            "SELECT mode, k, user_id, dimension FROM attributions WHERE run=? AND variant=?", (run, variant))}
+
+    async def label_counts(self, run: str, variant: str) -> list[dict]:
+        """(mode, k, label, n) rows, sorted."""
+        return [dict(r) for r in await self.db.fetchall(
+            "SELECT mode, k, label, COUNT(*) AS n FROM attributions WHERE run=? AND variant=? "
+            "GROUP BY mode, k, label ORDER BY mode, k, label", (run, variant))]
+
+    async def modes(self, run: str) -> list[str]:
+        """Access modes the run has attributions for, sorted."""
+        return [r["mode"] for r in await self.db.fetchall(
+            "SELECT DISTINCT mode FROM attributions WHERE run=? ORDER BY mode", (run,))]
+
+    async def labels(self, runs: list[str], variant: str):
+        """(run, mode, k, user_id, dimension, label) of every attribution of the runs."""
+        return await self.db.fetchall(
+            f"SELECT run, mode, k, user_id, dimension, label FROM attributions WHERE variant=? AND run IN "
+            f"({marks(runs)})", [variant, *runs])
+
+    async def user_rows(self, runs: list[str], user_id: str, variant: str) -> dict:
+        """(run, mode, k, dimension) -> the attribution row of one user, stages decoded."""
+        return {(r["run"], r["mode"], r["k"], r["dimension"]): {**dict(r), "stages": loads(r["stages"])}
+                for r in await self.db.fetchall(
+                    f"SELECT * FROM attributions WHERE variant=? AND user_id=? AND run IN ({marks(runs)})",
+                    [variant, user_id, *runs])}
+
+    # -- oracle verdicts -------------------------------------------------------------------
+    @staticmethod
+    def oracle_statement(bench: str, user_id: str, dimension: str, task_hash: str, can_invite: bool | None,
+                         reason: str, *, replace: bool = False) -> Statement:
+        """A verdict row; by default the first verdict recorded for a key stays."""
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        return (f"{verb} INTO oracle VALUES (?,?,?,?,?,?)",
+                (bench, user_id, dimension, task_hash, None if can_invite is None else int(can_invite), reason))
+
+    async def oracle(self, bench: str, user_id: str, dimension: str, task_hash: str) -> dict | None:
+        """{can_invite (bool or None), reason} of a recorded verdict, or None."""
+        row = await self.db.fetchone("SELECT can_invite, reason FROM oracle WHERE bench=? AND user_id=? AND "
+                                     "dimension=? AND task_hash=?", (bench, user_id, dimension, task_hash))
+        if row is None:
+            return None
+        return {"can_invite": None if row["can_invite"] is None else bool(row["can_invite"]), "reason": row["reason"]}

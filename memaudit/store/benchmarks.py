@@ -1,0 +1,100 @@
+"""Benchmarks: users (persona), bank entries (the hidden state) and tasks."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memaudit.canonical import dumps_native
+from memaudit.errors import BadInput
+from memaudit.store.rows import Statement, dumps, loads
+from memaudit.types import BankEntry, Benchmark, PoolEntry, Task, User
+
+if TYPE_CHECKING:
+    from memaudit.store import Store
+
+
+class Benchmarks:
+    def __init__(self, db: "Store"):
+        self.db = db
+
+    async def save(self, bench: Benchmark, *, replace: bool = False) -> None:
+        """All-or-nothing: the whole benchmark lands in one transaction, or nothing does."""
+        exists = await self.db.fetchone("SELECT 1 FROM benchmarks WHERE name=?", (bench.name,))
+        if exists and not replace:
+            raise BadInput(f"benchmark {bench.name!r} already exists in the store", field="name")
+        await self.db.write(self.statements(bench))
+
+    @staticmethod
+    def statements(bench: Benchmark) -> list[Statement]:
+        """The rows of a benchmark (replacing one of the same name), for a caller's own transaction."""
+        pool = None
+        if bench.pool:
+            pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
+                        for p in entries] for c, entries in bench.pool.items()}
+        st: list[Statement] = [("DELETE FROM benchmarks WHERE name=?", (bench.name,)),
+                               ("INSERT INTO benchmarks(name, source, pool) VALUES (?,?,?)",
+                                (bench.name, bench.source, dumps(pool) if pool else None))]
+        for pos, user in enumerate(bench.users):
+            st.append(("INSERT INTO users(bench, user_id, persona, position) VALUES (?,?,?,?)",
+                       # native key order: the simulator is shown the persona as the benchmark wrote it
+                       (bench.name, user.id, dumps_native(user.persona), pos)))
+            for i, e in enumerate(user.bank):
+                st.append(("INSERT INTO bank_entries VALUES (?,?,?,?,?,?,?,?)",
+                           (bench.name, user.id, i, e.category, e.dimension, e.short, e.explanation, e.source)))
+            for t in bench.tasks.get(user.id, ()):
+                st.append(("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                           (bench.name, user.id, t.index, t.text, t.target_category, t.target_dimension,
+                            t.target_short, t.rationale, dumps(t.review))))
+        return st
+
+    async def list(self) -> list[dict]:
+        rows = await self.db.fetchall(
+            "SELECT b.name, (SELECT COUNT(*) FROM users u WHERE u.bench=b.name) AS users, "
+            "(SELECT COUNT(*) FROM tasks t WHERE t.bench=b.name) AS tasks FROM benchmarks b ORDER BY b.name")
+        return [dict(r) for r in rows]
+
+    async def load(self, name: str) -> Benchmark | None:
+        row = await self.db.fetchone("SELECT * FROM benchmarks WHERE name=?", (name,))
+        if row is None:
+            return None
+        bank: dict[str, list[BankEntry]] = {}
+        for r in await self._bank_rows(name):
+            bank.setdefault(r["user_id"], []).append(
+                BankEntry(r["category"], r["dimension"], r["short"], r["explanation"], r["source"]))
+        tasks: dict[str, list[Task]] = {}
+        for r in await self._task_rows(name):
+            tasks.setdefault(r["user_id"], []).append(
+                Task(r["user_id"], r["idx"], r["text"], r["target_category"], r["target_dimension"],
+                     r["target_short"], r["rationale"], loads(r["review"])))
+        users = tuple(User(r["user_id"], loads(r["persona"]), tuple(bank.get(r["user_id"], ())))
+                      for r in await self._user_rows(name))
+        pool = None
+        if row["pool"]:
+            pool = {c: [PoolEntry(c, p["name"], p["axis"], tuple(p.get("answer_space", ())), p.get("source", ""))
+                        for p in entries] for c, entries in loads(row["pool"]).items()}
+        return Benchmark(name, users, {u: tuple(t) for u, t in tasks.items()}, pool, row["source"])
+
+    async def user_rows(self, name: str) -> list[dict]:
+        """Users as plain rows for the report: persona decoded, bank entries and tasks as row dicts."""
+        bank: dict[str, list[dict]] = {}
+        tasks: dict[str, list[dict]] = {}
+        for r in await self._bank_rows(name):
+            bank.setdefault(r["user_id"], []).append(dict(r))
+        for r in await self._task_rows(name):
+            tasks.setdefault(r["user_id"], []).append(dict(r))
+        return [{"user_id": r["user_id"], "persona": loads(r["persona"]), "bank": bank.get(r["user_id"], []),
+                 "tasks": tasks.get(r["user_id"], [])} for r in await self._user_rows(name)]
+
+    async def most_tasks(self, name: str) -> int | None:
+        """The largest number of tasks any user of the benchmark has (None without tasks)."""
+        row = await self.db.fetchone(
+            "SELECT MAX(n) AS n FROM (SELECT COUNT(*) AS n FROM tasks WHERE bench=? GROUP BY user_id)", (name,))
+        return row["n"]
+
+    async def _bank_rows(self, name: str):
+        return await self.db.fetchall("SELECT * FROM bank_entries WHERE bench=? ORDER BY user_id, position", (name,))
+
+    async def _task_rows(self, name: str):
+        return await self.db.fetchall("SELECT * FROM tasks WHERE bench=? ORDER BY user_id, idx", (name,))
+
+    async def _user_rows(self, name: str):
+        return await self.db.fetchall("SELECT * FROM users WHERE bench=? ORDER BY position", (name,))

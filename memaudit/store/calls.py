@@ -1,0 +1,176 @@
+"""The call cache (every model call, content-addressed), which artifact used which call, and the
+embedding vectors. `Calls` is the client's CallCache and `Vectors` the embedder's VectorCache."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+from memaudit.store.rows import Statement, loads, marks
+
+if TYPE_CHECKING:
+    from memaudit.store import Store
+
+CALL_COLUMNS = ("key, role, model, request, response, ok, prompt_tokens, completion_tokens, cached_tokens, "
+                "latency, created, reasoning_tokens")
+
+
+class Calls:
+    def __init__(self, db: "Store"):
+        self.db = db
+
+    # -- the cache (CallCache) -------------------------------------------------------------
+    async def get_call(self, key: str):
+        """The recorded outcome of a call (`ok`, `response`), or None. The request, often the
+        largest column, is not read: the key already stands for it."""
+        db = self.db
+        pending = db._pending_calls.get(key)
+        if pending is not None:
+            return pending
+        if db._reader is not None:
+            return db._reader.execute("SELECT ok, response FROM calls WHERE key=?", (key,)).fetchone()
+        return await db.fetchone("SELECT ok, response FROM calls WHERE key=?", (key,))
+
+    def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,
+                 prompt_tokens: int = 0, completion_tokens: int = 0, cached_tokens: int = 0,
+                 latency: float = 0.0, created: str = "", reasoning_tokens: int = 0) -> None:
+        row = {"key": key, "role": role, "model": model, "request": request, "response": response, "ok": int(ok),
+               "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+               "cached_tokens": cached_tokens, "latency": latency, "created": created,
+               "reasoning_tokens": reasoning_tokens}
+        self.db._pending_calls[key] = row
+        self.db.write_later([(f"INSERT OR REPLACE INTO calls({', '.join(row)}) VALUES ({marks(row)})",
+                              tuple(row.values()))])
+
+    async def maybe_flush(self) -> None:
+        await self.db.maybe_flush()
+
+    # -- parameters a model refused (param_refusals) ---------------------------------------
+    async def refused_params(self) -> list[tuple[str, str, str]]:
+        """(model, backend, param) of every parameter a model refused with a 400."""
+        return [(r["model"], r["backend"], r["param"])
+                for r in await self.db.fetchall("SELECT model, backend, param FROM param_refusals")]
+
+    async def record_refusal(self, model: str, backend: str, param: str) -> None:
+        await self.db.write([("INSERT OR IGNORE INTO param_refusals VALUES (?,?,?)", (model, backend, param))])
+
+    # -- uses ------------------------------------------------------------------------------
+    @staticmethod
+    def use_statements(run: str, artifact: str, uses: Iterable[tuple[str, str, bool]]) -> list[Statement]:
+        """Rows saying that `artifact` of `run` used these (role, key, from_cache) calls."""
+        return [("INSERT OR IGNORE INTO call_uses VALUES (?,?,?,?,?)", (run, artifact, key, role, int(cached)))
+                for role, key, cached in uses]
+
+    async def artifact_tokens(self, run: str, artifact: str) -> int:
+        """Prompt plus completion tokens of the calls one artifact used."""
+        row = await self.db.fetchone(
+            "SELECT COALESCE(SUM(c.prompt_tokens + c.completion_tokens), 0) AS n FROM call_uses u "
+            "JOIN calls c ON c.key = u.key WHERE u.run=? AND u.artifact=?", (run, artifact))
+        return row["n"]
+
+    async def usage_by_role(self, run: str):
+        """Per call role of the run: distinct calls and their prompt, completion, cached and reasoning tokens."""
+        return await self.db.fetchall(
+            "SELECT u.role, COUNT(*) AS calls, SUM(c.prompt_tokens) AS prompt, SUM(c.completion_tokens) AS completion, "
+            "SUM(c.cached_tokens) AS cached, SUM(c.reasoning_tokens) AS reasoning "
+            "FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
+            "JOIN calls c ON c.key=u.key GROUP BY u.role ORDER BY u.role", (run,))
+
+    async def models_by_role(self, run: str) -> list[tuple[str, str]]:
+        """(call role, model) of every distinct pair among the calls the run's artifacts used."""
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT c.role, c.model FROM call_uses u JOIN calls c ON c.key = u.key WHERE u.run=? "
+            "ORDER BY c.role, c.model", (run,))
+        return [(r["role"], r["model"]) for r in rows]
+
+    # -- looking after the cache -----------------------------------------------------------
+    async def stored_by_role(self):
+        """Per role: calls stored, ok, bytes of request and response, prompt and completion tokens."""
+        return await self.db.fetchall(
+            "SELECT role, COUNT(*) AS stored, SUM(ok) AS ok, "
+            "SUM(LENGTH(CAST(request AS BLOB)) + LENGTH(CAST(response AS BLOB))) AS bytes, "
+            "SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens "
+            "FROM calls GROUP BY role")
+
+    async def uses_by_role(self):
+        """Per role: uses answered from the cache (hits) and made fresh (misses)."""
+        return await self.db.fetchall(
+            "SELECT role, SUM(from_cache) AS hits, SUM(1 - from_cache) AS misses FROM call_uses GROUP BY role")
+
+    async def counts(self) -> tuple[int, int, int]:
+        """(calls, recorded failures, embedding vectors) in the store."""
+        row = await self.db.fetchone("SELECT (SELECT COUNT(*) FROM calls), (SELECT COUNT(*) FROM calls WHERE ok=0), "
+                                     "(SELECT COUNT(*) FROM embeddings)")
+        return row[0], row[1], row[2]
+
+    async def merge_from(self, source: Path) -> None:
+        """Add the source store's calls, embeddings and refused parameters in one transaction. A
+        stored answer is never replaced, except a recorded failure by a successful answer."""
+        await self.db.conn.execute("ATTACH DATABASE ? AS src", (str(source),))
+        try:
+            await self.db.write([
+                (f"INSERT INTO calls({CALL_COLUMNS}) SELECT {CALL_COLUMNS} FROM src.calls WHERE true "
+                 "ON CONFLICT(key) DO UPDATE SET response=excluded.response, ok=excluded.ok, "
+                 "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
+                 "cached_tokens=excluded.cached_tokens, latency=excluded.latency, created=excluded.created, "
+                 "reasoning_tokens=excluded.reasoning_tokens "
+                 "WHERE calls.ok = 0 AND excluded.ok = 1", ()),
+                ("INSERT OR IGNORE INTO embeddings(model, text_hash, vector) "
+                 "SELECT model, text_hash, vector FROM src.embeddings", ()),
+                ("INSERT OR IGNORE INTO param_refusals(model, backend, param) "
+                 "SELECT model, backend, param FROM src.param_refusals", ()),
+            ])
+        finally:
+            await self.db.conn.execute("DETACH DATABASE src")
+
+    # -- tracing (`memaudit calls`) --------------------------------------------------------
+    async def find(self, *, run: str | None = None, role: str | None = None, artifact: str | None = None,
+                   failed: bool = False, limit: int | None = None) -> list[dict]:
+        """Recorded calls, oldest first, each with its request and response decoded. `run` and
+        `artifact` (a GLOB, like `role`) keep the calls those artifacts used; `from_cache` says
+        whether every such use was answered from the cache (None for a call no artifact used)."""
+        where, params = [], []
+        if run is not None:
+            where.append("u.run=?")
+            params.append(run)
+        if artifact is not None:
+            where.append("u.artifact GLOB ?")
+            params.append(artifact)
+        if role is not None:
+            where.append("c.role GLOB ?")
+            params.append(role)
+        if failed:
+            where.append("c.ok=0")
+        sql = ("SELECT c.*, MIN(u.from_cache) AS from_cache FROM calls c LEFT JOIN call_uses u ON u.key=c.key"
+               + (" WHERE " + " AND ".join(where) if where else "") + " GROUP BY c.key ORDER BY c.created, c.key")
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        await self.db.flush()
+        return [{**dict(r), "request": loads(r["request"]), "response": loads(r["response"])}
+                for r in await self.db.fetchall(sql, params)]
+
+
+class Vectors:
+    def __init__(self, db: "Store"):
+        self.db = db
+
+    async def get_vectors(self, model: str, hashes: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for i in range(0, len(hashes), 500):
+            chunk = hashes[i:i + 500]
+            rows = await self.db.fetchall(
+                f"SELECT text_hash, vector FROM embeddings WHERE model=? AND text_hash IN ({','.join('?' * len(chunk))})",
+                [model, *chunk])
+            out.update({r["text_hash"]: r["vector"] for r in rows})
+        return out
+
+    def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
+        self.db.write_later([("INSERT OR IGNORE INTO embeddings VALUES (?,?,?)", (model, h, v))
+                             for h, v in vectors.items()])
+
+
+def store_tables(path: Path) -> set[str]:
+    """Names of the tables in an SQLite file, read-only (checking a store before merging it)."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}

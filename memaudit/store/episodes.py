@@ -1,0 +1,130 @@
+"""Episodes, their turns, and the memory snapshot a system left after each episode."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.types import Episode, Turn, footprint
+
+if TYPE_CHECKING:
+    from memaudit.store import Store
+
+
+class Episodes:
+    def __init__(self, db: "Store"):
+        self.db = db
+
+    # -- writing ---------------------------------------------------------------------------
+    @staticmethod
+    def statements(ep: Episode, final_preference: float | None) -> list[Statement]:
+        st: list[Statement] = [
+            ("INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?)",
+             (ep.run, ep.user_id, ep.task_index, ep.task, ep.end_reason, len(ep.turns), final_preference, ep.error))]
+        for t in ep.turns:
+            st.append(("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (ep.run, ep.user_id, ep.task_index, t.index, t.assistant, t.feedback_type, t.user_text,
+                        t.preference_score, dumps(t.per_pref), int(t.fallback))))
+        return st
+
+    @staticmethod
+    def snapshot_statement(run: str, user_id: str, task_idx: int, state: Any, items: list[dict]) -> Statement:
+        n_items, avg_chars = footprint(items)
+        return ("INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?)",
+                (run, user_id, task_idx, dumps(state), dumps(items), n_items, avg_chars))
+
+    # -- reading ---------------------------------------------------------------------------
+    async def done(self, run: str, user_id: str) -> set[int]:
+        rows = await self.db.fetchall("SELECT task_idx FROM episodes WHERE run=? AND user_id=?", (run, user_id))
+        return {r["task_idx"] for r in rows}
+
+    async def load(self, run: str, user_id: str | None = None) -> list[Episode]:
+        where, params = ("run=?", (run,)) if user_id is None else ("run=? AND user_id=?", (run, user_id))
+        turns: dict[tuple, list[Turn]] = {}
+        for r in await self.db.fetchall(f"SELECT * FROM turns WHERE {where} ORDER BY user_id, task_idx, turn", params):
+            turns.setdefault((r["user_id"], r["task_idx"]), []).append(
+                Turn(r["turn"], r["assistant"], r["feedback_type"], r["user_text"], r["preference_score"],
+                     loads(r["per_pref"]), bool(r["fallback"])))
+        return [Episode(r["run"], r["user_id"], r["task_idx"], r["task"], turns.get((r["user_id"], r["task_idx"]), []),
+                        r["end_reason"], r["error"])
+                for r in await self.db.fetchall(f"SELECT * FROM episodes WHERE {where} ORDER BY user_id, task_idx",
+                                                params)]
+
+    async def final_preferences(self, run: str) -> dict[tuple[str, int], float | None]:
+        """(user, task index) -> the episode's final preference score as stored."""
+        return {(r["user_id"], r["task_idx"]): r["final_preference_score"] for r in await self.db.fetchall(
+            "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=?", (run,))}
+
+    async def outcomes(self, run: str) -> dict:
+        """Counts of the run's episodes: all, satisfied, failed, and turns that were simulator fallbacks."""
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) AS episodes, COALESCE(SUM(end_reason='satisfied'), 0) AS satisfied, "
+            "COALESCE(SUM(end_reason='failed'), 0) AS failed, "
+            "(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND t.fallback=1) AS fallbacks "
+            "FROM episodes e WHERE run=?", (run,))
+        return dict(row)
+
+    async def count(self) -> int:
+        """Episodes in the store, over every run."""
+        return (await self.db.fetchone("SELECT COUNT(*) AS n FROM episodes"))["n"]
+
+    async def episode_rows(self, run: str):
+        """(user_id, end_reason, n_turns) of every episode, by user and task."""
+        return await self.db.fetchall(
+            "SELECT user_id, end_reason, n_turns FROM episodes WHERE run=? ORDER BY user_id, task_idx", (run,))
+
+    async def turn_rows(self, run: str):
+        """(user_id, preference_score, fallback) of every turn, by user, task and turn."""
+        return await self.db.fetchall(
+            "SELECT user_id, preference_score, fallback FROM turns WHERE run=? ORDER BY user_id, task_idx, turn",
+            (run,))
+
+    async def users_with_records(self, run: str) -> set[str]:
+        """Users with an episode or a memory snapshot in the run."""
+        return {r["user_id"] for r in await self.db.fetchall(
+            "SELECT user_id FROM episodes WHERE run=? UNION SELECT user_id FROM snapshots WHERE run=?", (run, run))}
+
+    async def user_transcripts(self, runs: list[str], user_id: str) -> dict:
+        """(run, task index) -> the episode row with its turn rows, for one user across runs."""
+        episodes: dict = {}
+        for r in await self.db.fetchall(f"SELECT * FROM episodes WHERE user_id=? AND run IN ({marks(runs)})",
+                                        [user_id, *runs]):
+            episodes[(r["run"], r["task_idx"])] = {**dict(r), "turns": []}
+        for r in await self.db.fetchall(f"SELECT * FROM turns WHERE user_id=? AND run IN ({marks(runs)}) "
+                                        "ORDER BY run, task_idx, turn", [user_id, *runs]):
+            episodes[(r["run"], r["task_idx"])]["turns"].append(dict(r))
+        return episodes
+
+    # -- snapshots -------------------------------------------------------------------------
+    async def last_snapshot(self, run: str, user_id: str) -> dict | None:
+        row = await self.db.fetchone(
+            "SELECT * FROM snapshots WHERE run=? AND user_id=? ORDER BY task_idx DESC LIMIT 1", (run, user_id))
+        if row is None:
+            return None
+        return {"task_idx": row["task_idx"], "state": loads(row["state"]), "items": loads(row["items"]),
+                "n_items": row["n_items"], "avg_chars": row["avg_chars"]}
+
+    async def final_snapshot_tasks(self, run: str) -> dict[str, int]:
+        """user -> the task index of the user's last memory snapshot in the run."""
+        rows = await self.db.fetchall(
+            "SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id", (run,))
+        return {r["user_id"]: r["last"] for r in rows}
+
+    async def snapshot_users(self, run: str) -> list[str]:
+        return [r["user_id"] for r in await self.db.fetchall(
+            "SELECT DISTINCT user_id FROM snapshots WHERE run=? ORDER BY user_id", (run,))]
+
+    async def last_state_field(self, run: str, name: str) -> dict:
+        """user -> the top-level field `name` of the state in the user's last snapshot (None without it)."""
+        rows = await self.db.fetchall(
+            "SELECT s.user_id, json_extract(s.state, '$.' || ?) AS n FROM snapshots s "
+            "JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) l "
+            "ON s.user_id=l.user_id AND s.task_idx=l.last WHERE s.run=?", (name, run, run))
+        return {r["user_id"]: r["n"] for r in rows}
+
+    async def last_footprints(self, run: str) -> dict[str, tuple[int, float]]:
+        """user -> (items, mean chars) of the user's last snapshot in the run."""
+        rows = await self.db.fetchall(
+            "SELECT s.user_id, s.n_items, s.avg_chars FROM snapshots s "
+            "JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) l "
+            "ON s.user_id=l.user_id AND s.task_idx=l.last WHERE s.run=?", (run, run))
+        return {s["user_id"]: (s["n_items"], s["avg_chars"]) for s in rows}

@@ -1,0 +1,62 @@
+"""The upstream mem0ai library through the recording proxy: its model calls go through memaudit's
+client under `memory:mem0ai` (cached, counted with the episode), it sees the user's messages only,
+its ids, times and prompt dates follow the logical clock, and two runs on separate stores are
+identical."""
+from __future__ import annotations
+
+import anyio
+import orjson
+
+from memaudit.rollout.runner import run_rollout
+from memaudit.runtime import open_runtime
+from memaudit.embed import Embedder
+from memaudit.testing.fake_openai import FakeOpenAI
+from tests.adapters.conftest import EPISODES, adapter_runtime, hash_encoder, needs_mem0ai, play, script
+from tests.rollout.conftest import make_bench
+from tests.scoring.recorded import requests_for, script as script_rollout
+
+pytestmark = needs_mem0ai
+
+
+def test_library_calls_are_recorded_under_its_role_and_see_user_messages_only(settings, fake):
+    async def main():
+        async with adapter_runtime("mem0ai", settings, script(fake)) as (make, rt):
+            adapter = make()
+            await play(adapter, EPISODES[:1])
+            calls = requests_for(fake, "memory_mem0ai")
+            assert len(calls) == 3  # the task and the two replies
+            prompts = [c["messages"][-1]["content"] for c in calls]
+            assert not any(reply in p for p in prompts for reply, _ in EPISODES[0][1])
+            assert all("2025-01-01" in p for p in prompts)  # today's date is the logical one
+            assert rt.llm.stats["memory:mem0ai"].calls == 3
+            dump = adapter.dump()
+            assert sorted(item["content"] for item in dump) == sorted(
+                [EPISODES[0][0], *(user for _, user in EPISODES[0][1])])
+            assert all(item["timestamp"].startswith("2025-01-01T00:0") for item in dump)
+            found = await adapter.search("knee injury from running", 2)
+            assert found and "knee" in found[0].content and found[0].score is not None
+    anyio.run(main)
+
+
+def test_two_runs_on_separate_stores_are_identical(tmp_path, settings):
+    from dataclasses import replace
+
+    async def run(db):
+        fake = script_rollout(script(FakeOpenAI()))
+        async with open_runtime(replace(settings, db=db), transport=fake.transport()) as rt:
+            rt.embedder = Embedder(rt.store, encoder=hash_encoder)
+            bench = make_bench(n_users=1, n_tasks=2)
+            await rt.store.save_benchmark(bench, replace=True)
+            await run_rollout(rt, bench, ["mem0ai"], max_turns=2, progress=False)
+            snapshots = await rt.store.fetchall("SELECT task_idx, state, items FROM snapshots ORDER BY task_idx")
+            uses = await rt.store.fetchall("SELECT u.artifact FROM call_uses u JOIN calls c ON c.key = u.key "
+                                           "WHERE c.role = 'memory:mem0ai'")
+            return [tuple(r) for r in snapshots], {r["artifact"] for r in uses}
+
+    async def main():
+        first, second = await run(tmp_path / "a.db"), await run(tmp_path / "b.db")
+        assert first == second
+        snapshots, artifacts = first
+        assert orjson.loads(snapshots[-1][2])  # something was stored
+        assert artifacts == {"episode:user_001:1", "episode:user_001:2"}  # the library's calls count for the episodes
+    anyio.run(main)

@@ -1,0 +1,77 @@
+"""Faults of the store file (read-only, full disk …) are one-line errors naming the store, on every
+command that writes: never a sqlite traceback."""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+
+import anyio
+import pytest
+
+from memaudit.cli import main
+from memaudit.cli.common import run
+from memaudit.errors import BadInput
+from memaudit.rollout.runner import run_rollout
+from memaudit.scoring.recovery import score_runs
+from memaudit.store import open_store, store_fault
+from tests.rollout.conftest import make_bench
+from tests.scoring.recorded import record, runtime, script
+
+
+def test_known_faults_become_one_line_errors_and_bugs_do_not():
+    fault = store_fault(sqlite3.OperationalError("attempt to write a readonly database"), "s.db")
+    assert isinstance(fault, BadInput) and str(fault).startswith("file s.db: attempt to write a readonly database")
+    assert "read-only" in str(fault)
+    assert store_fault(sqlite3.OperationalError("no such column: x"), "s.db") is None
+    assert store_fault(ValueError("readonly database"), "s.db") is None
+
+
+def test_the_cli_maps_a_fault_met_outside_the_store_write_path():
+    async def reads_a_full_disk():
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with pytest.raises(BadInput, match="the disk holding the store is full"):
+        run(reads_a_full_disk)
+
+    async def has_a_bug():
+        raise sqlite3.OperationalError("no such table: nope")
+
+    with pytest.raises(sqlite3.OperationalError):
+        run(has_a_bug)
+
+
+@pytest.mark.anyio
+async def test_score_and_rollout_on_a_read_only_store(settings, fake):
+    script(fake)
+    async with runtime(settings, fake) as rt:
+        runs = await record(rt, ("longctx_full",), users=1, tasks=1)
+        await rt.store.conn.execute("PRAGMA query_only=1")  # what a read-only file gives: SQLITE_READONLY
+        with pytest.raises(BadInput) as info:
+            await score_runs(rt, runs, ["dump_all"])
+        assert "attempt to write a readonly database" in str(info.value) and str(settings.db) in str(info.value)
+        with pytest.raises(BadInput, match="read-only"):
+            await run_rollout(rt, make_bench(n_users=1, n_tasks=1), ["nomem"], max_turns=2, progress=False)
+        await rt.store.conn.execute("PRAGMA query_only=0")
+
+
+def test_the_score_command_on_an_immutable_store_file(tmp_path, capsys):
+    """End to end on a file the system refuses to write (needs root and chattr, as on CI)."""
+    db = tmp_path / "s.db"
+
+    async def fill():
+        async with open_store(db) as store:
+            await store.save_benchmark(make_bench(n_users=1, n_tasks=1))
+            await store.ensure_run("nomem", "nomem", "tiny")
+    anyio.run(fill)
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not available here")
+    try:
+        for args in (["score", "--mode", "dump_all"], ["rollout", "--bench", "tiny", "--systems", "nomem"]):
+            with pytest.raises(SystemExit) as exit_info:
+                main([*args, "--db", str(db), "--base-url", "http://127.0.0.1:9/v1", "--model", "m"])
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err
+            assert err.startswith("memaudit: error:") and "readonly" in err and len(err.strip().splitlines()) == 1
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)

@@ -17,6 +17,7 @@ from memaudit.store import Store
 PROTOCOL_VERSION = "2"
 
 ROLLOUT_ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy")
+DIALOGUE_ROLES = ("agent", "simulator", "pref_judge")  # recorded, not called, in a teacher-forced run
 
 
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,
@@ -40,6 +41,15 @@ def rollout_provenance(settings: Settings) -> dict:
         spec = ROLE_SPECS.get(role)
         roles[role] = role_provenance(settings, role, spec and spec.temperature, spec and spec.max_tokens)
     return {"protocol": PROTOCOL_VERSION, "roles": roles}
+
+
+def teacher_forced_provenance(settings: Settings, episodes: str) -> dict:
+    """A teacher-forced run (memaudit/rollout/teacher_forced.py; RunConfig.transcripts names its
+    source run): the rollout provenance without the dialogue roles, which it never calls (another
+    agent model must not block its resume), plus a digest of the episodes replayed."""
+    live = rollout_provenance(settings)
+    return {**live, "roles": {r: v for r, v in live["roles"].items() if r not in DIALOGUE_ROLES},
+            "teacher_forced": {"episodes": episodes}}
 
 
 def differences(recorded: dict, now: dict) -> list[str]:

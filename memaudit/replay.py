@@ -2,6 +2,10 @@
 attribution from the call cache alone (no model is contacted, no server started) into a scratch
 store, then compare every artifact with the recorded one, row by row in key order.
 
+A teacher-forced run replays its source run's transcripts: the source is re-executed first when it
+is replayed too, and otherwise (an imported release, a run not asked for) its recorded episodes
+are copied into the scratch store as an input.
+
 This is the one scoring-side module that imports rollout: it re-runs the whole pipeline."""
 from __future__ import annotations
 
@@ -32,8 +36,9 @@ async def replay_runs(settings: Settings, runs=None) -> str | None:
         scratch = Path(scratch_dir) / "replay.db"
         async with open_store(settings.db) as recorded:
             chosen = await select_runs(recorded, runs, origin="rollout")
+            sources = sorted({r.config.transcripts for r in chosen} - {r.run for r in chosen} - {None})
             async with open_store(scratch) as store:
-                await copy_inputs(store, recorded.path)
+                await copy_inputs(store, recorded.path, transcripts_of=sources)
             async with open_runtime(replace(settings, db=scratch, cache="replay")) as rt:
                 await _reexecute(rt, recorded, chosen)
                 await rt.store.flush()
@@ -42,9 +47,10 @@ async def replay_runs(settings: Settings, runs=None) -> str | None:
 
 async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     """Runs that were (or could have been) executed together are re-executed together, so a large
-    replay keeps the recorded concurrency; the cache makes the grouping irrelevant to the result."""
+    replay keeps the recorded concurrency; the cache makes the grouping irrelevant to the result.
+    Live runs go first: a teacher-forced run reads the transcripts its source re-executed."""
     rollouts: dict[str, list[Run]] = {}
-    for run in runs:
+    for run in sorted(runs, key=lambda r: r.config.transcripts is not None):
         rollouts.setdefault(dumps([run.bench, run.config.to_json()]), []).append(run)
     for group in rollouts.values():
         bench = await rt.store.benchmarks.load(group[0].bench)

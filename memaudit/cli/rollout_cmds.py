@@ -11,36 +11,46 @@ from memaudit.cli.common import current_settings, global_options, out, run, spli
 @click.option("--systems", required=True, help="comma-separated memory systems, e.g. nomem,longctx_full")
 @click.option("--users", default=None, help="`3` = the first three users, or `user_001,user_004`")
 @click.option("--tasks", type=int, default=None, help="only the first N tasks of each user")
-@click.option("--max-turns", type=int, default=25, show_default=True, help="assistant replies per episode")
-@click.option("--tag", default=None, help="run id becomes <system>_<tag>; a run id is a safe id: 1-128 letters, "
-              "digits, '_', '-', '.', starting with a letter or a digit")
+@click.option("--max-turns", type=int, default=None, help="assistant replies per episode  [default: 25]")
+@click.option("--tag", default=None, help="run id becomes <system>_<tag> (with --transcripts: default tf_<RUN>); "
+              "a run id is a safe id: 1-128 letters, digits, '_', '-', '.', starting with a letter or a digit")
 @click.option("--k", type=int, default=5, show_default=True, help="memory items retrieved per reply")
+@click.option("--transcripts", default=None, metavar="RUN",
+              help="teacher-forced: replay the recorded episodes of RUN into each system's memory "
+                   "(no assistant, simulator or judge calls)")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
 @global_options
-def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, quiet):
-    """Run (or resume) episodes: the assistant with each memory system helps the simulated users.
+def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet):
+    """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
+    or, with --transcripts, each memory system is fed the recorded episodes of a run.
     One process writes a run at a time: a second rollout of the same run is refused as busy."""
-    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, quiet)
+    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet)
 
 
-async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, quiet):
+async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet):
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
+    from memaudit.errors import BadInput
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
     from memaudit.scoring.metrics import memory_write_failures, total_write_failures
 
+    if transcripts is not None and max_turns is not None:
+        raise BadInput("--max-turns does not apply with --transcripts: the episodes are the recorded ones",
+                       field="max_turns")
     names = split_list(systems) or []
     async with open_runtime(settings) as rt:
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
-                                 max_turns=max_turns, tag=tag, k=k, progress=RolloutProgress("log" if quiet else "live"))
+                                 max_turns=25 if max_turns is None else max_turns, tag=tag, k=k,
+                                 progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts)
+        forced = f" (teacher-forced on the transcripts of {transcripts})" if transcripts else ""
         for run_name in runs:
             row = await rt.store.episodes.outcomes(run_name)
             lost = total_write_failures((await memory_write_failures(rt.store, run_name)).values())
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
                       f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks"
-                      + ("" if lost is None else f", {lost} memory write failures"), highlight=False)
+                      + ("" if lost is None else f", {lost} memory write failures") + forced, highlight=False)
 
 
 COMMANDS = [rollout]

@@ -27,7 +27,7 @@ from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
                                   score_class, slug, stacked_chart, table)
 from memaudit.scoring.tables import compute_tables, models_text
-from memaudit.store import Store, dumps
+from memaudit.store import RunConfig, Store, dumps
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
 
 INDEX = "index.html"
@@ -168,12 +168,20 @@ def _partial(row: dict) -> str:
     return ' <span class="badge partial">partial</span>' if flag else ""
 
 
+def _teacher_forced(row: dict) -> str:
+    if not row.get("teacher_forced"):
+        return ""
+    source = esc(row["source_run"])
+    return (f' <span class="badge teacher-forced" title="memory was fed the recorded episodes of {source}: '
+            f'A, C and D are the source run&#39;s">teacher-forced on {source}</span>')
+
+
 def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
     body, charts = [], []
     for row in rows:
         known = row["run"] in runs
         to_run = (lambda text: link(INDEX, _run_page(row["run"]), text)) if known else (lambda text: text)
-        cells = [to_run(esc(row["run"])) + _partial(row), esc(row.get("system")),
+        cells = [to_run(esc(row["run"])) + _partial(row) + _teacher_forced(row), esc(row.get("system")),
                  to_run(str(row.get("users", "—"))), to_run(num(row.get("A"), 1)), to_run(num(row.get("D"), 2)),
                  to_run(num(row.get("C"), 2))]
         bars = []
@@ -304,8 +312,15 @@ def _run_overview(summary: Summary, run: dict) -> str:
             row.append(link(path, _user_page(run["bench"], user), num(_recovery(summary, p, user)),
                             anchor=_pass_anchor(p)))
         rows.append([c if i < 2 else f'<td class="n">{c}</td>' for i, c in enumerate(row)])
+    source = RunConfig.from_json(run["config"]).transcripts
+    transcripts = []
+    if source:
+        shown = link(path, _run_page(source), esc(source)) if any(r["run"] == source for r in summary.runs) \
+            else esc(source)
+        transcripts = [("transcripts", f"teacher-forced: memory was fed the recorded episodes of {shown}, "
+                                       "whose A, C and D these are")]
     cfg = dl([("system", esc(run["system"])), ("benchmark", esc(run["bench"])), ("origin", esc(run["origin"])),
-              ("config", f"<code>{esc(dumps(run['config']))}</code>")])
+              *transcripts, ("config", f"<code>{esc(dumps(run['config']))}</code>")])
     pass_links = " · ".join(link(path, _pass_page(p), esc(p.name)) for p in passes) or "not scored"
     headers = ["user", "episodes", "A (%)", "C", "D (/5)", "items", "chars/item", "memory write failures",
                *[f"B {p.name}" for p in passes]]

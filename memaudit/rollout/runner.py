@@ -5,7 +5,8 @@ episode with the same memory state.
 
 One process writes a run at a time (the store's run lock: a second `rollout` of the same run is told
 it is busy), and a run row is never left without episodes: such a row would pin settings that
-nothing ran with."""
+nothing ran with. A teacher-forced run (`transcripts`, teacher_forced.py) reads its source's episodes
+under the source's lock, so a source that a rollout is still writing is refused as busy."""
 from __future__ import annotations
 
 import sqlite3
@@ -22,6 +23,7 @@ from memaudit.provenance import differences, rollout_provenance
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.progress import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
                                        UserDone)
+from memaudit.rollout.teacher_forced import Transcripts, default_tag, load_transcripts
 from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
@@ -101,7 +103,7 @@ async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses
 
 
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
-                    k: int, progress: ProgressSink | None) -> None:
+                    k: int, progress: ProgressSink | None, transcripts: Transcripts | None = None) -> None:
     done = await rt.store.episodes_done(run, user.id)
     pending = [t for t in tasks if t.index not in done]
     if not pending:
@@ -113,7 +115,10 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
         await adapter.restore(snapshot["state"])
     for task in pending:
         with rt.llm.collect() as uses:
-            ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
+            if transcripts is None:
+                ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
+            else:
+                ep = await transcripts.replay(adapter, run, task, k=k)
         await commit_episode(rt.store, ep, adapter, uses)
         if progress:
             tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep))
@@ -130,10 +135,12 @@ def _first_leaf(error: BaseException) -> BaseException:
 
 async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
-                      progress: ProgressSink | None = None) -> list[str]:
+                      progress: ProgressSink | None = None, transcripts: str | None = None) -> list[str]:
     """Run (or resume) one run per system; returns the run ids. `progress` receives the rollout's
-    events (memaudit/rollout/progress.py); None (or False) sends none."""
-    return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag), progress=progress)
+    events (memaudit/rollout/progress.py); None (or False) sends none. `transcripts`: a recorded run
+    whose episodes are replayed into each system instead of played live (teacher_forced.py)."""
+    return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts),
+                              progress=progress)
 
 
 async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config: RunConfig, *,
@@ -146,10 +153,21 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         raise BadInput("--max-turns, --k and --tasks must be at least 1", field="max_turns/k/tasks")
     for system in systems:
         get_adapter(system)  # unknown names fail before anything is written
-    chosen = _users(bench, config.users)
-    plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
-    recorded = RunConfig([u.id for u in chosen], tasks, max_turns, k, tag,  # users resolved
-                         provenance=rollout_provenance(rt.settings)).to_json()
+    source: Transcripts | None = None
+    if config.transcripts is None:
+        chosen = _users(bench, config.users)
+        plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
+        recorded = RunConfig([u.id for u in chosen], tasks, max_turns, k, tag,  # users resolved
+                             provenance=rollout_provenance(rt.settings))
+        prompts = PROMPTS
+    else:
+        source_run = check_id(config.transcripts, "run id", field="transcripts")
+        with rt.store.runs.lock(source_run):  # its episodes are final: no rollout is writing them now
+            source = await load_transcripts(rt.store, source_run, bench, users=config.users, tasks=tasks)
+        chosen, plan = _users(bench, source.users), source.plan
+        tag = tag or default_tag(config.transcripts)
+        recorded = source.run_config(rt.settings, k=k, tag=tag)
+        prompts = ()  # no assistant, simulator or judge prompt is used
     runs = [check_id(run_id(s, tag), "run id", field="tag") for s in systems]
     if len(set(runs)) != len(runs):
         raise BadInput(f"a system is listed twice: {', '.join(systems)}", field="systems")
@@ -157,8 +175,8 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         for run in runs:
             locks.enter_context(rt.store.runs.lock(run))
         try:
-            await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded, max_turns=max_turns, k=k,
-                                  progress=progress)
+            await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded.to_json(), prompts, source,
+                                  max_turns=max_turns, k=k, progress=progress)
         except BaseException:
             with anyio.CancelScope(shield=True), suppress(MemauditError, sqlite3.Error):
                 for run in runs:  # the failure is what the user needs to see, not a failed cleanup
@@ -168,10 +186,11 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
 
 
 async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], runs: list[str], chosen: list[User],
-                          plan: dict[str, list[Task]], recorded: dict, *, max_turns: int, k: int,
+                          plan: dict[str, list[Task]], recorded: dict, prompts: tuple[str, ...],
+                          source: Transcripts | None, *, max_turns: int, k: int,
                           progress: ProgressSink | None) -> None:
     for system, run in zip(systems, runs):
-        hashes = prompt_hashes((*PROMPTS, *get_adapter(system).prompts), rt.settings.prompts_dir)
+        hashes = prompt_hashes((*prompts, *get_adapter(system).prompts), rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, recorded, hashes)
         finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
         if progress:
@@ -187,7 +206,8 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
 
     async def run_pair(system: str, run: str, user: User) -> None:
         async with limiter:
-            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress)
+            await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress,
+                            transcripts=source)
 
     if progress:
         progress(RolloutStarted())

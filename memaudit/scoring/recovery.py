@@ -235,8 +235,9 @@ async def ready_users(store: Store, run: Run, bench: Benchmark) -> tuple[list[Re
     """Users whose final memory can be scored, in benchmark order, and one line per user skipped.
 
     A rollout run's user is ready once every episode the run planned for it (its `users` and first
-    `tasks` tasks) has finished: before that, its memory is not final. An imported run is complete
-    as recorded: every user with episodes is ready."""
+    `tasks` tasks; for a teacher-forced run, those of them its source recorded) has finished: before
+    that, its memory is not final. An imported run is complete as recorded: every user with
+    episodes is ready."""
     final = await store.episodes.final_snapshot_tasks(run.run)
     planned_users = run.config.users  # None: every user of the benchmark
     ready, skipped = [], []
@@ -246,6 +247,8 @@ async def ready_users(store: Store, run: Run, bench: Benchmark) -> tuple[list[Re
             if planned_users is not None and user.id not in planned_users:
                 continue
             planned = {t.index for t in bench.tasks.get(user.id, ())[:run.config.tasks]}
+            if run.config.transcripts is not None:
+                planned &= await store.episodes.done(run.config.transcripts, user.id)
             if not planned <= done:
                 skipped.append(f"{run.run}: user {user.id} skipped: {len(planned & done)} of {len(planned)} "
                                "planned episodes finished (the rollout is still running or was stopped; score "

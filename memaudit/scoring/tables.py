@@ -39,6 +39,7 @@ class RunData:
     tokens: dict | None  # role group -> usage; None without call records
     partial: bool
     models: dict = field(default_factory=dict)  # role group -> model name(s), from the call log
+    source_run: str | None = None  # teacher-forced: the run whose transcripts it replayed (A, C, D are its)
 
     def headline(self, mode: str) -> ModeRecovery | None:
         """The recovery Table 2 reports for a mode: k = 5 for retrieve when scored, else the
@@ -96,7 +97,7 @@ async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> R
                    attributions=await metrics.attribution_counts(store, run, variant=variant),
                    tokens=await metrics.token_usage(store, run),
                    partial=await is_partial(store, info, variant),
-                   models=await run_models(store, run))
+                   models=await run_models(store, run), source_run=info.config.transcripts)
 
 
 async def is_partial(store: Store, info: Run, variant: str) -> bool:
@@ -142,7 +143,8 @@ def _summary(prefix: str, values, boot: Bootstrap, scale: float = 1.0) -> dict:
 def table2_row(d: RunData, boot: Bootstrap) -> dict:
     users = list(d.users.values())
     tokens = d.total_tokens()
-    row = {"run": d.run, "system": d.system, "users": len(users), "partial": d.partial}
+    row = {"run": d.run, "system": d.system, "users": len(users), "partial": d.partial,
+           "teacher_forced": d.source_run is not None, "source_run": d.source_run}
     row.update(_summary("A", (u.A for u in users), boot, 100.0))
     row.update(_summary("D", (u.D for u in users), boot))
     row.update(_summary("C", (u.C for u in users), boot))
@@ -323,8 +325,9 @@ def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
               "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "memory write failures",
               "tokens", "B/Mtok dump/top-k", "models"]
-    body = [[r["run"] + (" (partial)" if r["partial"] else ""), _pm(r, "A", 1), _pm(r, "D", 2), _pm(r, "C", 2),
-             _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1), _num(r["chars"], 1),
+    body = [[r["run"] + (" (partial)" if r["partial"] else "") + teacher_forced_mark(r), _pm(r, "A", 1),
+             _pm(r, "D", 2), _pm(r, "C", 2), _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1),
+             _num(r["chars"], 1),
              f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
              f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
              _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["memory_write_failures"]),
@@ -332,6 +335,11 @@ def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
              f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}",
              models_text(r["models"])] for r in rows]
     return header, body
+
+
+def teacher_forced_mark(row: dict) -> str:
+    """After a run id: its memory was fed another run's transcripts, whose A, C and D these are."""
+    return f" (teacher-forced on {row['source_run']})" if row.get("teacher_forced") else ""
 
 
 def _table3(rows):

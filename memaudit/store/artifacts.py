@@ -12,6 +12,9 @@ if TYPE_CHECKING:
 
 # What a scratch store starts from: the inputs and the caches, never an artifact.
 INPUTS = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "param_refusals", "act_scenarios")
+# What a teacher-forced run reads of its source run (RunConfig.transcripts): copied as an input
+# when replay does not re-execute the source (an imported release, a run not asked for).
+TRANSCRIPTS = ("runs", "episodes", "turns")
 # Artifact tables and their keys, in comparison order (the first difference is reported).
 ARTIFACTS = {
     "episodes": ("run", "user_id", "task_idx"),
@@ -26,10 +29,13 @@ ARTIFACTS = {
 ORACLE_KEY = ("bench", "user_id", "dimension", "task_hash")
 
 
-async def copy_inputs(store: "Store", source: Path) -> None:
-    """Copy every input table of the store at `source` into `store`, in one transaction."""
+async def copy_inputs(store: "Store", source: Path, transcripts_of: list[str] = ()) -> None:
+    """Copy every input table of the store at `source` into `store`, and the TRANSCRIPTS rows of the
+    runs `transcripts_of`, in one transaction."""
     await store.conn.execute("ATTACH DATABASE ? AS recorded", (str(source),))
-    await store.write([(f"INSERT INTO {table} SELECT * FROM recorded.{table}", ()) for table in INPUTS])
+    await store.write([(f"INSERT INTO {table} SELECT * FROM recorded.{table}", ()) for table in INPUTS]
+                      + [(f"INSERT INTO {table} SELECT * FROM recorded.{table} WHERE run=?", (run,))
+                         for run in transcripts_of for table in TRANSCRIPTS])
     await store.conn.execute("DETACH DATABASE recorded")
 
 

@@ -22,21 +22,27 @@ class RunBusy(BadInput):
 @dataclass(frozen=True)
 class RunConfig:
     """What a rollout ran with (`runs.config`). `users` None = every user of the benchmark;
-    `imported_from` names the release directory of an imported run; `provenance` is how the run
-    was made (memaudit/provenance.py: protocol version, per role model, dialect, sampling sent and
-    context window), None for an imported run or one recorded before provenance existed."""
+    `imported_from` names the release directory of an imported run; `transcripts` marks a
+    teacher-forced run (memaudit/rollout/teacher_forced.py): the run whose recorded episodes were
+    fed to its memory, None for a live or imported run; `provenance` is how the run was made
+    (memaudit/provenance.py: protocol version, per role model, dialect, sampling sent and context
+    window; a teacher-forced run's also a digest of the episodes replayed), None for an imported
+    run or one recorded before provenance existed."""
     users: list[str] | None = None
     tasks: int | None = None
     max_turns: int = 25
     k: int = 5
     tag: str | None = None
     imported_from: str | None = None
+    transcripts: str | None = None
     provenance: dict | None = None
 
     def to_json(self) -> dict:
         out = {"users": self.users, "tasks": self.tasks, "max_turns": self.max_turns, "k": self.k, "tag": self.tag}
         if self.imported_from is not None:
             out["imported_from"] = self.imported_from
+        if self.transcripts is not None:
+            out["transcripts"] = self.transcripts
         if self.provenance is not None:
             out["provenance"] = self.provenance
         return out

@@ -32,8 +32,12 @@ PUBLISHED_RUNS = (("nomem_pooled_50", 0, 0), ("amem_pooled_50", 109, 430), ("lon
 
 def write_release(root: Path, *, users: int = 3, runs: tuple[str, ...] = (), tasks_dir: str = "CustomTasksPooledFinal",
                   pool: bool = True, turns: int = 2, reply_chars: int = 80, memories: int = 3,
-                  memory_chars: int = 60, seed: int = 0) -> Path:
-    """A release with `users` users (7/7/7/5/5 banks, one task per entry) and the given runs."""
+                  memory_chars: int = 60, seed: int = 0, transcript_stores: bool = False) -> Path:
+    """A release with `users` users (7/7/7/5/5 banks, one task per entry) and the given runs.
+
+    `transcript_stores`: every reply and user message is distinct, and a longctx_full run's
+    memories.json holds what the published longctx_full stored of its transcripts (`longctx_store`)
+    instead of `memories` filler items."""
     rng = random.Random(seed)
     root = Path(root)
     user_ids = [f"user_{i:03d}" for i in range(1, users + 1)]
@@ -53,7 +57,8 @@ def write_release(root: Path, *, users: int = 3, runs: tuple[str, ...] = (), tas
         _write(root / "benchmark_data" / tasks_dir / f"{uid}.json",
                {"user_id": uid, "generated_at": "2025-01-01", "n_tasks": len(tasks), "tasks": tasks})
         for run in runs:
-            _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memories, memory_chars)
+            _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memories, memory_chars,
+                            transcript_stores)
     _write(root / BANKS, {"generated_at": "2025-01-01", "source": "fixture pool", "num_users": users, "users": bank_users})
     if runs:
         for uid in user_ids:
@@ -65,26 +70,52 @@ def write_release(root: Path, *, users: int = 3, runs: tuple[str, ...] = (), tas
     return root
 
 
-def _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memories, memory_chars) -> None:
+def longctx_store(episodes: list[dict]) -> list[dict]:
+    """The store the published longctx_full kept of a user's episodes (history records, in task
+    order): per task its text, then per turn the agent reply and the user message — except the
+    episode's last reply, which its runner never handed to memory (the final user message came in
+    after the episode, as a turn without a reply)."""
+    items = []
+    for k, episode in enumerate(episodes, start=1):
+        items.append({"content": f"[Task {k}] {episode['task']}", "category": "task", "task_index": k})
+        turns = episode["turns"]
+        for t, record in enumerate(turns, start=1):
+            if t < len(turns):
+                items.append({"content": f"Agent: {record['agent_response']}", "category": "agent_reply",
+                              "task_index": k, "turn": t})
+            items.append({"content": f"User: {record['user_simulator']['text']}", "category": "user_reply",
+                          "task_index": k, "turn": t})
+    return items
+
+
+def _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memories, memory_chars,
+                    transcript_stores) -> None:
+    episodes = []
     for i, task in enumerate(tasks, start=1):
         n = rng.randint(1, turns)
         records = []
         for t in range(1, n + 1):
             done = t == n and rng.random() < 0.9
-            records.append({"turn": t, "agent_response": "a" * reply_chars,
+            agent, user = "a" * reply_chars, "u" * (reply_chars // 4)
+            if transcript_stores:
+                agent, user = f"{uid} task {i} reply {t}: {agent}", f"{uid} task {i} message {t}: {user}"
+            records.append({"turn": t, "agent_response": agent,
                             "user_simulator": {"feedback_type": "satisfied" if done else "followup",
-                                               "text": "u" * (reply_chars // 4), "is_done": done},
+                                               "text": user, "is_done": done},
                             "preference_evaluator": {"score": rng.choice([None, 3.0, 4.5, 5.0])}})
         end = "satisfied" if records[-1]["user_simulator"]["is_done"] else "max_turns"
         episode = {"user_id": uid, "task": task["task"], "ground_truth": None, "end_reason": end,
                    "final_preference_score": records[-1]["preference_evaluator"]["score"], "turns": records}
         _write(root / "history" / run / uid / f"episode_{i}.json", episode)
+        episodes.append(episode)
         _write(root / "pref_judge" / run / uid / f"episode_{i}.json", {
             "user_id": uid, "task": task["task"], "prefs": [],
             "turns": [{"turn": r["turn"], "agent_response": r["agent_response"], "score": r["preference_evaluator"]["score"],
                        "summary": "", "per_pref": [{"idx": 0, "score": 4}]} for r in records]})
     is_nomem = run.startswith("nomem")
     items = [] if is_nomem else [{"id": f"m{j}", "content": "m" * memory_chars, "tags": ["x"]} for j in range(memories)]
+    if transcript_stores and run.startswith("longctx_full"):
+        items = longctx_store(episodes)
     _write(root / "memory" / run / uid / "memories.json", {"num_memories": len(items), "memories": items})
     modes = [run] if is_nomem or not run.startswith(RETRIEVE_SYSTEMS) else [run, f"{run}_retrieve"]
     for out_dir in modes:

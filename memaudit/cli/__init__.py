@@ -25,7 +25,7 @@ COMMANDS = {
     "demo": ("demo_cmds", "The bundled sample benchmark end to end: rollout, scoring in both modes, attribution, "
                           "tables, report."),
     "export": ("bench_cmds", "Write runs and their benchmark in the published release layout."),
-    "generate": ("generate_cmds", "Generate benchmark users with the anti-fishing critic/editor loop (--seed sets "
+    "generate": ("generate_cmds", "Generate benchmark users with the anti-fishing critic/editor pass (--seed sets "
                                   "the base seed)."),
     "generate-act": ("utilization_cmds", "Act scenarios for every bank entry that has none yet, checked by the "
                                          "blind anti-fishing critic."),

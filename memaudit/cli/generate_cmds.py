@@ -27,6 +27,7 @@ from memaudit.errors import MemauditError
 @global_options
 def generate(n_users, out_dir, tasks_dir, pool_path, order, hints, edits, recheck):
     """Generate benchmark users with the anti-fishing critic/editor pass (--seed sets the base seed).
+
     memaudit's earlier way: --order interleaved --no-hints --edits 3 --recheck."""
     from memaudit.bench.generate import GenerationOptions
 

@@ -36,7 +36,8 @@ COMMANDS = {
     "rescore": ("score_cmds", "Frozen rescoring: re-judge the default predictions (or re-fill them) as a new "
                               "variant."),
     "rollout": ("rollout_cmds", "Run (or resume) episodes: the assistant with each memory system helps the "
-                                "simulated users. One process writes a run at a time: a second rollout of the "
+                                "simulated users, or, with --transcripts, each memory system is fed the recorded "
+                                "episodes of a run. One process writes a run at a time: a second rollout of the "
                                 "same run is refused as busy."),
     "score": ("score_cmds", "Slot-fill and judge every bank entry of every user with episodes, from the final "
                             "memory."),

@@ -342,12 +342,10 @@ def test_cache_key_ignores_transport_knobs(settings, fake):
 
 
 # -- endpoints ---------------------------------------------------------------------------------
-def test_calls_spread_over_several_base_urls_by_least_in_flight(tmp_path):
-    config = tmp_path / "fleet.toml"
-    config.write_text('[roles.agent]\nbase_url = ["http://gpu-a.test/v1", "http://gpu-b.test/v1", '
-                      '"http://gpu-c.test/v1"]\nmodel = "fleet-model"\nbackend = "vllm"\n')
-    settings = load_settings(db=tmp_path / "fleet.db", base_url="http://fallback.test/v1", model="m",
-                             config=config, env={})
+
+
+def burst_over_fleet(settings, n: int) -> tuple[list[str], FakeOpenAI]:
+    """The host each of `n` concurrent calls went to, and the fake (50 ms latency) behind every URL."""
     fake = FakeOpenAI(latency=0.05)
     hosts: list[str] = []
 
@@ -357,9 +355,19 @@ def test_calls_spread_over_several_base_urls_by_least_in_flight(tmp_path):
 
     async def burst(llm):
         async with anyio.create_task_group() as tg:
-            for i in range(30):
+            for i in range(n):
                 tg.start_soon(lambda i=i: call(llm, seed_parts=(i,)))
     run_with_llm(settings, httpx.MockTransport(handle), burst)
+    return hosts, fake
+
+
+def test_calls_spread_over_several_base_urls_by_least_in_flight(tmp_path):
+    config = tmp_path / "fleet.toml"
+    config.write_text('[roles.agent]\nbase_url = ["http://gpu-a.test/v1", "http://gpu-b.test/v1", '
+                      '"http://gpu-c.test/v1"]\nmodel = "fleet-model"\nbackend = "vllm"\n')
+    settings = load_settings(db=tmp_path / "fleet.db", base_url="http://fallback.test/v1", model="m",
+                             config=config, env={})
+    hosts, fake = burst_over_fleet(settings, 30)
     counts = {h: hosts.count(h) for h in set(hosts)}
     assert set(counts) == {"gpu-a.test", "gpu-b.test", "gpu-c.test"}
     assert all(n == 10 for n in counts.values())
@@ -555,18 +563,7 @@ def test_a_fleet_works_wherever_a_base_url_can_be_given(tmp_path, where):
         kwargs["config"] = config
     settings = load_settings(**kwargs)
     assert settings.role("slot_fill").base_urls == tuple(fleet)
-    fake = FakeOpenAI(latency=0.05)
-    hosts: list[str] = []
-
-    async def handle(request):
-        hosts.append(request.url.host)
-        return await fake.handle(request)
-
-    async def burst(llm):
-        async with anyio.create_task_group() as tg:
-            for i in range(20):
-                tg.start_soon(lambda i=i: call(llm, seed_parts=(i,)))
-    run_with_llm(settings, httpx.MockTransport(handle), burst)
+    hosts, _ = burst_over_fleet(settings, 20)
     assert hosts.count("gpu-a.test") == hosts.count("gpu-b.test") == 10
 
 

@@ -71,6 +71,8 @@ class FakeOpenAI:
         self.text_handler: Callable[[dict], str] = lambda body: "Here is a concrete plan: step one, step two."
         self.requests: list[dict] = []
         self.status_counts: Counter = Counter()
+        self.in_flight = 0
+        self.peak_in_flight = 0             # the most requests the transport held at once
         self.rng = random.Random(seed)
         self.api_key: str | None = None      # set: requests without this bearer token get a 401
         self.models: set[str] | None = None  # set: other model names get a 404 model_not_found
@@ -88,8 +90,13 @@ class FakeOpenAI:
         return httpx.MockTransport(self.handle)
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
-        if self.latency:
-            await anyio.sleep(self.latency)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                await anyio.sleep(self.latency)
+        finally:
+            self.in_flight -= 1
         reply = self.reply(request.url.path, request.headers.get("authorization"), request.content)
         if reply is None:
             raise httpx.ReadTimeout("fake timeout", request=request)

@@ -172,11 +172,10 @@ async def test_users_run_concurrently(open_rt, fake, settings):
     fake.latency = 0.05
     bench = make_bench(n_users=4, n_tasks=2)
     async with open_rt() as rt:
-        start = anyio.current_time()
         await run_rollout(rt, bench, ["nomem"], progress=False)
-        took = anyio.current_time() - start
-    # Sequential: 4 users x 2 tasks x 3 calls x 50 ms = 1.2 s; concurrent chains: 0.3 s.
-    assert took < 0.6
+    # Each user's calls are sequential, so more than one request in flight means users overlapped
+    # (no wall-clock assertion: timing figures live in benchmarks/bench_rollout.py).
+    assert fake.peak_in_flight > 1
 
 
 def test_select_users(bench):

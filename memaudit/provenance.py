@@ -67,9 +67,9 @@ def _flat(value: dict, prefix: str = "") -> dict:
     out = {}
     for key, item in value.items():
         path = f"{prefix}{key}"
-        if isinstance(item, dict) and item:
+        if isinstance(item, dict):  # an empty dict says no more than an absent value
             out.update(_flat(item, f"{path}."))
-        else:
+        elif item is not None:
             out[path] = item
     return out
 

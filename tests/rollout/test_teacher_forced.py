@@ -2,6 +2,7 @@
 with no assistant, simulator or preference-judge call."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 
 import orjson
@@ -119,27 +120,34 @@ async def test_users_and_tasks_select_among_the_recorded_episodes(open_rt, fake,
     assert whole_config["users"] == ["user_001", "user_002"] and whole_config["tasks"] == 2  # the source's
 
 
+@contextmanager
+def killed_after(monkeypatch, episodes: int):
+    """Within the block, the runner commits `episodes` episodes, then dies as a kill would."""
+    real_commit, commits = runner.commit_episode, []
+
+    async def commit_then_die(store, ep, adapter, uses):
+        if len(commits) == episodes:
+            raise RuntimeError("killed")
+        commits.append(ep.task_index)
+        await real_commit(store, ep, adapter, uses)
+    monkeypatch.setattr(runner, "commit_episode", commit_then_die)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(runner, "commit_episode", real_commit)
+
+
 async def test_resume_continues_where_it_stopped_and_matches_an_uninterrupted_run(
         settings, fake, bench, open_rt, tmp_path, monkeypatch):
     """amem's writes depend on model calls seeded by its run: the same run id in two stores."""
     script(fake)
-    real_commit, commits = runner.commit_episode, []
-
-    async def commit_then_die(store, ep, adapter, uses):
-        if len(commits) == 4:
-            raise RuntimeError("killed")
-        commits.append(ep.task_index)
-        await real_commit(store, ep, adapter, uses)
-
     found = {}
     for name in ("whole", "resumed"):
         async with open_rt(replace(settings, db=tmp_path / f"{name}.db")) as rt:
             await run_rollout(rt, bench, ["longctx_full"], max_turns=3, progress=False)
             if name == "resumed":
-                monkeypatch.setattr(runner, "commit_episode", commit_then_die)
-                with pytest.raises(RuntimeError, match="killed"):
+                with killed_after(monkeypatch, 4), pytest.raises(RuntimeError, match="killed"):
                     await run_rollout(rt, bench, ["amem"], transcripts="longctx_full", progress=False)
-                monkeypatch.setattr(runner, "commit_episode", real_commit)
                 assert len(await rt.store.load_episodes("amem_tf_longctx_full")) == 4
             await run_rollout(rt, bench, ["amem"], transcripts="longctx_full", progress=False)
             found[name] = (await rt.store.fetchall("SELECT * FROM snapshots WHERE run='amem_tf_longctx_full' "
@@ -238,19 +246,9 @@ async def test_a_stopped_source_plans_only_its_recorded_episodes(open_rt, fake, 
     """Scoring readiness: a teacher-forced run is complete once it replayed every episode its source
     recorded, though the source itself stopped short of its plan."""
     script(fake)
-    real_commit, commits = runner.commit_episode, []
-
-    async def commit_then_die(store, ep, adapter, uses):
-        if len(commits) == 4:
-            raise RuntimeError("killed")
-        commits.append(ep.task_index)
-        await real_commit(store, ep, adapter, uses)
-
     async with open_rt() as rt:
-        monkeypatch.setattr(runner, "commit_episode", commit_then_die)
-        with pytest.raises(RuntimeError, match="killed"):
+        with killed_after(monkeypatch, 4), pytest.raises(RuntimeError, match="killed"):
             await run_rollout(rt, bench, ["longctx_full"], max_turns=2, progress=False)
-        monkeypatch.setattr(runner, "commit_episode", real_commit)
         [forced] = await run_rollout(rt, bench, ["bm25"], transcripts="longctx_full", progress=False)
         recorded = {u.id: await rt.store.episodes.done("longctx_full", u.id) for u in bench.users}
         _, source_skipped = await ready_users(rt.store, await rt.store.runs.require("longctx_full"), bench)

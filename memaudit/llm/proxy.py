@@ -33,9 +33,7 @@ import orjson
 
 from memaudit.embed import Embedder
 from memaudit.errors import MemauditError
-
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
-
+from memaudit.llm.http1 import read_request, write_json
 
 @dataclass
 class Route:
@@ -90,20 +88,10 @@ class RecordingProxy:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections[asyncio.current_task()] = writer
         try:
-            while True:
-                request_line = await reader.readline()
-                if not request_line.strip():
-                    break
-                method, target = request_line.decode("latin-1").split(" ")[:2]
-                headers = {}
-                while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    name, _, value = line.decode("latin-1").partition(":")
-                    headers[name.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+            while (request := await read_request(reader)) is not None:
+                method, target, _, body = request
                 status, payload = await self._dispatch(method, target, body)
-                data = orjson.dumps(payload)
-                writer.write(f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
-                             f"content-length: {len(data)}\r\n\r\n".encode() + data)
+                write_json(writer, status, payload)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass

@@ -24,15 +24,10 @@ import threading
 import time
 from contextlib import contextmanager
 
-import orjson
-
+from memaudit.llm.http1 import read_request, write_json
 from memaudit.testing.fake_openai import FakeOpenAI
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           408: "Request Timeout", 422: "Unprocessable Entity", 429: "Too Many Requests",
-           500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
-
 
 def rate_every_preference(body: dict) -> dict:
     """A pref_judge answer that varies with the prompt: one rating per `[n]` preference line."""
@@ -57,19 +52,8 @@ class LoopbackServer:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        name, value = line.split(":", 1)
-                        headers[name.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", 0)))
+            while (request := await read_request(reader)) is not None:
+                method, path, headers, body = request
                 if not await self.respond(writer, method, path, headers, body):
                     return
                 if headers.get("connection", "").lower() == "close":
@@ -82,7 +66,7 @@ class LoopbackServer:
     async def respond(self, writer, method: str, path: str, headers: dict, body: bytes) -> bool:
         """Write one response; False when the connection must be dropped (an injected timeout)."""
         if method == "GET" and path == "/_stats":
-            self._write(writer, 200, self.stats(), {})
+            write_json(writer, 200, self.stats())
             return True
         self.requests += 1
         self.in_flight += 1
@@ -96,16 +80,9 @@ class LoopbackServer:
         if reply is None:
             return False
         status, payload, extra = reply
-        self._write(writer, status, payload, extra)
+        write_json(writer, status, payload, extra)
         await writer.drain()
         return True
-
-    @staticmethod
-    def _write(writer, status: int, payload: dict, extra: dict) -> None:
-        data = orjson.dumps(payload)
-        head = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "content-type: application/json",
-                f"content-length: {len(data)}", *(f"{k}: {v}" for k, v in extra.items())]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
 
 
 @contextmanager

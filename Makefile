@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.installed
 DB     ?= memaudit.db
 FORMAT ?= md
 
-.PHONY: install run test test-fast bench tables table2 table3 table4 view clean
+.PHONY: install run test test-fast perf tables table2 table3 table4 view clean
 
 install: $(STAMP)
 
@@ -31,8 +31,9 @@ test: install
 test-fast: install
 	$(VENV)/bin/pytest -q -m "not integration and not browser"
 
-bench: install
-	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
+# Every script under perf/ that runs as a program (perf/loopback.py and perf/sample_run.py are helpers).
+perf: install
+	for f in perf/*.py; do grep -q '^if __name__ == "__main__"' $$f || continue; $(PY) $$f || exit 1; done
 
 tables: install
 	$(VENV)/bin/memaudit --db $(DB) tables --format $(FORMAT)

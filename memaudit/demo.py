@@ -10,7 +10,7 @@ from pathlib import Path
 from memaudit.bench.instances import resolve_bench
 from memaudit.config import EMBEDDED_MAX_TOKENS, EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.report.view import write_report
-from memaudit.rollout.progress import ProgressSink
+from memaudit.rollout.events import ProgressSink
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import Runtime
 from memaudit.scoring.attribution import attribute_runs

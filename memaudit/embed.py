@@ -16,7 +16,7 @@ import anyio
 from memaudit.caches import VectorCache
 from memaudit.config import BUNDLED_EMBED_MODEL
 from memaudit.errors import EndpointError
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 
 if TYPE_CHECKING:  # numpy is imported where vectors are made: a command that embeds nothing never loads it
     import numpy as np

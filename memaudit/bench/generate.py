@@ -33,7 +33,7 @@ from memaudit.canonical import canonical_pretty
 from memaudit.release import write_benchmark
 from memaudit.release.exporter import EXPORT_TASKS_DIR
 from memaudit.errors import BadInput, InvalidOutput, MemauditError
-from memaudit.llm.cache import derive_seed
+from memaudit.llm.keys import derive_seed
 from memaudit.roles import ask
 from memaudit.types import BANK_COUNTS, CATEGORIES, BankEntry, Benchmark, PoolEntry, Task, User
 

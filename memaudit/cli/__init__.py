@@ -24,12 +24,12 @@ COMMANDS = {
     "calls": ("calls_cmds", "Every recorded model call (oldest first), with its prompt and response."),
     "demo": ("demo_cmds", "The bundled sample benchmark end to end: rollout, scoring in both modes, attribution, "
                           "tables, report."),
-    "export": ("bench_cmds", "Write runs and their benchmark in the published release layout."),
+    "export": ("release_cmds", "Write runs and their benchmark in the published release layout."),
     "generate": ("generate_cmds", "Generate benchmark users with the anti-fishing critic/editor pass (--seed sets "
                                   "the base seed)."),
     "generate-act": ("utilization_cmds", "Act scenarios for every bank entry that has none yet, checked by the "
                                          "blind anti-fishing critic."),
-    "import-release": ("bench_cmds", "Import a published release: its benchmark and its runs (history, memory, "
+    "import-release": ("release_cmds", "Import a published release: its benchmark and its runs (history, memory, "
                                      "recon_judge, attribution, oracle), as runs named after their directories."),
     "memory": ("memory_cmds", "Work with dumped memory stores."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact."),

@@ -17,7 +17,7 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
-from memaudit.llm.cache import derive_seed, key_record, keyed
+from memaudit.llm.keys import derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body

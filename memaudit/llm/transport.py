@@ -2,7 +2,7 @@
 
 One HTTP session per endpoint (aiohttp; its connection pool keeps the client's CPU per call flat
 from 1 to 512 calls in flight, where httpx's grows with the number of connections: see
-benchmarks/bench_http_clients.py). Each endpoint bounds its in-flight calls with a capacity
+perf/http_clients.py). Each endpoint bounds its in-flight calls with a capacity
 limiter of `--concurrency`, and its pool keeps as many connections alive; a role listing several
 base URLs (a fleet) spreads calls by least in-flight load. An `httpx.MockTransport` stands in for
 the network in unit tests (`FakeOpenAI.transport()`).

@@ -15,7 +15,7 @@ from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
 from memaudit.errors import BadInput
 from memaudit.ids import check_id, inside
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 from memaudit.scoring.metrics import user_recovery
 from memaudit.store import Store, select_runs
 from memaudit.types import CATEGORIES, Benchmark, Reconstruction

@@ -66,7 +66,7 @@ def num(value, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def mean_std(mean, std, digits: int = 3) -> str:
+def mean_std_text(mean, std, digits: int = 3) -> str:
     if mean is None:
         return "—"
     return num(mean, digits) + ("" if std is None else f' <span class="std">± {num(std, digits)}</span>')

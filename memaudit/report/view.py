@@ -24,7 +24,7 @@ from pathlib import Path
 
 from memaudit.report import data, utilization
 from memaudit.report.data import Pass, Summary
-from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
+from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std_text, num, page,
                                   score_class, slug, stacked_chart, table)
 from memaudit.scoring.tables import compute_tables, models_text
 from memaudit.store import RunConfig, Store, dumps
@@ -187,7 +187,7 @@ def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
         bars = []
         for mode in ("dump_all", "retrieve"):
             p = summary.find_pass(row["run"], mode, row.get("retrieve_k"))
-            text = mean_std(row.get(f"B_{mode}"), row.get(f"B_{mode}_std"))
+            text = mean_std_text(row.get(f"B_{mode}"), row.get(f"B_{mode}_std"))
             ci = row.get(f"B_{mode}_ci95")
             if ci:
                 text = f'<span title="95% bootstrap interval over users: {_value(ci)}">{text}</span>'
@@ -228,7 +228,7 @@ def _table3(summary: Summary, rows: list[dict]) -> str:
         p = summary.find_pass(row["run"], row["mode"], row.get("k"))
         cells = _run_mode_cells(row, p)
         for key in (*CATEGORIES, "overall"):
-            text = mean_std(row.get(key), row.get(f"{key}_std"))
+            text = mean_std_text(row.get(key), row.get(f"{key}_std"))
             cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text) if p else text}</td>')
         body.append(cells)
     return ("<h2>Table 3 · recovery per category</h2>"

@@ -21,7 +21,7 @@ from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.provenance import differences, rollout_provenance
 from memaudit.rollout.episode import run_episode
-from memaudit.rollout.progress import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
+from memaudit.rollout.events import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
                                        UserDone)
 from memaudit.rollout.teacher_forced import Transcripts, default_tag, load_transcripts
 from memaudit.runtime import Runtime
@@ -118,7 +118,7 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
             if transcripts is None:
                 ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
             else:
-                ep = await transcripts.replay(adapter, run, task, k=k)
+                ep = await transcripts.feed(adapter, run, task, k=k)
         await commit_episode(rt.store, ep, adapter, uses)
         if progress:
             tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep))
@@ -137,7 +137,7 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
                       progress: ProgressSink | None = None, transcripts: str | None = None) -> list[str]:
     """Run (or resume) one run per system; returns the run ids. `progress` receives the rollout's
-    events (memaudit/rollout/progress.py); None (or False) sends none. `transcripts`: a recorded run
+    events (memaudit/rollout/events.py); None (or False) sends none. `transcripts`: a recorded run
     whose episodes are replayed into each system instead of played live (teacher_forced.py)."""
     return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts),
                               progress=progress)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from memaudit.errors import ContextOverflow, InvalidOutput
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 from memaudit.roles import ask
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import check_options, failure_note, run_all

@@ -24,7 +24,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from memaudit.llm.http1 import read_request, write_json
+from memaudit.llm.http1 import read_request, send_json
 from memaudit.testing.fake_openai import FakeOpenAI
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
@@ -66,7 +66,7 @@ class LoopbackServer:
     async def respond(self, writer, method: str, path: str, headers: dict, body: bytes) -> bool:
         """Write one response; False when the connection must be dropped (an injected timeout)."""
         if method == "GET" and path == "/_stats":
-            write_json(writer, 200, self.stats())
+            send_json(writer, 200, self.stats())
             return True
         self.requests += 1
         self.in_flight += 1
@@ -80,7 +80,7 @@ class LoopbackServer:
         if reply is None:
             return False
         status, payload, extra = reply
-        write_json(writer, status, payload, extra)
+        send_json(writer, status, payload, extra)
         await writer.drain()
         return True
 

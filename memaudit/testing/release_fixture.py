@@ -1,5 +1,5 @@
 """Synthetic releases in the published layout, written file by file (not through our exporter, so
-the importer is tested against the layout itself). Used by the tests and by benchmarks/bench_import.py."""
+the importer is tested against the layout itself). Used by the tests and by perf/release_import.py."""
 from __future__ import annotations
 
 import random

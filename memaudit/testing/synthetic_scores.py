@@ -1,5 +1,5 @@
 """Stores built directly from rows: small hand-made runs for the unit tests and a bulk
-50-user × 5-system store for the table and statistics benchmarks."""
+50-user × 5-system store for the table and statistics performance scripts."""
 from __future__ import annotations
 
 import numpy as np

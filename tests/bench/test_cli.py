@@ -49,15 +49,6 @@ def test_import_list_and_refused_import(tmp_path, capsys):
     assert orjson.loads(capsys.readouterr().out) == [{"name": "fx", "users": 2, "tasks": 62}]
 
 
-def test_import_release_and_export(tmp_path, capsys):
-    root = write_release(tmp_path / "pub", users=1, runs=("amem_pooled_50",))
-    db = str(tmp_path / "s.db")
-    assert memaudit("import-release", str(root), "--db", db) == 0
-    assert "imported 1 run(s): amem_pooled_50" in capsys.readouterr().out
-    assert memaudit("export", "--runs", "amem_pooled_50", "--out", str(tmp_path / "out"), "--db", db) == 0
-    assert (tmp_path / "out/history/amem_pooled_50/user_001/episode_31.json").is_file()
-
-
 @pytest.mark.skipif(not SAMPLE_READY, reason="bundled sample not present yet")
 def test_bundled_sample_validates(capsys):
     assert memaudit("bench", "validate", "sample") == 0

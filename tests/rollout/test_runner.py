@@ -174,7 +174,7 @@ async def test_users_run_concurrently(open_rt, fake, settings):
     async with open_rt() as rt:
         await run_rollout(rt, bench, ["nomem"], progress=False)
     # Each user's calls are sequential, so more than one request in flight means users overlapped
-    # (no wall-clock assertion: timing figures live in benchmarks/bench_rollout.py).
+    # (no wall-clock assertion: timing figures live in perf/rollout.py).
     assert fake.peak_in_flight > 1
 
 

@@ -38,7 +38,7 @@ def recon(run_id: str, user: str, dimension: str, score: float, variant: str = D
 def test_no_sql_outside_the_store():
     found = []
     for path in [*(ROOT / "memaudit").rglob("*.py"), *(ROOT / "adapters").rglob("*.py"),
-                 *(ROOT / "benchmarks").rglob("*.py")]:
+                 *(ROOT / "perf").rglob("*.py")]:
         if "store" in path.relative_to(ROOT).parts[:2]:
             continue
         found += [f"{path.relative_to(ROOT)}:{i}" for i, line in enumerate(path.read_text().splitlines(), 1)

@@ -1,4 +1,4 @@
-"""A finished rollout of the bundled sample, for the scoring benchmarks to score as CLI processes.
+"""A finished rollout of the bundled sample, for the scoring performance scripts to score as CLI processes.
 
 The rollout runs through the library against the loopback fake; memory items and the retrieval
 queries of every bank entry are embedded by a fast stand-in encoder and cached in the store, so

@@ -4,7 +4,7 @@ study's size: 7,750 episodes, 31 targets per user, dump_all and retrieve passes)
 Issue 7 asks that the report stays responsive at this size: pages are loaded per user and per
 target, so the figures to watch are the time to write it, the number of pages, the total size,
 and the largest single page (no multi-MB page).
-Run: .venv/bin/python benchmarks/bench_report.py
+Run: .venv/bin/python perf/report.py
 """
 from __future__ import annotations
 

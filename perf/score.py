@@ -1,10 +1,10 @@
 """Benchmarks for recovery scoring (issues 6 and 12): `memaudit score` as a CLI process, start-up
 included, against the loopback fake server in its own process.
 
-    .venv/bin/python benchmarks/bench_score.py [--repeat N]
+    .venv/bin/python perf/score.py [--repeat N]
 
 First a finished `longctx_full` rollout of the bundled sample (3 users x 31 tasks) is prepared
-(benchmarks/sample_run.py). Then, each on a fresh copy of that store:
+(perf/sample_run.py). Then, each on a fresh copy of that store:
 1. `score --mode dump_all` (186 calls) against a 100 ms server at `--concurrency 64` and at
    `--concurrency 1`: the speed-up (target >= 20x) and the most requests the server saw in flight
    (target >= 64).
@@ -29,8 +29,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.loopback import ROOT, server_process, server_stats  # noqa: E402
-from benchmarks.sample_run import fresh_copy, prepare  # noqa: E402
+from perf.loopback import ROOT, server_process, server_stats  # noqa: E402
+from perf.sample_run import fresh_copy, prepare  # noqa: E402
 
 RUN = "longctx_full"
 

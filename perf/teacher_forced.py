@@ -1,7 +1,7 @@
 """Benchmark for teacher-forced rollout (issue 15): what `rollout --transcripts RUN` costs against
 the on-policy run it replays.
 
-    .venv/bin/python benchmarks/bench_teacher_forced.py
+    .venv/bin/python perf/teacher_forced.py
 
 On the bundled sample (3 users x 31 tasks), against the fake OpenAI server over real loopback HTTP
 (memaudit.testing.serve), every episode ending on its second reply, with a fast fake encoder: for
@@ -22,7 +22,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.sample_run import fast_encoder  # noqa: E402
+from perf.sample_run import fast_encoder  # noqa: E402
 from memaudit.bench.instances import resolve_bench  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
 from memaudit.embed import Embedder  # noqa: E402

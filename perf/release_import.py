@@ -2,7 +2,7 @@
 hundred MB) through the real CLI in a subprocess, and `bench validate` of the 50 users.
 
 Targets (issue 3): import under 60 s on 2 cores with peak RSS under 2 GB; validate under 2 s.
-Run: .venv/bin/python benchmarks/bench_import.py
+Run: .venv/bin/python perf/release_import.py
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Benchmark: the paper's tables for a 50-user × 5-system study (issue 6).
 
-    .venv/bin/python benchmarks/bench_tables.py
+    .venv/bin/python perf/paper_tables.py
 
 1. A synthetic store built with bulk inserts (31 tasks with turns, final snapshots, both access
    modes scored, attributions and call records for every user and system): times

@@ -1,8 +1,8 @@
 """Benchmarks for the model client and call cache (issues 2 and 12), over real loopback HTTP.
 
-    .venv/bin/python benchmarks/bench_client.py [REPLAY_CALLS]
+    .venv/bin/python perf/client.py [REPLAY_CALLS]
 
-The fake server runs in its own process (benchmarks/loopback.py), so this process's CPU time is
+The fake server runs in its own process (perf/loopback.py), so this process's CPU time is
 the harness's: every call goes through `LLM.call` (key, cache lookup, single-flight, the HTTP
 session, JSON, the store writer). Prints:
 - throughput against a zero-latency server at 1, 16, 64, 256 and 512 calls in flight, with the
@@ -10,7 +10,7 @@ session, JSON, the store writer). Prints:
 - 1,000 calls at 64 in flight against a 100 ms server (target <= 1.3x of 1000 * 0.1 / 64 s);
 - replay throughput over REPLAY_CALLS cached calls (default 20,000; target >= 5,000/s).
 
-    .venv/bin/python benchmarks/bench_client.py --embedded
+    .venv/bin/python perf/client.py --embedded
 
 measures the real embedded server instead (SmolLM2-135M, 2 threads): a structured call with a
 ~1.2k-token prompt, cold, then the same long prefix with a new question (prefix cache), then a
@@ -28,7 +28,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.loopback import server_process, server_stats  # noqa: E402
+from perf.loopback import server_process, server_stats  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
 from memaudit.llm.client import LLM  # noqa: E402
 from memaudit.store import open_store  # noqa: E402

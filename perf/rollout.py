@@ -1,6 +1,6 @@
 """Benchmark for the rollout runner (issues 5 and 12), over real loopback HTTP.
 
-    .venv/bin/python benchmarks/bench_rollout.py
+    .venv/bin/python perf/rollout.py
 
 Against the loopback fake in its own process with 50 ms latency per call: 3 users x 31 tasks x 2
 systems (nomem, longctx_full with a fast stand-in encoder: the sentence encoder is not what this
@@ -24,8 +24,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.loopback import server_process, server_stats  # noqa: E402
-from benchmarks.sample_run import TASKS, USERS, fast_encoder  # noqa: E402
+from perf.loopback import server_process, server_stats  # noqa: E402
+from perf.sample_run import TASKS, USERS, fast_encoder  # noqa: E402
 from memaudit.bench.instances import resolve_bench  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
 from memaudit.embed import Embedder  # noqa: E402
@@ -55,7 +55,7 @@ async def main() -> None:
         chains[(ep.run, ep.user_id)] += len(uses)
 
     runner.commit_episode, runner.episode_record = timed_commit, timed_record
-    with tempfile.TemporaryDirectory() as tmp, server_process(LATENCY, "benchmarks.sample_run:fake_model") as url:
+    with tempfile.TemporaryDirectory() as tmp, server_process(LATENCY, "perf.sample_run:fake_model") as url:
         settings = replace(load_settings(db=Path(tmp) / "bench.db", base_url=url, model="fake",
                                          backend="openai", env={}), concurrency=64)
         async with open_runtime(settings) as rt:

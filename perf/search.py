@@ -6,7 +6,7 @@
    encoder must run once per distinct text (150 items + 31 queries), a second pass not at all, and a
    fresh process reading the same store's vector cache not at all.
 
-Uses the real all-MiniLM-L6-v2 encoder. Run: .venv/bin/python benchmarks/bench_search.py"""
+Uses the real all-MiniLM-L6-v2 encoder. Run: .venv/bin/python perf/search.py"""
 from __future__ import annotations
 
 import random

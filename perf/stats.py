@@ -1,6 +1,6 @@
 """Benchmark: every interval and pairwise test for 50 users × 5 systems × 2 modes (issue 8).
 
-    .venv/bin/python benchmarks/bench_stats.py
+    .venv/bin/python perf/stats.py
 
 Per-user values are drawn directly (no store): per system and mode the B interval and the five
 per-category intervals, A and D intervals per system, every pair of systems per mode (paired

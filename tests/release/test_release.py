@@ -8,7 +8,7 @@ import pytest
 
 from memaudit.release import export_runs, import_release
 from memaudit.errors import BadInput
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 from memaudit.store import open_store
 from memaudit.testing.release_fixture import write_release
 

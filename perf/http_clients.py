@@ -1,7 +1,7 @@
 """Which HTTP client to build the transport on (issue 12): raw POSTs of a chat-completions body
 over real loopback HTTP, with httpx, httpx2 and aiohttp, at 1 to 512 requests in flight.
 
-    .venv/bin/python benchmarks/bench_http_clients.py [--latency 0] [--clients httpx,httpx2,aiohttp]
+    .venv/bin/python perf/http_clients.py [--latency 0] [--clients httpx,httpx2,aiohttp]
 
 Prints, per client and level: calls/s, the client's CPU per call (this process) and the server's
 CPU per call (the server runs in its own process; if its CPU per call times calls/s approaches
@@ -19,7 +19,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.loopback import server_process, server_stats  # noqa: E402
+from perf.loopback import server_process, server_stats  # noqa: E402
 
 LEVELS = (1, 16, 64, 256, 512)
 BODY = {"model": "bench", "messages": [{"role": "system", "content": "You answer in JSON."},

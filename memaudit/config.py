@@ -30,16 +30,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memaudit.errors import BadInput
-from memaudit.llm.dialect import REASONING_EFFORTS, Sent, sent_fields
 from memaudit.resources import data_dir
 
 ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy", "slot_fill",
          "recovery_judge", "attribution", "generator")
 BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sent as reasoning_effort
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_CONTEXT = 8192
-BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/embed.py)
+BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
 # Output budgets on the embedded 135M model (2 CPU cores generate a few dozen tokens a second):
@@ -76,20 +76,6 @@ class RoleConfig:
     api_key: str | None = field(default=None, repr=False)
     max_tokens_cap: int | None = None
     reasoning_effort: str | None = None
-
-    def sampling(self, temperature: float | None, max_tokens: int | None, *,
-                 refused: frozenset[str] = frozenset()) -> Sent:
-        """What a call asking for (temperature, max_tokens) sends: the role's configured values win,
-        the embedded model's cap applies unless max_tokens was configured, then the dialect's rules
-        for this model (memaudit/llm/dialect.py: a reasoning model gets no temperature or top_p and
-        the reasoning budget; `refused` are the parameters this model answered a 400 for)."""
-        temperature = self.temperature if self.temperature is not None else temperature
-        max_tokens = self.max_tokens if self.max_tokens is not None else max_tokens
-        if self.max_tokens_cap is not None and self.max_tokens is None:
-            max_tokens = min(max_tokens or self.max_tokens_cap, self.max_tokens_cap)
-        return sent_fields(model=self.model, backend=self.backend, temperature=temperature, top_p=None,
-                           max_tokens=max_tokens, budget_configured=self.max_tokens is not None,
-                           reasoning_effort=self.reasoning_effort, refused=refused)
 
 
 @dataclass(frozen=True)

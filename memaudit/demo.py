@@ -15,7 +15,7 @@ from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import Runtime
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
 
 DEMO_SYSTEMS = ("nomem", "longctx_full", "mem0", "amem")
 MODES = ("dump_all", "retrieve")

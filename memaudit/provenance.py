@@ -4,10 +4,12 @@ hashes are recorded beside it (runs.prompt_hashes, score pass configs).
 
 A run records this when it is opened and refuses to resume under anything else, so one run id
 never mixes two models, protocols or prompts. Which models a run actually used is read back from
-its call log (`run_models`), which also covers runs recorded before provenance existed."""
+its call log (memaudit/tables/metrics.py `run_models`), which also covers runs recorded before
+provenance existed."""
 from __future__ import annotations
 
-from memaudit.config import Settings, role_group
+from memaudit.config import Settings
+from memaudit.llm.dialect import sampling
 from memaudit.roles import ROLE_SPECS
 from memaudit.store import Store
 
@@ -23,13 +25,13 @@ DIALOGUE_ROLES = ("agent", "simulator", "pref_judge")  # recorded, not called, i
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,
                     max_tokens: int | None = None) -> dict:
     """What `role` is sent when its caller asks for (temperature, max_tokens), after the role's
-    config and the dialect's rules (RoleConfig.sampling: a reasoning model is sent no temperature,
+    config and the dialect's rules (memaudit/llm/dialect.py `sampling`: a reasoning model is sent no temperature,
     recorded as None). For memory roles, whose adapters choose per call, a requested None means
     "the adapter's own value". A parameter refused by a 400 from a model not recognised by name
     is not reflected here: it is learned during the run (param_refusals), and recording it would
     make a resume or a replay see a change that is none; each call's key holds what was sent."""
     rc = settings.role(role)
-    sent = rc.sampling(temperature, max_tokens)
+    sent = sampling(rc, temperature, max_tokens)
     return {"model": rc.model, "backend": rc.backend, "temperature": sent.temperature, "top_p": sent.top_p,
             "max_tokens": sent.max_tokens, "reasoning_effort": sent.reasoning_effort,
             "context_window": rc.context_window}
@@ -83,12 +85,3 @@ def _label(path: str) -> str:
     if parts[0] == "prompts":
         return f"prompt {' '.join(parts[1:])}"
     return path
-
-
-async def run_models(store: Store, run: str) -> dict[str, str]:
-    """Role group -> the model(s) the run's artifacts were made with, from its call log ("a, b"
-    when a role used two). Empty for an imported run, which has no calls."""
-    found: dict[str, set[str]] = {}
-    for role, model in await store.calls.models_by_role(run):
-        found.setdefault(role_group(role), set()).add(model)
-    return {role: ", ".join(sorted(models)) for role, models in sorted(found.items())}

@@ -19,9 +19,9 @@ from memaudit.runtime import Runtime, open_runtime
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.rescore import rescore_runs
-from memaudit.scoring.tables import compute_tables
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
+from memaudit.tables.paper import compute_tables
 from memaudit.types import DEFAULT_VARIANT
 
 from memaudit.utilization.act import utilization_runs

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memaudit.config import Settings
-from memaudit.embed import Embedder, configured_embedder
 from memaudit.llm.client import LLM
+from memaudit.llm.embed import Embedder, configured_embedder
 from memaudit.llm.proxy import close_proxy
 from memaudit.llm.server import embedded_server
 from memaudit.store import Store, open_store

@@ -24,13 +24,13 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perf.loopback import server_process, server_stats  # noqa: E402
-from perf.sample_run import TASKS, USERS, fast_encoder  # noqa: E402
 from memaudit.bench.instances import resolve_bench  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
-from memaudit.embed import Embedder  # noqa: E402
+from memaudit.llm.embed import Embedder  # noqa: E402
 from memaudit.rollout import runner  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
+from perf.loopback import server_process, server_stats  # noqa: E402
+from perf.sample_run import TASKS, USERS, fast_encoder  # noqa: E402
 
 LATENCY = 0.05
 SYSTEMS = ["nomem", "longctx_full"]

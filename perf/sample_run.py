@@ -15,7 +15,7 @@ import numpy as np
 
 from memaudit.bench.instances import resolve_bench
 from memaudit.config import load_settings
-from memaudit.embed import DIM, Embedder
+from memaudit.llm.embed import DIM, Embedder
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
 from memaudit.scoring.recovery import retrieval_query

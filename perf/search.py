@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memaudit.adapters.base import AdapterContext, Event  # noqa: E402
 from memaudit.adapters.longctx_full import LongContextFull, prefixed  # noqa: E402
-from memaudit.embed import Embedder, load_sentence_model  # noqa: E402
+from memaudit.llm.embed import Embedder, load_sentence_model  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
 
 SUBJECTS = ["my knee", "the Python script", "our sprint review", "my sister's wedding", "the tax return",

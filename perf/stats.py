@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memaudit.scoring import stats  # noqa: E402
+from memaudit.tables import stats  # noqa: E402
 
 USERS, SYSTEMS, MODES, CATEGORIES = 50, 5, ("dump_all", "retrieve"), 5
 RESAMPLES = 10_000

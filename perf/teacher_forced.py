@@ -22,15 +22,15 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perf.sample_run import fast_encoder  # noqa: E402
 from memaudit.bench.instances import resolve_bench  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
-from memaudit.embed import Embedder  # noqa: E402
+from memaudit.llm.embed import Embedder  # noqa: E402
 from memaudit.rollout.runner import run_rollout  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
-from memaudit.scoring.metrics import token_usage  # noqa: E402
+from memaudit.tables.metrics import token_usage  # noqa: E402
 from memaudit.testing.fake_openai import FakeOpenAI  # noqa: E402
 from memaudit.testing.http_server import rate_every_preference, serve  # noqa: E402
+from perf.sample_run import fast_encoder  # noqa: E402
 
 SYSTEMS = ("nomem", "longctx_full", "mem0", "amem")
 DIALOGUE = ("agent", "simulator", "pref_judge")

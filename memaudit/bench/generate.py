@@ -26,12 +26,11 @@ from typing import Callable
 
 import anyio
 
+from memaudit.bench.export import EXPORT_TASKS_DIR, write_benchmark
 from memaudit.bench.files import read_json, write_json
 from memaudit.bench.instances import TASKS_ROOT, read_release
 from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
 from memaudit.canonical import canonical_pretty
-from memaudit.release import write_benchmark
-from memaudit.release.exporter import EXPORT_TASKS_DIR
 from memaudit.errors import BadInput, InvalidOutput, MemauditError
 from memaudit.llm.keys import derive_seed
 from memaudit.roles import ask

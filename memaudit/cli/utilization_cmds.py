@@ -23,8 +23,8 @@ def utilization(runs, k, threshold):
 
 async def _utilization(settings, runs, k, threshold):
     from memaudit.runtime import open_runtime
+    from memaudit.tables.utilization import load_cases, outcome
     from memaudit.utilization.act import utilization_runs
-    from memaudit.utilization.summary import load_cases, outcome
 
     async with open_runtime(settings) as rt:
         chosen = runs if runs is not None else [r["run"] for r in await rt.store.list_runs()]

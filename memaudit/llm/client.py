@@ -17,10 +17,10 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
+from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body, sampling
 from memaudit.llm.keys import derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import estimate_tokens
-from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body
 from memaudit.llm.transport import Transport
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class LLM:
     async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
                             seed_parts) -> CallResult:
         rc = self.role_config(role)
-        sent = rc.sampling(temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
+        sent = sampling(rc, temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
                             top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,

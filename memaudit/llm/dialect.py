@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import orjson
 
 from memaudit.caches import CallCache
+from memaudit.config import RoleConfig
 from memaudit.errors import EndpointError
 
 # gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5") and
@@ -29,7 +30,6 @@ REFUSABLE = ("max_tokens", "temperature", "top_p")
 # sized for the answer alone would end most replies empty. The published runner gave reasoning
 # models 8192 completion tokens on every call; a role's `max_tokens` in the config still wins.
 REASONING_BUDGET = 8192
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
 class ParameterRefused(EndpointError):
@@ -67,6 +67,21 @@ def sent_fields(*, model: str, backend: str, temperature: float | None, top_p: f
     if reasoning or "top_p" in refused:
         top_p = None
     return Sent(temperature, top_p, max_tokens, reasoning_effort)
+
+
+def sampling(rc: RoleConfig, temperature: float | None, max_tokens: int | None, *,
+             refused: frozenset[str] = frozenset()) -> Sent:
+    """What a call of a role configured as `rc` asking for (temperature, max_tokens) sends: the
+    role's configured values win, the embedded model's cap applies unless max_tokens was
+    configured, then this dialect's rules for the model (a reasoning model gets no temperature or
+    top_p and the reasoning budget; `refused` are the parameters this model answered a 400 for)."""
+    temperature = rc.temperature if rc.temperature is not None else temperature
+    max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
+    if rc.max_tokens_cap is not None and rc.max_tokens is None:
+        max_tokens = min(max_tokens or rc.max_tokens_cap, rc.max_tokens_cap)
+    return sent_fields(model=rc.model, backend=rc.backend, temperature=temperature, top_p=None,
+                       max_tokens=max_tokens, budget_configured=rc.max_tokens is not None,
+                       reasoning_effort=rc.reasoning_effort, refused=refused)
 
 
 def request_body(*, backend: str, model: str, messages: list[dict], temperature: float | None,

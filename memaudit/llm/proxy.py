@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from memaudit.embed import Embedder
 from memaudit.errors import MemauditError
+from memaudit.llm.embed import Embedder
 from memaudit.llm.http1 import read_request, send_json
 
 @dataclass

@@ -7,62 +7,16 @@ anything is written, and every file's resolved path (symlinks already in the out
 followed) must stay under it."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from memaudit.bench.files import write_json
-from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
-from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
+from memaudit.bench.export import EXPORT_TASKS_DIR, write_benchmark, write_inside
 from memaudit.errors import BadInput
-from memaudit.ids import check_id, inside
+from memaudit.ids import check_id
 from memaudit.llm.keys import text_hash
-from memaudit.scoring.metrics import user_recovery
+from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
 from memaudit.store import Store, select_runs
-from memaudit.types import CATEGORIES, Benchmark, Reconstruction
-
-EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
-EXPORT_TASKS_DIR = "tasks"
-
-
-def _write(out: Path, relative: str, data) -> None:
-    write_json(inside(out, out / relative, label=relative), data)
-
-
-def _refuse_links_out(out: Path) -> None:
-    """Before writing: any symlink already in `out` that leads outside it is refused, so a refused
-    export leaves no half-written tree behind (`_write` checks each file again)."""
-    for folder, dirs, files in os.walk(out):
-        for name in (*dirs, *files):
-            path = Path(folder) / name
-            if path.is_symlink():
-                inside(out, path, label=str(path.relative_to(out)))
-
-
-def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
-    """Banks, pool (if the benchmark has one) and one task file per user, in the release layout."""
-    out = Path(out_dir)
-    for user in bench.users:
-        check_id(user.id, "user id", file=f"benchmark {bench.name}", user=user.id[:40])
-    _refuse_links_out(out)
-    users = []
-    for user in bench.users:
-        bank: dict[str, list] = {c: [] for c in CATEGORIES}
-        for e in user.bank:
-            bank.setdefault(e.category, []).append({"dimension": e.dimension, "short": e.short,
-                                                    "explanation": e.explanation})
-        users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
-    _write(out, BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
-                             "users": users})
-    if bench.pool:
-        pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
-                    for p in entries] for c, entries in bench.pool.items()}
-        _write(out, POOL_FILE, {"meta": {"benchmark": bench.name}, **pool})
-    for user in bench.users:
-        tasks = bench.tasks.get(user.id, ())
-        records = [{**t.review, "task": t.text, "rationale": t.rationale, "target_category": t.target_category,
-                    "target_dimension": t.target_dimension, "target_short": t.target_short} for t in tasks]
-        _write(out, f"{TASKS_ROOT}/{EXPORT_TASKS_DIR}/{user.id}.json",
-               {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
+from memaudit.tables.metrics import user_recovery
+from memaudit.types import Benchmark, Reconstruction
 
 
 async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path) -> list[str]:
@@ -102,9 +56,9 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> N
                   "turns": [_turn_record(t) for t in ep.turns]}
         if ep.error is not None:
             record["error"] = ep.error
-        _write(out, f"history/{run}/{name}", record)
+        write_inside(out, f"history/{run}/{name}", record)
         prefs = [e for e in users[ep.user_id].bank if e.category == "assistance_preference"]
-        _write(out, f"pref_judge/{run}/{name}", {
+        write_inside(out, f"pref_judge/{run}/{name}", {
             "user_id": ep.user_id, "task": ep.task,
             "prefs": [{"idx": i, "dimension": e.dimension, "short": e.short, "explanation": e.explanation}
                       for i, e in enumerate(prefs)],
@@ -112,7 +66,7 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> N
                        "per_pref": t.per_pref} for t in ep.turns]})
     for user_id in await store.episodes.snapshot_users(run):
         items = (await store.last_snapshot(run, user_id))["items"]
-        _write(out, f"memory/{run}/{user_id}/memories.json", {"num_memories": len(items), "memories": items})
+        write_inside(out, f"memory/{run}/{user_id}/memories.json", {"num_memories": len(items), "memories": items})
     k = (row["config"] or {}).get("k", RETRIEVE_K)
     for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
         await _export_mode(store, run, mode, mode_k, bench, out, f"output/{out_dir}")
@@ -131,7 +85,7 @@ async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchma
         records = sorted(by_user[user.id], key=lambda r: (order.get(r.dimension, len(order)), r.dimension))
         details = [_recon_detail(r) for r in records]
         recovery = user_recovery(user.id, [(r.category, r.score, r.status) for r in records])
-        _write(out, f"{folder}/recon_judge/{user.id}.json", {
+        write_inside(out, f"{folder}/recon_judge/{user.id}.json", {
             "user_id": user.id, "per_category": recovery.categories, "overall": recovery.B, "details": details})
         attributed = []
         for r, detail in zip(records, details):
@@ -143,7 +97,7 @@ async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchma
             counts: dict[str, int] = {}
             for d in attributed:
                 counts[d["attribution"]["category"]] = counts.get(d["attribution"]["category"], 0) + 1
-            _write(out, f"{folder}/attribution/{user.id}.json", {
+            write_inside(out, f"{folder}/attribution/{user.id}.json", {
                 "user_id": user.id, "tasks_dir": EXPORT_TASKS_DIR, "counts": counts, "details": attributed})
 
 
@@ -166,7 +120,7 @@ async def _export_oracle(store: Store, bench: Benchmark, out: Path) -> None:
             if verdict is not None:
                 verdicts[task.target_dimension] = verdict
         if verdicts:
-            _write(out, f"output/{ORACLE_DIR}/{user.id}.json", verdicts)
+            write_inside(out, f"output/{ORACLE_DIR}/{user.id}.json", verdicts)
 
 
 def _turn_record(t) -> dict:

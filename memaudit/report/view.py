@@ -26,8 +26,8 @@ from memaudit.report import data, utilization
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std_text, num, page,
                                   score_class, slug, stacked_chart, table)
-from memaudit.scoring.tables import compute_tables, models_text
 from memaudit.store import RunConfig, Store, dumps
+from memaudit.tables.paper import compute_tables, models_text
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
 
 INDEX = "index.html"

@@ -12,7 +12,7 @@ import pytest
 
 from memaudit.adapters.base import AdapterContext, Event
 from memaudit.adapters.registry import get_adapter
-from memaudit.embed import DIM, Embedder
+from memaudit.llm.embed import DIM, Embedder
 from memaudit.runtime import open_runtime
 
 

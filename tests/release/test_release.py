@@ -6,9 +6,9 @@ import hashlib
 import orjson
 import pytest
 
-from memaudit.release import export_runs, import_release
 from memaudit.errors import BadInput
 from memaudit.llm.keys import text_hash
+from memaudit.release import export_runs, import_release
 from memaudit.store import open_store
 from memaudit.testing.release_fixture import write_release
 
@@ -139,7 +139,7 @@ async def test_export_refuses_unknown_runs(tmp_path):
 async def test_tables_recompute_the_published_figures_from_the_imported_raw_records(tmp_path):
     from statistics import mean
 
-    from memaudit.scoring.tables import compute_tables
+    from memaudit.tables.paper import compute_tables
 
     root = write_release(tmp_path / "pub", users=3, runs=("amem_pooled_50",), turns=4)
     async with open_store(tmp_path / "s.db") as store:
@@ -178,7 +178,7 @@ async def test_a_rollout_exports_byte_identically_and_reimports(tmp_path, settin
     from dataclasses import replace
 
     from memaudit.bench.instances import load_release_benchmark
-    from memaudit.embed import Embedder
+    from memaudit.llm.embed import Embedder
     from memaudit.rollout.runner import run_rollout
     from memaudit.runtime import open_runtime
     from tests.rollout.conftest import fake_encoder

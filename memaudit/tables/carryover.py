@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memaudit.scoring import stats
 from memaudit.store import Store
+from memaudit.tables import stats
+from memaudit.tables.utilization import with_ci
 from memaudit.types import Benchmark, Episode, User
-from memaudit.utilization.summary import with_ci
 
 CORRECTIVE = ("correction", "too_deep", "too_shallow")
 HONOURED = 4

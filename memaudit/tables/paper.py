@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 import orjson
 
 from memaudit.errors import BadInput
-from memaudit.provenance import run_models
-from memaudit.scoring import metrics, stats
-from memaudit.scoring.metrics import ModeRecovery
 from memaudit.store import Run, Store, select_runs
+from memaudit.tables import metrics, stats
+from memaudit.tables import carryover, utilization
+from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
-from memaudit.utilization import carryover, summary as utilization
 
 DEFAULT_K = 5
 ALPHA = 0.05
@@ -97,7 +96,7 @@ async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> R
                    attributions=await metrics.attribution_counts(store, run, variant=variant),
                    tokens=await metrics.token_usage(store, run),
                    partial=await is_partial(store, info, variant),
-                   models=await run_models(store, run), source_run=info.config.transcripts)
+                   models=await metrics.run_models(store, run), source_run=info.config.transcripts)
 
 
 async def is_partial(store: Store, info: Run, variant: str) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from memaudit.scoring import metrics
 from memaudit.store import Store
+from memaudit.tables import metrics
 from memaudit.testing.synthetic_scores import (bench_rows, call_rows, episode_row, insert, run_row, snapshot_row, turn_row)
 
 

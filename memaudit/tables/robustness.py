@@ -12,8 +12,8 @@ from __future__ import annotations
 import itertools
 
 from memaudit.errors import BadInput
-from memaudit.scoring.metrics import counted_score, user_recovery
 from memaudit.store import Store
+from memaudit.tables.metrics import counted_score, user_recovery
 from memaudit.types import CATEGORIES, DEFAULT_VARIANT
 
 LEVEL_STEP = 0.25  # one rubric level

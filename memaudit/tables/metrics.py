@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from memaudit.config import role_group
 from memaudit.store import Store
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT
 
@@ -189,6 +190,15 @@ async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
         group["cached_tokens"] += r["cached"] or 0
         group["reasoning_tokens"] += r["reasoning"] or 0
     return dict(sorted(out.items()))
+
+
+async def run_models(store: Store, run: str) -> dict[str, str]:
+    """Role group -> the model(s) the run's artifacts were made with, from its call log ("a, b"
+    when a role used two). Empty for an imported run, which has no calls."""
+    found: dict[str, set[str]] = {}
+    for role, model in await store.calls.models_by_role(run):
+        found.setdefault(role_group(role), set()).add(model)
+    return {role: ", ".join(sorted(models)) for role, models in sorted(found.items())}
 
 
 def lower_quantile(values, q: float) -> float | None:

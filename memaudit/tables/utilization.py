@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from memaudit.scoring import stats
 from memaudit.store import Store
+from memaudit.tables import stats
 from memaudit.types import CATEGORIES
 
 COUNTS = ("kp_ap", "kp_af", "kf_ap", "kf_af")

@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 from memaudit.cli import main
-from memaudit.scoring.robustness import compare_variants
-from memaudit.scoring.tables import compute_tables, render
 from memaudit.store import Store, dumps
+from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.robustness import compare_variants
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
 from memaudit.testing.synthetic_scores import (attribution_row, bench_rows, call_rows, dimensions, episode_row, insert,
                                      recon_row, run_row, snapshot_row, turn_row)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from memaudit.scoring import stats
+from memaudit.tables import stats
 
 
 def test_bootstrap_of_a_constant_is_degenerate():

@@ -31,9 +31,8 @@ from pathlib import Path
 
 from memaudit.errors import BadInput
 from memaudit.resources import data_dir
+from memaudit.roles import GROUPS, embedded_max_tokens, role_group
 
-ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy", "slot_fill",
-         "recovery_judge", "attribution", "generator")
 BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sent as reasoning_effort
@@ -42,27 +41,10 @@ EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
-# Output budgets on the embedded 135M model (2 CPU cores generate a few dozen tokens a second):
-# caps, not targets — a role asking for less keeps its own value. Configure max_tokens per role
-# to lift them.
-EMBEDDED_MAX_TOKENS = {"agent": 160, "simulator": 128, "pref_judge": 160, "memory": 256, "slot_fill": 160,
-                       "recovery_judge": 96, "attribution": 192, "generator": 1024}
 # The simulated user's text on the embedded model, in characters: the JSON grammar closes the string
-# here, before the simulator's token cap above would cut the JSON. Configured endpoints: unbounded.
+# here, before the simulator's token cap (memaudit/roles.py) would cut the JSON. Configured
+# endpoints: unbounded.
 EMBEDDED_SIMULATOR_TEXT_CHARS = 400
-
-# Which configured role a fine-grained call role falls under (e.g. "oracle" is an attribution call).
-ROLE_GROUP = {
-    "oracle": "attribution", "disclosure": "attribution", "elicitation": "attribution",
-    "persona_gen": "generator", "bank_gen": "generator", "task_gen": "generator",
-    "critic": "generator", "editor": "generator", "act_scenario": "generator", "act_judge": "recovery_judge",
-}
-
-
-def role_group(role: str) -> str:
-    """`memory:mem0_extract` -> `memory`; `oracle` -> `attribution`."""
-    base = role.split(":", 1)[0]
-    return ROLE_GROUP.get(base, base)
 
 
 @dataclass(frozen=True)
@@ -116,7 +98,7 @@ class Settings:
     def embedded(self) -> bool:
         """True when some role has no endpoint: the embedded server must be started."""
         return self.base_url is None and any(
-            not _urls(self.role_sections.get(r, {}).get("base_url")) for r in ROLES)
+            not _urls(self.role_sections.get(r, {}).get("base_url")) for r in GROUPS)
 
     def on_embedded(self, role: str) -> bool:
         """True when `role` is served by the embedded model (one request at a time)."""
@@ -141,7 +123,7 @@ class Settings:
             max_tokens=section.get("max_tokens"),
             context_window=window,
             api_key=os.environ.get(key_env) if key_env else self.api_key,
-            max_tokens_cap=EMBEDDED_MAX_TOKENS.get(role_group(role)) if on_embedded else None,
+            max_tokens_cap=embedded_max_tokens().get(role_group(role)) if on_embedded else None,
             reasoning_effort=section.get("reasoning_effort"),
         )
 
@@ -242,8 +224,8 @@ def _read_config(path: Path) -> tuple[dict, dict]:
     allowed = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env",
                "reasoning_effort", "embed_model", "embed_base_url"}
     for name, section in sections.items():
-        if name not in ROLES:
-            raise BadInput(f"unknown role {name!r}; roles are {', '.join(ROLES)}", file=str(path), field=f"roles.{name}")
+        if name not in GROUPS:
+            raise BadInput(f"unknown role {name!r}; roles are {', '.join(GROUPS)}", file=str(path), field=f"roles.{name}")
         unknown = set(section) - allowed
         if unknown:
             raise BadInput(f"unknown keys {sorted(unknown)}", file=str(path), field=f"roles.{name}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from memaudit.config import Settings
 from memaudit.llm.dialect import sampling
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import ROLE_SPECS, groups_of
 from memaudit.store import Store
 
 # Bump when a change to the pipeline can move a number (turn order, prompt behaviour, caps,
@@ -18,8 +18,8 @@ from memaudit.store import Store
 # 2: the published turn order, uncapped dialogue, generic assistant, indented dump_all.
 PROTOCOL_VERSION = "2"
 
-ROLLOUT_ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy")
-DIALOGUE_ROLES = ("agent", "simulator", "pref_judge")  # recorded, not called, in a teacher-forced run
+ROLLOUT_ROLES = groups_of("dialogue", "memory")
+DIALOGUE_ROLES = groups_of("dialogue")  # recorded, not called, in a teacher-forced run
 
 
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,

@@ -7,11 +7,44 @@ CATEGORIES = ("skill_memory", "knowledge_memory", "episodic_memory", "self_model
 BANK_COUNTS = {"skill_memory": 7, "knowledge_memory": 7, "episodic_memory": 7, "self_model": 5,
                "assistance_preference": 5}
 FEEDBACK_TYPES = ("correction", "add_context", "too_deep", "too_shallow", "followup", "expose_gap", "satisfied")
-RUBRIC = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("dump_all", "retrieve")
 DEFAULT_VARIANT = "default"  # the scoring variant of `memaudit score`; rescoring variants have their own names
 ATTRIBUTION_LABELS = ("ok", "memory_failure", "task_design_failure", "agent_elicitation_failure",
                       "simulator_too_strict", "no_targeted_task", "unclassified", "overflow")
+
+
+@dataclass(frozen=True)
+class RubricLevel:
+    score: float
+    name: str
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """The recovery judge's grid (PROTOCOL §5) and the score from which a target counts as
+    recovered: attribution labels it `ok`, utilization calls it known. The judge's check, the
+    report's colours and the command line's help text are derived from it."""
+    levels: tuple[RubricLevel, ...]  # best first
+    recovered: float
+
+    @property
+    def scores(self) -> tuple[float, ...]:
+        """The allowed scores, lowest first."""
+        return tuple(sorted(level.score for level in self.levels))
+
+    def on_grid(self, score) -> bool:
+        return score in self.scores
+
+    def level(self, score: float) -> RubricLevel:
+        """The highest level at or below `score` (a mean falls between levels)."""
+        return next(level for level in self.levels if score >= level.score - 1e-9)
+
+    def is_recovered(self, score: float) -> bool:
+        return score >= self.recovered
+
+
+RUBRIC = Rubric((RubricLevel(1.0, "exact"), RubricLevel(0.75, "close"), RubricLevel(0.5, "partial"),
+                 RubricLevel(0.25, "weak"), RubricLevel(0.0, "wrong")), recovered=0.75)
 
 
 @dataclass(frozen=True)

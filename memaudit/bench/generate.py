@@ -26,6 +26,7 @@ from typing import Callable
 
 import anyio
 
+from memaudit.ask import ask
 from memaudit.bench.export import EXPORT_TASKS_DIR, write_benchmark
 from memaudit.bench.files import read_json, write_json
 from memaudit.bench.instances import TASKS_ROOT, read_release
@@ -33,7 +34,6 @@ from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
 from memaudit.canonical import canonical_pretty
 from memaudit.errors import BadInput, InvalidOutput, MemauditError
 from memaudit.llm.keys import derive_seed
-from memaudit.roles import ask
 from memaudit.types import BANK_COUNTS, CATEGORIES, BankEntry, Benchmark, PoolEntry, Task, User
 
 WORK_DIR = "generation"          # per-user records of finished users: what resume looks at

@@ -11,14 +11,14 @@ import sys
 
 import click
 
-from memaudit.cli.common import GLOBAL_OPTIONS
+from memaudit.cli.common import ATTRIBUTE_HELP, GLOBAL_OPTIONS
 from memaudit.errors import MemauditError, scrub
 
 # name -> (module in memaudit.cli, the first paragraph of the command's docstring). The summary
 # lets `memaudit --help` list every command without importing any; tests/cli/test_lazy_cli.py
 # checks that it still matches the docstring.
 COMMANDS = {
-    "attribute": ("score_cmds", "Stages 0-2 of failure attribution for every target scored below 0.75."),
+    "attribute": ("score_cmds", ATTRIBUTE_HELP),
     "bench": ("bench_cmds", "Benchmark instances: validate, import, list."),
     "cache": ("system_cmds", "The call cache in the store: statistics, and merging caches from other machines."),
     "calls": ("calls_cmds", "Every recorded model call (oldest first), with its prompt and response."),

@@ -9,6 +9,8 @@ from pathlib import Path
 import anyio
 import click
 
+from memaudit.types import RUBRIC
+
 # rich, the settings and the store are imported where used: a command's module loads only what that
 # command needs, and `memaudit --help` almost nothing (tests/cli/test_lazy_cli.py).
 
@@ -26,6 +28,9 @@ def __getattr__(name: str):
     out = Console() if sys.stdout.isatty() else Console(width=160)
     return globals()[name]
 
+
+# The threshold comes from the rubric: the help text cannot drift from what attribution does.
+ATTRIBUTE_HELP = f"Stages 0-2 of failure attribution for every target scored below {RUBRIC.recovered:g}."
 
 GLOBAL_OPTIONS = [
     click.option("--db", type=click.Path(path_type=Path), default=None, help="artifact store [MEMAUDIT_DB]"),

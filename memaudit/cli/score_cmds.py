@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, run, split_list
+from memaudit.cli.common import ATTRIBUTE_HELP, current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
 from memaudit.types import DEFAULT_VARIANT
 
@@ -70,12 +70,11 @@ async def _score(settings, modes, ks, runs, context_window, dims):
         await _print_scores(rt.store, chosen, DEFAULT_VARIANT)
 
 
-@click.command("attribute")
+@click.command("attribute", help=ATTRIBUTE_HELP)
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
 @global_options
 def attribute(mode, runs):
-    """Stages 0-2 of failure attribution for every target scored below 0.75."""
     run(_attribute, current_settings(), _modes(mode), split_list(runs))
 
 

@@ -20,6 +20,7 @@ from memaudit.errors import BadInput, MemauditError
 from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.provenance import differences, rollout_provenance
+from memaudit.roles import prompts_of
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.events import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
                                        UserDone)
@@ -28,7 +29,7 @@ from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
 
-PROMPTS = ("agent", "simulator", "pref_judge")  # plus each adapter's own prompt files
+PROMPTS = prompts_of("dialogue")  # plus each adapter's own prompt files
 
 
 def run_id(system: str, tag: str | None) -> str:

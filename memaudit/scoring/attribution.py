@@ -1,6 +1,6 @@
 """Failure attribution (PROTOCOL §6): which arrow of expose -> collect -> recover lost a target.
 
-    score >= 0.75                     -> ok
+    recovered (types.RUBRIC)          -> ok
     overflow                          -> overflow
     no task targets the dimension     -> no_targeted_task
     Stage 0 oracle says the task cannot invite the value   -> task_design_failure
@@ -18,14 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from memaudit.ask import ask
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.keys import text_hash
-from memaudit.roles import ask
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import check_options, failure_note, run_all
-from memaudit.types import DEFAULT_VARIANT, Attribution, Episode, Reconstruction, Task
+from memaudit.types import DEFAULT_VARIANT, RUBRIC, Attribution, Episode, Reconstruction, Task
 
-RECOVERED = 0.75
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
 
 
@@ -108,7 +107,7 @@ async def _attribute(rt: Runtime, target: Target) -> None:
     recon = target.recon
     stages: list = []
     with rt.llm.collect() as uses:
-        if recon.status == "ok" and recon.score >= RECOVERED:
+        if recon.status == "ok" and RUBRIC.is_recovered(recon.score):
             label, note = "ok", ""
         else:
             label, note = await classify(rt, target, stages)

@@ -22,14 +22,16 @@ import anyio
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.registry import get_adapter
+from memaudit.ask import ask
+from memaudit.ask import ask
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
-from memaudit.config import role_group
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
 from memaudit.llm.client import LLM
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import Prompt, load_prompt
 from memaudit.provenance import PROTOCOL_VERSION, role_provenance
-from memaudit.roles import ROLE_SPECS, ask
+from memaudit.roles import role_group
+from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
 from memaudit.types import DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from memaudit.config import role_group
+from memaudit.roles import role_group
 from memaudit.store import Store
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT
 

@@ -76,7 +76,7 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
     rows.update({name: [] for name in ("runs", "episodes", "turns", "snapshots", "reconstructions",
                                        "attributions", "calls", "call_uses")})
     dims = dimensions()
-    grid = np.asarray(RUBRIC)
+    grid = np.asarray(RUBRIC.scores)
     for s, system in enumerate(systems):
         run = f"{system}_pooled_{users}"
         rows["runs"].append(run_row(run, system, config={"tasks": None}))
@@ -104,6 +104,6 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
                         rows["reconstructions"].append(recon_row(run, mode, user, c, d, score, k=k, variant=variant,
                                                                           snapshot_task=31))
                         if variant == DEFAULT_VARIANT:
-                            label = "ok" if score >= 0.75 else ATTRIBUTION_LABELS[int(rng.integers(1, 5))]
+                            label = "ok" if RUBRIC.is_recovered(score) else ATTRIBUTION_LABELS[int(rng.integers(1, 5))]
                             rows["attributions"].append(attribution_row(run, mode, user, c, d, label, k=k))
     return rows

@@ -24,23 +24,22 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from memaudit.adapters.base import AgentContext
+from memaudit.ask import ask
 from memaudit.bench.act import ActScenario
 from memaudit.bench.instances import resolve_act_scenarios
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
 from memaudit.prompts import prompt_hashes
-from memaudit.roles import ask
+from memaudit.roles import ROLE_SPECS, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
-from memaudit.scoring.attribution import RECOVERED
 from memaudit.scoring.recovery import failure_note, open_memory, run_all
 from memaudit.store import Run, Store, dumps
 from memaudit.store.utilization import Utilization
-from memaudit.types import DEFAULT_VARIANT
-from memaudit.types import BankEntry, Episode, MemoryItem, Reconstruction
+from memaudit.types import DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 
-KNOW_THRESHOLD = RECOVERED  # known = what attribution calls recovered
-PROMPTS = ("agent", "act_judge")
+KNOW_THRESHOLD = RUBRIC.recovered  # known = what attribution calls recovered
+PROMPTS = (ROLE_SPECS["agent"].prompt, *prompts_of("utilization"))  # the Act answers are the assistant's
 MODEL_FAILURES = (InvalidOutput, ContextOverflow)  # an EndpointError ends the command
 # What the judge's position answer means for each order of (memory answer, baseline).
 PICKED = {"memory_first": {"first": "memory", "second": "baseline", "neither": "neither"},

@@ -16,8 +16,8 @@ import orjson
 
 from memaudit.errors import BadInput
 from memaudit.store import Run, Store, select_runs
-from memaudit.tables import metrics, stats
-from memaudit.tables import carryover, utilization
+from memaudit.tables import carryover, metrics, stats, utilization
+from memaudit.tables.columns import TABLE2, ci_text, num, pm, project, text_table
 from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
 
@@ -170,16 +170,6 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     return row
 
 
-def models_text(models: dict) -> str:
-    """`gpt-4o-mini` when every role used it, else `model: role, role; model: role`."""
-    by_model: dict[str, list[str]] = {}
-    for role, model in models.items():
-        by_model.setdefault(model, []).append(role)
-    if len(by_model) == 1:
-        return next(iter(by_model))
-    return "; ".join(f"{model}: {', '.join(roles)}" for model, roles in sorted(by_model.items())) or "–"
-
-
 def table3_rows(d: RunData, boot: Bootstrap) -> list[dict]:
     rows = []
     for mode in MODES:
@@ -281,7 +271,7 @@ def _compare(mode: str, a: str, b: str, values_a: dict, values_b: dict, boot: Bo
 def render(tables: dict, fmt: str) -> str:
     """The tables present in `tables` as md, latex, csv or json text."""
     if fmt == "json":
-        return orjson.dumps(tables, option=orjson.OPT_INDENT_2).decode()
+        return orjson.dumps(as_data(tables, "json"), option=orjson.OPT_INDENT_2).decode()
     if fmt == "csv":
         return _render_csv(tables)
     if fmt in ("md", "latex"):
@@ -289,88 +279,40 @@ def render(tables: dict, fmt: str) -> str:
     raise BadInput(f"unknown format {fmt!r}; use md, latex, csv or json", field="format")
 
 
-def _num(value, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{digits}f}"
-
-
-def _pm(row: dict, key: str, digits: int = 3) -> str:
-    """`mean ± std [low, high]`, dropping what is missing."""
-    if row.get(key) is None:
-        return "n/a"
-    text = _num(row[key], digits)
-    if row.get(f"{key}_std") is not None:
-        text += f" ± {_num(row[f'{key}_std'], digits)}"
-    ci = row.get(f"{key}_ci95")
-    if ci is not None:
-        text += f" [{_num(ci[0], digits)}, {_num(ci[1], digits)}]"
-    return text
-
-
-def _ci(ci) -> str:
-    return "n/a" if ci is None else f"[{_num(ci[0])}, {_num(ci[1])}]"
-
-
 def _mode_label(row: dict) -> str:
     return row["mode"] if row.get("k") is None else f"{row['mode']}@{row['k']}"
 
 
-def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
-    header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "memory write failures",
-              "tokens", "B/Mtok dump/top-k", "models"]
-    body = [[r["run"] + (" (partial)" if r["partial"] else "") + teacher_forced_mark(r), _pm(r, "A", 1),
-             _pm(r, "D", 2), _pm(r, "C", 2), _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1),
-             _num(r["chars"], 1),
-             f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
-             f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
-             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["memory_write_failures"]),
-             _num(r["tokens"]),
-             f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}",
-             models_text(r["models"])] for r in rows]
-    return header, body
-
-
-def teacher_forced_mark(row: dict) -> str:
-    """After a run id: its memory was fed another run's transcripts, whose A, C and D these are."""
-    return f" (teacher-forced on {row['source_run']})" if row.get("teacher_forced") else ""
-
-
 def _table3(rows):
     header = ["run", "mode", *CATEGORIES, "overall"]
-    body = [[r["run"], _mode_label(r), *(_pm(r, c) for c in (*CATEGORIES, "overall"))] for r in rows]
+    body = [[r["run"], _mode_label(r), *(pm(r, c) for c in (*CATEGORIES, "overall"))] for r in rows]
     return header, body
 
 
 def _table4(rows):
     header = ["run", "mode", *ATTRIBUTION_LABELS, "recovery_rate"]
-    body = [[r["run"], _mode_label(r), *(_num(r[label]) for label in ATTRIBUTION_LABELS), _num(r["recovery_rate"])]
+    body = [[r["run"], _mode_label(r), *(num(r[label]) for label in ATTRIBUTION_LABELS), num(r["recovery_rate"])]
             for r in rows]
     return header, body
 
 
 def _footprint(rows):
     header = ["run", "users", "items p50", "items p90", "chars p50", "chars p90"]
-    body = [[r["run"], _num(r["users"]), _num(r["items_p50"], 0), _num(r["items_p90"], 0),
-             _num(r["chars_p50"], 1), _num(r["chars_p90"], 1)] for r in rows]
+    body = [[r["run"], num(r["users"]), num(r["items_p50"], 0), num(r["items_p90"], 0),
+             num(r["chars_p50"], 1), num(r["chars_p90"], 1)] for r in rows]
     return header, body
 
 
 def _gap(rows):
     header = ["run", "users", "mean", "median", "min", "max"]
-    body = [[r["run"], _num(r["users"]), *(_num(r[k]) for k in ("mean", "median", "min", "max"))] for r in rows]
+    body = [[r["run"], num(r["users"]), *(num(r[k]) for k in ("mean", "median", "min", "max"))] for r in rows]
     return header, body
 
 
 def _tokens(rows):
     # Reasoning tokens are part of the completion tokens (as the API counts them), not added to the total.
     header = ["run", "role", "calls", "prompt", "completion", "of which reasoning", "cached", "total"]
-    body = [[r["run"], r["role"], *(_num(r[k]) for k in ("calls", "prompt_tokens", "completion_tokens",
+    body = [[r["run"], r["role"], *(num(r[k]) for k in ("calls", "prompt_tokens", "completion_tokens",
                                                           "reasoning_tokens", "cached_tokens", "total_tokens"))]
             for r in rows]
     return header, body
@@ -378,18 +320,18 @@ def _tokens(rows):
 
 def _comparisons(rows):
     header = ["mode", "a", "b", "users", "diff (a − b)", "95% CI", "p", "p Holm", ""]
-    body = [[r["mode"], r["a"], r["b"], _num(r["users"]), _num(r["diff"]), _ci(r["ci95"]), _num(r["p"], 4),
-             _num(r["p_holm"], 4), "*" if r["significant"] else ""] for r in rows]
+    body = [[r["mode"], r["a"], r["b"], num(r["users"]), num(r["diff"]), ci_text(r["ci95"]), num(r["p"], 4),
+             num(r["p_holm"], 4), "*" if r["significant"] else ""] for r in rows]
     return header, body
 
 
 def _robustness(rob: dict):
     header = ["measure", "value"]
-    body = [["variant", f"{rob['variant']} vs {rob['baseline']}"], ["targets compared", _num(rob["targets"])],
-            ["exact agreement", _num(rob["exact_agreement"])], ["within one level", _num(rob["within_one_level"])],
-            ["mean signed shift", _num(rob["mean_shift"])],
-            ["system pairs order preserved", _num(rob["system_pairs_preserved"])],
-            ["category pairs order preserved", _num(rob["category_pairs_preserved"])]]
+    body = [["variant", f"{rob['variant']} vs {rob['baseline']}"], ["targets compared", num(rob["targets"])],
+            ["exact agreement", num(rob["exact_agreement"])], ["within one level", num(rob["within_one_level"])],
+            ["mean signed shift", num(rob["mean_shift"])],
+            ["system pairs order preserved", num(rob["system_pairs_preserved"])],
+            ["category pairs order preserved", num(rob["category_pairs_preserved"])]]
     for m in rob["modes"]:
         label = _mode_label(m)
         body.append([f"{label}: best system", f"{m['best_default']} → {m['best_variant']} "
@@ -401,7 +343,7 @@ def _robustness(rob: dict):
 
 TITLES = {
     "table2": ("Table 2 — task outcome, preference, recovery, footprint (mean ± sample std [95% user-bootstrap CI])",
-               _table2),
+               lambda rows: text_table(TABLE2, rows)),
     "table3": ("Table 3 — recovery per category (mean ± sample std [95% CI])", _table3),
     "table4": ("Table 4 — failure attribution counts", _table4),
     "footprint": ("Footprint — lower order statistic over users", _footprint),
@@ -409,9 +351,9 @@ TITLES = {
     "tokens": ("Token usage per role", _tokens),
     "comparisons": ("Paired comparisons of per-user B (sign-flip test; * = Holm-adjusted p < 0.05)", _comparisons),
     "utilization": ("Know/Act utilization (per-user means [95% CI]; oracle = why a known entry was not used)",
-                    lambda rows: utilization.table(rows, _num, _ci)),
+                    lambda rows: utilization.table(rows, num, ci_text)),
     "carryover": ("Preference carry-over and bother rate (per-user means [95% CI])",
-                  lambda rows: carryover.table(rows, _num, _ci)),
+                  lambda rows: carryover.table(rows, num, ci_text)),
     "robustness": ("Robustness — frozen rescoring", _robustness),
 }
 
@@ -473,6 +415,7 @@ def render_csv_section(rows: list[dict]) -> str:
 def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
     """(name, rows) of every table present; robustness splits into its summary and per-mode rows."""
     sections = []
+    tables = as_data(tables, "csv")
     for name in SECTIONS:
         rows = tables.get(name)
         if rows is None:
@@ -483,6 +426,13 @@ def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
         else:
             sections.append((name, rows))
     return sections
+
+
+def as_data(tables: dict, output: str) -> dict:
+    """The tables as csv or json carry them: a declared table keeps the keys its columns name."""
+    if tables.get("table2") is None:
+        return tables
+    return {**tables, "table2": [project(row, TABLE2, output) for row in tables["table2"]]}
 
 
 def _render_csv(tables: dict) -> str:

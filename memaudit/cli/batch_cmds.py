@@ -15,8 +15,8 @@ from memaudit.errors import BadInput
 
 def batch_options(fn):
     fn = click.option("--batch-file", type=click.Path(path_type=Path, file_okay=False), default=None,
-                      help="with --batch: write the input files into DIR for vLLM's batch runner instead of "
-                           "uploading them")(fn)
+                      help="as --batch, but write the input files into DIR for vLLM's batch runner instead "
+                           "of uploading them")(fn)
     return click.option("--batch", "use_batch", is_flag=True,
                          help="send this stage's model calls as Batch API batches instead of calling live; "
                               "`memaudit batch collect`, then the same command, finishes")(fn)
@@ -26,9 +26,7 @@ def batch_options(fn):
 async def batched(rt, roles, use_batch: bool, batch_file: Path | None):
     """Run a stage with its `roles` collected into batches (`--batch`), then send what it recorded
     and say what the stage waits for; without --batch, run it as it is."""
-    if not use_batch:
-        if batch_file is not None:
-            raise BadInput("--batch-file needs --batch", field="batch_file")
+    if not use_batch and batch_file is None:
         yield
         return
     from memaudit.llm.batch import BatchCollector, endpoint_of, submit

@@ -115,8 +115,10 @@ def split_files(rows: list) -> list[tuple[list[str], bytes]]:
     return files
 
 
-def file_name(content: bytes) -> str:
-    return "memaudit-" + hashlib.sha256(content).hexdigest()[:20]
+async def file_name(store: Store, content: bytes) -> str:
+    """Numbered (a batch sent again with the same requests keeps the first one's record) and
+    hashed (a file written twice because a kill came between writing and recording is one file)."""
+    return f"memaudit-{await store.batches.count() + 1:04d}-{hashlib.sha256(content).hexdigest()[:12]}"
 
 
 def endpoint_of(settings: Settings, role: str) -> tuple[str, str | None]:
@@ -138,7 +140,7 @@ def by_endpoint(settings: Settings, rows: list) -> dict[tuple[str, str | None], 
 async def submit(store: Store, settings: Settings, directory: Path | None = None) -> list[str]:
     """Send every request waiting to be sent; one line per batch or file made."""
     await store.flush()
-    said = [] if directory is not None else await recover(store, settings)
+    said = await recover(store, settings)
     queued = await store.batches.queued()
     if directory is not None:
         return said + [await _write_file(store, directory, keys, content)
@@ -162,7 +164,7 @@ def _files_by_model(rows: list):
 
 async def _write_file(store: Store, directory: Path, keys: list[str], content: bytes) -> str:
     """Write one input file (atomically: a kill leaves the whole file or none), then record it."""
-    name = file_name(content)
+    name = await file_name(store, content)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.jsonl"
     partial = path.with_suffix(".jsonl.partial")
@@ -178,7 +180,7 @@ async def _write_file(store: Store, directory: Path, keys: list[str], content: b
 
 async def _send(store: Store, api: BatchAPI, role: str, keys: list[str], content: bytes) -> str:
     """Upload one input file and make it a batch, recording each id as soon as it exists."""
-    name = file_name(content)
+    name = await file_name(store, content)
     await store.write([store.batches.batch_statement(name=name, role=role, endpoint=redact_url(api.base_url),
                                                      input_file=None, status="uploading", requests=len(keys),
                                                      created=_now()),
@@ -354,6 +356,8 @@ async def collect(collector: Collector) -> list[str]:
             if b["status"] == "written":
                 said.append(f"{b['name']}: written to {b['input_file']}: run vLLM's batch runner on it, then "
                             "`memaudit batch collect --from OUTPUT`")
+            else:
+                said.append(f"{b['name']}: its submit was interrupted: `memaudit batch resubmit` finishes it")
             continue
         said.append(await _collect_batch(collector, b))
     return said

@@ -93,6 +93,9 @@ class Batches:
         sql = "SELECT * FROM batches" + (" WHERE collected=0" if open_only else "") + " ORDER BY created, name"
         return [{**dict(r), "counts": loads(r["counts"])} for r in await self.db.fetchall(sql)]
 
+    async def count(self) -> int:
+        return (await self.db.fetchone("SELECT COUNT(*) FROM batches"))[0]
+
     async def pending_counts(self) -> dict:
         """Requests per batch name still waiting for a result (None: waiting to be sent)."""
         return {r["batch"]: r["n"] for r in await self.db.fetchall(

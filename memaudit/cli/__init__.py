@@ -19,6 +19,8 @@ from memaudit.errors import MemauditError, scrub
 # checks that it still matches the docstring.
 COMMANDS = {
     "attribute": ("score_cmds", ATTRIBUTE_HELP),
+    "batch": ("batch_cmds", "Batch API scoring: the state of the batches sent, collecting their results, sending "
+                            "again."),
     "bench": ("bench_cmds", "Benchmark instances: validate, import, list."),
     "cache": ("system_cmds", "The call cache in the store: statistics, and merging caches from other machines."),
     "calls": ("calls_cmds", "Every recorded model call (oldest first), with its prompt and response."),

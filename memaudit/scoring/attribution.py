@@ -26,6 +26,7 @@ from memaudit.scoring.recovery import check_options, failure_note, run_all
 from memaudit.types import DEFAULT_VARIANT, RUBRIC, Attribution, Episode, Reconstruction, Task
 
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
+BATCH_ROLES = ("oracle", "disclosure", "elicitation")  # the calls `attribute --batch` sends in batches
 
 
 class StageFailed(Exception):

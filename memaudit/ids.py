@@ -12,6 +12,7 @@ downloaded release reaches a file elsewhere.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -52,3 +53,15 @@ def inside(root: Path, path: Path, *, label: str | None = None, user: str | None
     if not resolved.is_relative_to(base):
         raise BadInput(f"resolves outside {root} (a '..' or a symlink); refused", file=label or str(path), user=user)
     return resolved
+
+
+def refuse_links_out(root: Path) -> None:
+    """Before writing into `root`: any symlink already in it that leads outside it is refused, so a
+    refused write leaves nothing half-written and nothing is ever written through such a link."""
+    if not Path(root).is_dir():
+        return
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                inside(root, path, label=str(path.relative_to(root)))

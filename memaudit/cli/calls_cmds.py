@@ -70,9 +70,7 @@ def _preview(text) -> str:
 async def _find(settings, **filters) -> list[dict]:
     from memaudit.store import open_store, select_runs
 
-    if not Path(settings.db).exists():
-        raise BadInput("no store here; run a command that calls a model first, or pass --db", file=str(settings.db))
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=False) as store:
         if filters["run"] is not None:
             await select_runs(store, [filters["run"]])  # an unknown run is an error, not an empty list
         return await store.calls.find(**filters)

@@ -1,6 +1,7 @@
 """Shared pieces of the command line: global options, settings resolution, running async code."""
 from __future__ import annotations
 
+import errno
 import functools
 import sqlite3
 import sys
@@ -85,15 +86,28 @@ def split_list(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
+# File-system errors on a path the user chose (--out on a full or read-only disk, under a file …):
+# one line naming the path. Other OSErrors are bugs and keep their traceback.
+PATH_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EDQUOT,
+               errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST}
+
+
 def run(coro_fn, *args, **kwargs):
     """Run a command's coroutine. A store fault the store did not already name (a read-only file
-    or a full disk met outside its write path) still becomes a one-line error, not a traceback."""
+    or a full disk met outside its write path) still becomes a one-line error, not a traceback;
+    so does a file-system error on a path (PATH_ERRNOS)."""
+    from memaudit.errors import BadInput
+
     try:
         return anyio.run(functools.partial(coro_fn, *args, **kwargs))
-    except sqlite3.OperationalError as exc:
+    except sqlite3.DatabaseError as exc:
         from memaudit.store import store_fault
 
         fault = store_fault(exc, None)
         if fault is None:
             raise
         raise fault from None
+    except OSError as exc:
+        if exc.errno not in PATH_ERRNOS or exc.filename is None:
+            raise
+        raise BadInput(f"cannot write or read there: {exc.strerror}", file=str(exc.filename)) from None

@@ -79,7 +79,7 @@ def cache():
 @global_options
 def stats(as_json):
     """Per role: calls stored, failures, bytes, tokens, and cache hits/misses of artifacts."""
-    rows = run(_with_store, current_settings(), _stats)
+    rows = run(_with_store, current_settings(), _stats, create=False)
     if as_json:
         click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
         return
@@ -100,9 +100,9 @@ def merge(sources):
                    f"replaced by answers, {r['embeddings_added']} embeddings added")
 
 
-async def _with_store(settings, fn, *args):
+async def _with_store(settings, fn, *args, create: bool = True):
     from memaudit.store import open_store
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=create) as store:
         return await fn(store, *args)
 
 

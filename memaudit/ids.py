@@ -48,8 +48,12 @@ def check_id(value, kind: str, *, file: str | None = None, user: str | None = No
 def inside(root: Path, path: Path, *, label: str | None = None, user: str | None = None) -> Path:
     """`path` resolved (symlinks followed), provided it stays under `root` resolved; else BadInput
     naming the file. The check runs before anything is read or written there."""
-    base = Path(root).resolve()
-    resolved = Path(path).resolve()
+    try:
+        base = Path(root).resolve()
+        resolved = Path(path).resolve()
+    except (RuntimeError, OSError):  # Python raises RuntimeError for a symlink loop
+        raise BadInput("a symlink loop (or a path that cannot be resolved); refused", file=label or str(path),
+                       user=user) from None
     if not resolved.is_relative_to(base):
         raise BadInput(f"resolves outside {root} (a '..' or a symlink); refused", file=label or str(path), user=user)
     return resolved

@@ -32,7 +32,9 @@ COMMANDS = {
     "import-release": ("bench_cmds", "Import a published release: its benchmark and its runs (history, memory, "
                                      "recon_judge, attribution, oracle), as runs named after their directories."),
     "memory": ("memory_cmds", "Work with dumped memory stores."),
-    "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact."),
+    "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact. "
+                             "The model settings are the ones the runs recorded: no model option is needed, no "
+                             "model is contacted."),
     "rescore": ("score_cmds", "Frozen rescoring: re-judge the default predictions (or re-fill them) as a new "
                               "variant."),
     "rollout": ("rollout_cmds", "Run (or resume) episodes: the assistant with each memory system helps the "
@@ -92,13 +94,24 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: servers stop, pending cache rows commit
 
 
+def _fail(exc: MemauditError):
+    click.echo(f"memaudit: error: {scrub(str(exc))}", err=True)  # no credential reaches a terminal or log
+    sys.exit(2)
+
+
 def main(argv=None) -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         cli.main(args=argv, prog_name="memaudit", standalone_mode=False)
     except MemauditError as exc:
-        click.echo(f"memaudit: error: {scrub(str(exc))}", err=True)  # no credential reaches a terminal or log
-        sys.exit(2)
+        _fail(exc)
+    except BaseExceptionGroup as group:  # concurrent work that failed: the first failure is the message
+        leaf = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if not isinstance(leaf, MemauditError):
+            raise
+        _fail(leaf)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

@@ -44,11 +44,13 @@ GLOBAL_OPTIONS = [
                  help="directory with your own prompt files"),
     click.option("--embed-model", default=None,
                  help="sentence-transformers model the memory systems embed with [MEMAUDIT_EMBED_MODEL]"),
+    click.option("--timeout", type=float, default=None,
+                 help="seconds to wait for one model response before retrying it (default 600) [MEMAUDIT_TIMEOUT]"),
     click.option("--memt-prompts", type=click.Path(path_type=Path, file_okay=False), default=None,
                  help="a Mem-T checkout: drive memt with Mem-T's own templates [MEMAUDIT_MEMT_PROMPTS]"),
 ]
 OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir",
-                "embed_model", "memt_prompts")
+                "embed_model", "memt_prompts", "timeout")
 
 
 def global_options(fn):
@@ -74,7 +76,7 @@ def settings_from(ctx_obj: dict, **extra):
     return load_settings(db=o.get("db"), base_url=o.get("base_url"), model=o.get("model"), backend=o.get("backend"),
                          config=o.get("config_file"), concurrency=o.get("concurrency"), cache=o.get("cache"),
                          seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), embed_model=o.get("embed_model"),
-                         memt_prompts=o.get("memt_prompts"), **extra)
+                         memt_prompts=o.get("memt_prompts"), timeout=o.get("timeout"), **extra)
 
 
 def current_settings(**extra):

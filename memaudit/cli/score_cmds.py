@@ -13,6 +13,7 @@ from memaudit.types import DEFAULT_VARIANT
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
+MAX_K = 100_000  # far above any memory's size; a larger number would overflow the store's integers
 
 
 def _modes(mode: str) -> list[str]:
@@ -24,8 +25,8 @@ def _ks(text: str) -> tuple[int, ...]:
         ks = tuple(int(part) for part in split_list(text) or ())
     except ValueError:
         raise BadInput(f"--k expects integers such as 5 or 1,3,5,10, got {text!r}", field="k") from None
-    if not ks or min(ks) < 1:
-        raise BadInput("--k values must be at least 1", field="k")
+    if not ks or min(ks) < 1 or max(ks) > MAX_K:
+        raise BadInput(f"--k values must be from 1 to {MAX_K}", field="k")
     return ks
 
 

@@ -20,6 +20,9 @@ from memaudit.errors import MemauditError, scrub
 COMMANDS = {
     "attribute": ("score_cmds", "Stages 0-2 of failure attribution for every target scored below 0.75."),
     "bench": ("bench_cmds", "Benchmark instances: validate, import, list."),
+    "check-adapter": ("adapter_cmds", "Run the adapter contract checks against a memory system, on the scripted "
+                                      "fake model: writes and reads with the right types, snapshot/restore round "
+                                      "trip, determinism."),
     "cache": ("system_cmds", "The call cache in the store: statistics, and merging caches from other machines."),
     "calls": ("calls_cmds", "Every recorded model call (oldest first), with its prompt and response."),
     "demo": ("demo_cmds", "The bundled sample benchmark end to end: rollout, scoring in both modes, attribution, "
@@ -45,6 +48,8 @@ COMMANDS = {
                             "memory."),
     "serve": ("system_cmds", "Run an OpenAI-compatible model server on loopback in the foreground (Ctrl-C stops "
                              "it)."),
+    "systems": ("adapter_cmds", "Every memory system: its name, where it comes from (built-in or package==version) "
+                                "and whether it loads (with the error when it does not)."),
     "tables": ("tables_cmds", "The paper's tables (2, 3, 4, footprint, gap, tokens) with intervals and paired "
                               "comparisons."),
     "utilization": ("utilization_cmds", "Know vs Act: is what the memory knows used when the user asks for help?"),

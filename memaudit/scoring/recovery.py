@@ -21,6 +21,7 @@ from typing import Awaitable, Callable
 import anyio
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
+from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import role_group
@@ -158,7 +159,8 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
     items = snapshot["items"] if snapshot else []
     adapter = None
     if with_adapter:
-        adapter = get_adapter(run.system)(AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"))
+        adapter = open_adapter(run.system, AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"),
+                               rt.settings.db.parent)
         if run.origin == "import":
             await adapter.load_items(items)
         elif snapshot is not None:

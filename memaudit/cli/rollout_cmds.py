@@ -28,6 +28,7 @@ def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, qu
 
 
 async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet):
+    from memaudit.adapters.registry import get_adapter
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
     from memaudit.errors import BadInput
@@ -39,6 +40,8 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         raise BadInput("--max-turns does not apply with --transcripts: the episodes are the recorded ones",
                        field="max_turns")
     names = split_list(systems) or []
+    for name in names:
+        get_adapter(name)  # an unknown or broken system is refused before a store is opened
     async with open_runtime(settings) as rt:
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,

@@ -235,8 +235,7 @@ class Store:
                     for sql, rows in groups.items():
                         await self.conn.executemany(sql, rows)
             except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await self.conn.execute("ROLLBACK")
+                await self._rollback()
                 raise
             await self.conn.execute("COMMIT")
 
@@ -288,10 +287,16 @@ class Store:
             for sql, rows in [*groups.items(), *runs]:
                 await self.conn.executemany(sql, rows)
         except BaseException:
-            with anyio.CancelScope(shield=True):  # a cancelled write must still roll back
-                await self.conn.execute("ROLLBACK")
+            await self._rollback()
             raise
         await self.conn.execute("COMMIT")
+
+    async def _rollback(self) -> None:
+        """Roll back the open transaction, if SQLite has not already (it does itself on a full
+        disk), even when the write was cancelled."""
+        with anyio.CancelScope(shield=True):
+            if self.conn.in_transaction:
+                await self.conn.execute("ROLLBACK")
 
     async def insert_rows(self, rows: dict[str, list[tuple]]) -> None:
         """Bulk positional rows, table -> rows in column order: one executemany per table, all in

@@ -68,9 +68,9 @@ async def replay(settings: Settings, runs=None) -> Replayed:
             async with open_runtime(replace(model_settings, db=scratch, cache="replay")) as rt:
                 try:
                     await _reexecute(rt, recorded, chosen)
-                except CacheMiss as miss:
-                    raise BadInput(f"replay needs a call the cache does not hold (role {miss.role}, key {miss.key}): "
-                                   "the recorded runs cannot be re-executed from this store") from None
+                except CacheMiss as miss:  # the client's advice names an option replay users never passed
+                    raise CacheMiss(miss.role, miss.key, "replay re-executes from the store's cache alone, "
+                                    "and it does not hold this call") from None
                 await rt.store.flush()
                 names = [r.run for r in chosen]
                 compared = {table: len(await artifact_rows(recorded, table, names)) for table in ARTIFACTS}
@@ -95,7 +95,7 @@ async def _recorded_settings(recorded: Store, runs: list[Run], settings: Setting
     for run in runs:
         if run.config.provenance:
             merge_roles(found, run.config.provenance.get("roles", {}), f"run {run.run}", seen)
-        for p in await recorded.scores.passes(run.run):
+        for p in await recorded.scores.passes(run.run, DEFAULT_VARIANT):  # a variant's changes are its own
             merge_roles(found, p.config.scorer.get("provenance", {}).get("roles", {}), f"run {run.run}", seen)
     if not found:
         return settings

@@ -87,6 +87,7 @@ def _check_replaceable(out: Path) -> None:
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise BadInput("--out exists and is not a folder; give a new or empty folder", file=str(out))
     if out.is_dir():
+        refuse_links_out(out)  # a planted link says someone meant the export to land elsewhere
         foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_TOP)
         if foreign:
             raise BadInput(f"--out holds {foreign[0]!r}, which no export writes: give a new or empty folder (an "

@@ -53,8 +53,9 @@ async def test_judge_failures_are_counted_in_the_summary_and_table2(open_rt, fak
     from memaudit.rollout.runner import run_rollout
     from memaudit.scoring.tables import compute_tables, render
 
-    answers = iter([ratings("5", "4", "3", "2", "1"), lambda body: "{broken"] * 1000)
-    fake.on("pref_judge", lambda body: next(answers)(body))
+    # Invalid on every attempt (repairs included) for user_002, whose preferences the prompt quotes.
+    fake.on("pref_judge", lambda body: "{broken" if "of user_002" in str(body["messages"])
+            else ratings("5", "4", "3", "2", "1")(body))
     fake.on("simulator", lambda body: {"feedback_type": "continue", "text": "More, please.", "reason": "r"})
     async with open_rt() as rt:
         await rt.store.save_benchmark(bench)
@@ -62,5 +63,6 @@ async def test_judge_failures_are_counted_in_the_summary_and_table2(open_rt, fak
         outcome = await rt.store.episodes.outcomes("nomem")
         [row] = (await compute_tables(rt.store, ["nomem"], bootstrap=0))["table2"]
         text = render({"table2": [row]}, "md")
-    assert outcome["judge_failures"] > 0 and row["pref_judge_failures"] == outcome["judge_failures"]
+    assert outcome["judge_failures"] == 4 and row["pref_judge_failures"] == 4  # user_002's four turns
+    assert row["D"] == 3.0  # over user_001's rated turns only
     assert "judge failures" in text

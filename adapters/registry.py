@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib.metadata import distributions, entry_points
 from pathlib import Path
 
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, MemauditError
 
 GROUP = "memaudit.adapters"
 DISTRIBUTION = "memaudit-bench"  # our own distribution: its registrations are the built-ins
@@ -82,6 +82,8 @@ def load(registration: Registration):
     module, _, attr = registration.target.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
+    except MemauditError:  # the module's own one-line refusal (e.g. a missing optional library)
+        raise
     except Exception as exc:  # a plugin's import error is its author's to fix: one line, not a traceback
         raise BadInput(f"memory system {registration.name!r} ({registration.origin}) does not load: "
                        f"{type(exc).__name__}: {exc}", field="systems") from None

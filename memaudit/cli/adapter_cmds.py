@@ -17,7 +17,7 @@ def systems(as_json):
     """Every memory system: its name, where it comes from (built-in or package==version) and whether
     it loads (with the error when it does not)."""
     from memaudit.adapters.registry import load, registrations
-    from memaudit.errors import BadInput
+    from memaudit.errors import MemauditError
 
     rows = []
     for r in registrations():
@@ -25,7 +25,7 @@ def systems(as_json):
         if error is None:
             try:
                 load(r)
-            except BadInput as exc:
+            except MemauditError as exc:
                 error = str(exc).removeprefix("field systems: ")
         rows.append({"name": r.name, "origin": r.origin, "loads": error is None, "error": error})
     if as_json:

@@ -56,8 +56,8 @@ def serve_fake(port: int) -> None:
     from memaudit.testing.http_server import scripted_fake, serve as serve_loopback
 
     with serve_loopback(scripted_fake(), port=port) as url:
-        console.print(f"serving the scripted fake model on {url}  (use --base-url {url} --model fake; "
-                      "Ctrl-C stops it)", highlight=False)
+        click.echo(f"serving the scripted fake model on {url}  (use --base-url {url} --model fake; "
+                   "Ctrl-C stops it)", err=True)
         threading.Event().wait()
 
 

@@ -68,7 +68,7 @@ def memory():
               help="memories.json (published layout) or a JSON list of items")
 @click.option("--queries", "queries_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="JSONL, one {\"id\", \"query\"} per line")
-@click.option("--k", default=5, show_default=True, type=click.IntRange(min=1), help="results per query")
+@click.option("--k", default=5, show_default=True, type=click.IntRange(1, 100_000), help="results per query")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="write JSONL here")
 @global_options
 def search(system, store_path, queries_path, k, out):

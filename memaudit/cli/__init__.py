@@ -19,6 +19,8 @@ from memaudit.errors import MemauditError, scrub
 # checks that it still matches the docstring.
 COMMANDS = {
     "attribute": ("score_cmds", "Stages 0-2 of failure attribution for every target scored below 0.75."),
+    "batch": ("batch_cmds", "Batch API scoring: the state of the batches sent, collecting their results, sending "
+                            "again."),
     "bench": ("bench_cmds", "Benchmark instances: validate, import, list."),
     "check-adapter": ("adapter_cmds", "Run the adapter contract checks against a memory system, on the scripted "
                                       "fake model: writes and reads with the right types, snapshot/restore round "

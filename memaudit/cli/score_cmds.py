@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from memaudit.cli.batch_cmds import batch_options, batched
 from memaudit.cli.common import current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
 from memaudit.types import DEFAULT_VARIANT
@@ -58,19 +59,22 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
               help="the reader's context window in tokens (default: the slot_fill role's configured window)")
 @click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
               help="targeted = only bank entries whose task ran (a partial score)")
+@batch_options
 @global_options
-def score(mode, k_text, runs, context_window, dims):
+def score(mode, k_text, runs, context_window, dims, use_batch, batch_file):
     """Slot-fill and judge every bank entry of every user with episodes, from the final memory."""
-    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims)
+    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims,
+        use_batch, batch_file)
 
 
-async def _score(settings, modes, ks, runs, context_window, dims):
+async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None):
     from memaudit.runtime import open_runtime
-    from memaudit.scoring.recovery import score_runs
+    from memaudit.scoring.recovery import BATCH_ROLES, score_runs
 
     async with open_runtime(settings, create=False) as rt:
         chosen = await _chosen_runs(rt.store, runs)
-        skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+        async with batched(rt, BATCH_ROLES, use_batch, batch_file):
+            skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
         await _print_scores(rt.store, chosen, DEFAULT_VARIANT)
@@ -79,19 +83,21 @@ async def _score(settings, modes, ks, runs, context_window, dims):
 @click.command("attribute")
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
+@batch_options
 @global_options
-def attribute(mode, runs):
+def attribute(mode, runs, use_batch, batch_file):
     """Stages 0-2 of failure attribution for every target scored below 0.75."""
-    run(_attribute, current_settings(), _modes(mode), split_list(runs))
+    run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file)
 
 
-async def _attribute(settings, modes, runs):
+async def _attribute(settings, modes, runs, use_batch=False, batch_file=None):
     from memaudit.runtime import open_runtime
-    from memaudit.scoring.attribution import attribute_runs
+    from memaudit.scoring.attribution import BATCH_ROLES, attribute_runs
 
     async with open_runtime(settings, create=False) as rt:
         chosen = await _chosen_runs(rt.store, runs)
-        await attribute_runs(rt, chosen, modes)
+        async with batched(rt, BATCH_ROLES, use_batch, batch_file):
+            await attribute_runs(rt, chosen, modes)
         for run_id in chosen:
             counts: dict = {}
             for r in await rt.store.attributions.label_counts(run_id, DEFAULT_VARIANT):

@@ -28,6 +28,7 @@ from memaudit.types import DEFAULT_VARIANT, Attribution, Episode, Reconstruction
 
 RECOVERED = 0.75
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
+BATCH_ROLES = ("oracle", "disclosure", "elicitation")  # the calls `attribute --batch` sends in batches
 
 
 class StageFailed(Exception):

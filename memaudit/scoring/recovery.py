@@ -26,6 +26,7 @@ from memaudit.adapters.registry import get_adapter
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import role_group
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
+from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import Prompt, load_prompt
@@ -43,6 +44,8 @@ UNKNOWN_REASON = "the reader answered unknown: scored 0 without a judge call"
 MEMORY_JSON = "indent2-native-order"
 EMPTY_MEMORY = dumps_indented([])
 EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
+# The calls `score --batch` sends in batches (the memory systems' own calls, made by retrieve, stay live).
+BATCH_ROLES = ("slot_fill", "recovery_judge")
 
 
 # -- running many jobs -----------------------------------------------------------------------
@@ -53,7 +56,7 @@ async def run_all(store: Store, jobs: list[Callable[[], Awaitable[None]]]) -> No
     try:
         async with anyio.create_task_group() as tg:
             for job in jobs:
-                tg.start_soon(job)
+                tg.start_soon(_unless_pending, job)
     except BaseExceptionGroup as group:
         first = _first_memaudit_error(group)
         if first is None:
@@ -62,6 +65,15 @@ async def run_all(store: Store, jobs: list[Callable[[], Awaitable[None]]]) -> No
     finally:
         with anyio.CancelScope(shield=True):  # finished rows are kept even when the command fails
             await store.flush()
+
+
+async def _unless_pending(job: Callable[[], Awaitable[None]]) -> None:
+    """Under `--batch` a job whose call waits for a batch result writes nothing: it is not a
+    failure, and a later run scores the target from the cache (memaudit/llm/batch.py)."""
+    try:
+        await job()
+    except BatchPending:
+        pass
 
 
 def _first_memaudit_error(group: BaseExceptionGroup) -> MemauditError | None:

@@ -11,6 +11,7 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.attributions  attributions, oracle verdicts                     (store/attributions.py)
     store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
+    store.batches       calls waiting for a Batch API result, batches     (store/batches.py)
 
 Rows, not rules: the store reads and writes rows; what they mean lives in the stages.
 All writes go through one lock (one writer). Cache rows and other rows that may be lost on a
@@ -34,6 +35,7 @@ from memaudit.canonical import dumps_indented
 from memaudit.errors import BadInput
 from memaudit.resources import data_dir
 from memaudit.store.attributions import Attributions
+from memaudit.store.batches import Batches
 from memaudit.store.benchmarks import Benchmarks
 from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
@@ -110,6 +112,7 @@ class Store:
         self.calls = Calls(self)
         self.vectors = Vectors(self)
         self.utilization = Utilization(self)
+        self.batches = Batches(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod

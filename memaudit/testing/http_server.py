@@ -24,7 +24,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from memaudit.llm.http1 import read_request, write_json
+from memaudit.llm.http1 import read_request, write_body, write_json
 from memaudit.testing.fake_openai import FakeOpenAI
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
@@ -82,13 +82,16 @@ class LoopbackServer:
         try:
             if self.latency and method == "POST":
                 await asyncio.sleep(self.latency)
-            reply = self.fake.reply(path, headers.get("authorization"), body)
+            reply = self.fake.reply_http(method, path, headers, body)
         finally:
             self.in_flight -= 1
         if reply is None:
             return False
         status, payload, extra = reply
-        write_json(writer, status, payload, extra)
+        if isinstance(payload, bytes):  # a file's content (the Files API fake)
+            write_body(writer, status, payload, "application/octet-stream", extra)
+        else:
+            write_json(writer, status, payload, extra)
         await writer.drain()
         return True
 

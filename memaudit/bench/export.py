@@ -3,12 +3,11 @@
 every file's resolved path must stay under the output directory. The reader is instances.py."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from memaudit.bench.files import write_json
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
-from memaudit.ids import check_id, inside
+from memaudit.ids import check_id, inside, refuse_links_out
 from memaudit.types import CATEGORIES, Benchmark
 
 EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
@@ -17,16 +16,6 @@ EXPORT_TASKS_DIR = "tasks"
 
 def write_inside(out: Path, relative: str, data) -> None:
     write_json(inside(out, out / relative, label=relative), data)
-
-
-def refuse_links_out(out: Path) -> None:
-    """Before writing: any symlink already in `out` that leads outside it is refused, so a refused
-    export leaves no half-written tree behind (`write_inside` checks each file again)."""
-    for folder, dirs, files in os.walk(out):
-        for name in (*dirs, *files):
-            path = Path(folder) / name
-            if path.is_symlink():
-                inside(out, path, label=str(path.relative_to(out)))
 
 
 def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:

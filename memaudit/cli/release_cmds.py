@@ -45,7 +45,7 @@ async def _export(settings, runs, out_dir):
     from memaudit.release import export_runs
     from memaudit.store import open_store
 
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=False) as store:
         return await export_runs(store, runs, out_dir)
 
 

@@ -7,21 +7,72 @@ anything is written, and every file's resolved path (symlinks already in the out
 followed) must stay under it."""
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from memaudit.bench.export import EXPORT_TASKS_DIR, write_benchmark, write_inside
+from memaudit.bench.instances import BANKS_FILE, TASKS_ROOT
 from memaudit.errors import BadInput
-from memaudit.ids import check_id
+from memaudit.ids import check_id, refuse_links_out
 from memaudit.llm.keys import text_hash
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
+from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.store import Store, select_runs
 from memaudit.tables.metrics import user_recovery
 from memaudit.types import Benchmark, Reconstruction
 
+# The top-level entries an export writes: a folder holding only these is an earlier export.
+EXPORT_TOP = {BANKS_FILE.split("/")[0], TASKS_ROOT, "history", "pref_judge", "memory", "output"}
+
 
 async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path) -> list[str]:
-    """Write `runs` (default: every run in the store) and their benchmark; returns the run ids."""
+    """Write `runs` (default: every run in the store) and their benchmark; returns the run ids.
+
+    Atomic: the release is written into a hidden sibling folder and renamed into place once whole,
+    so a killed export never leaves a partial tree at `out_dir` (a published release carries no
+    completeness marker: import cannot tell). An earlier export there is replaced whole, so the
+    files of runs not exported this time do not linger."""
     out = Path(out_dir)
+    _check_replaceable(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{out.name}.partial-"
+    remove_stale(out.parent, prefix)
+    staging = Path(tempfile.mkdtemp(prefix=owned_prefix(prefix), dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would make the release private once renamed
+    try:
+        exported = await _export_into(store, runs, staging)
+        _swap_in(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return exported
+
+
+def _check_replaceable(out: Path) -> None:
+    """`out` may be new, empty, or an earlier export; anything else is not ours to replace."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise BadInput("--out exists and is not a folder; give a new or empty folder", file=str(out))
+    if out.is_dir():
+        refuse_links_out(out)  # a planted link says someone meant the export to land elsewhere
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_TOP)
+        if foreign:
+            raise BadInput(f"--out holds {foreign[0]!r}, which no export writes: give a new or empty folder (an "
+                           "earlier export there is replaced whole)", file=str(out))
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Put the finished release at `out`, moving an earlier one aside first and deleting it after."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=owned_prefix(f".{out.name}.partial-"), dir=out.parent))
+        os.rename(out, old / "old")
+    os.rename(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+async def _export_into(store: Store, runs: list[str] | None, out: Path) -> list[str]:
     rows = await store.runs.rows() if not runs else \
         [await store.runs.row(r.run) for r in await select_runs(store, runs)]
     if not rows:

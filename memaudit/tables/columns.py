@@ -45,6 +45,7 @@ TABLE2 = (
     Column("failed dump/top-k", ("failed_dump_all", "failed_retrieve")),
     Column("failed episodes", ("failed_episodes",), link="run"),
     Column("fallbacks", ("simulator_fallbacks",), link="run"),
+    Column("judge failures", ("pref_judge_failures",), link="run"),
     Column("memory write failures", ("memory_write_failures",), link="run"),
     Column("tokens", ("tokens",), link="run"),
     Column("B/Mtok dump/top-k", ("B_dump_all_per_Mtok", "B_retrieve_per_Mtok")),

@@ -164,6 +164,7 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     row["chars"], row["chars_std"] = stats.mean_std([u.chars for u in users])
     row["failed_episodes"] = sum(u.failed_episodes for u in users)
     row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
+    row["pref_judge_failures"] = sum(u.pref_judge_failures for u in users)
     row["memory_write_failures"] = metrics.total_write_failures(u.memory_write_failures for u in users)
     row["tokens"] = tokens
     row["models"] = d.models

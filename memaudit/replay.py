@@ -15,7 +15,7 @@ from pathlib import Path
 
 from memaudit.config import Settings
 from memaudit.errors import BadInput, CacheMiss
-from memaudit.provenance import merge_roles, recorded_settings, run_models
+from memaudit.provenance import merge_roles, recorded_settings
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
@@ -24,6 +24,7 @@ from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
+from memaudit.tables.metrics import run_models
 from memaudit.tables.paper import compute_tables
 from memaudit.types import DEFAULT_VARIANT
 

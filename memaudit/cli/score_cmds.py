@@ -60,11 +60,13 @@ def score(mode, k_text, runs, context_window, dims):
 
 async def _score(settings, modes, ks, runs, context_window, dims):
     from memaudit.runtime import open_runtime
+    from memaudit.scoring.evolving import score_evolving
     from memaudit.scoring.recovery import score_runs
 
     async with open_runtime(settings) as rt:
         chosen = await _chosen_runs(rt.store, runs)
         skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+        await score_evolving(rt, chosen, modes, ks=ks, context_window=context_window)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
         await _print_scores(rt.store, chosen, DEFAULT_VARIANT)

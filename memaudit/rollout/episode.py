@@ -10,9 +10,9 @@ offered after the episode. The live loop (`run_episode`) and a replayer of recor
 from __future__ import annotations
 
 from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
+from memaudit.bench.history import Change, user_at
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
-from memaudit.bench.history import Change, user_at
 from memaudit.rollout.assistant import reply as assistant_reply
 from memaudit.rollout.changes import change_note, event
 from memaudit.rollout.pref_judge import judge_reply

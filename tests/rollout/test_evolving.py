@@ -38,8 +38,8 @@ class KeepAll(MemoryAdapter):
         self.items: list[dict] = []
 
     async def observe(self, event: Event) -> None:
-        if event.kind == "user":
-            self.items.append({"id": self.new_id(event.text), "content": event.text})
+        if event.kind == "user":  # one item per line the user said
+            self.items += [{"id": self.new_id(line), "content": line} for line in event.text.splitlines()]
 
     async def search(self, query: str, k: int) -> list[MemoryItem]:
         hits = [i for i in self.items if FACT.match(i["content"])
@@ -61,10 +61,10 @@ class NewestOnly(KeepAll):
     name = "newest_only"
 
     async def observe(self, event: Event) -> None:
-        found = FACT.match(event.text) if event.kind == "user" else None
-        if found:  # one fact per dimension: a new value replaces the old one
-            self.items = [i for i in self.items if not i["content"].startswith(found.group(1) + " = ")]
-            self.items.append({"id": found.group(1), "content": event.text})
+        for dim, value in FACT.findall(event.text) if event.kind == "user" else ():
+            # one fact per dimension: a new value replaces the old one
+            self.items = [i for i in self.items if not i["content"].startswith(dim + " = ")]
+            self.items.append({"id": dim, "content": f"{dim} = {value}"})
 
 
 @pytest.fixture
@@ -86,11 +86,12 @@ def script(fake, bench):
             assert shown is None or orjson.dumps(shown.short).decode() in system
             assert all(orjson.dumps(v.short).decode() not in system for v in e.history
                        if v.valid_from_task > task.index)
-        disclosed = re.search(r"\nNow: (.+)\n", user)
-        if disclosed:
-            return {"feedback_type": "satisfied", "text": f"{news[disclosed.group(1)]} = {disclosed.group(1)}"}
         target = next(e for e in owner.bank if e.dimension == task.target_dimension)
-        return {"feedback_type": "satisfied", "text": f"{target.dimension} = {value_at(target, task.index).short}"}
+        said = f"{target.dimension} = {value_at(target, task.index).short}"
+        disclosed = re.search(r"\nNow: (.+)\n", user)
+        if disclosed:  # the change in passing, then the task's own target
+            said = f"{news[disclosed.group(1)]} = {disclosed.group(1)}\n{said}"
+        return {"feedback_type": "satisfied", "text": said}
 
     def slot_fill(body):  # every value the memory holds for the slot, oldest first
         text = body["messages"][-1]["content"]
@@ -113,7 +114,8 @@ def script(fake, bench):
     def store(body):
         text = body["messages"][-1]["content"]
         stale = re.search(r"Old value \(no longer true\): (.+)", text).group(1)
-        return {"holds": stale in text.split("Memory:", 1)[1], "reason": "looked"}
+        memory = orjson.loads(text.split("Memory:\n", 1)[1].split("\n\nDoes the memory", 1)[0])
+        return {"holds": any(stale in item["content"] for item in memory), "reason": "looked"}
 
     return (fake.on("simulator", simulator).on("slot_fill", slot_fill).on("recovery_judge", recovery_judge)
             .on("recovery_judge_asserts", asserts).on("recovery_judge_store", store))
@@ -131,8 +133,13 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
             found = sorted((r["user_id"], r["task_idx"], r["dimension"], r["version"])
                            for r in await rt.store.episodes.change_rows(run))
             assert found == expected
-        notes = [r for r in fake.requests if "Until now:" in orjson.dumps(r["messages"]).decode()]
-        assert len(notes) == 2 * 18
+        tasks = {t.text: (u.id, t.index) for u in bench.users for t in bench.tasks[u.id]}
+        noted = set()  # (user, task) of every simulator call told about a change: only its episode's
+        for r in fake.requests:
+            text = r["messages"][-1]["content"]
+            if "Until now:" in text:
+                noted.add(next(v for task, v in tasks.items() if task in text))
+        assert noted == {(user, task) for user, task, _, _ in expected}
         agent_calls = [r for r in fake.requests if r.get("response_format") is None]
         assert agent_calls and not any("Until now:" in orjson.dumps(r["messages"]).decode() for r in agent_calls)
 
@@ -162,6 +169,7 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
 
 async def test_a_static_benchmark_gets_no_change_no_note_and_no_evolving_table(open_rt, fake, bench):
     async with open_rt() as rt:
+        await rt.store.save_benchmark(bench)
         (run,) = await run_rollout(rt, bench, ["longctx_full"], max_turns=2, progress=False)
         await score_runs(rt, [run], ["dump_all"])
         await score_evolving(rt, [run], ["dump_all"])
@@ -171,3 +179,4 @@ async def test_a_static_benchmark_gets_no_change_no_note_and_no_evolving_table(o
         tables = await compute_tables(rt.store, [run], bootstrap=0)
     assert "evolving" not in tables and "evolving_targets" not in tables
     assert not any("Until now:" in orjson.dumps(r["messages"]).decode() for r in fake.requests)
+

@@ -26,7 +26,8 @@ def index_section(tables: dict) -> str:
     rows = [[esc(r["run"]), esc(r["mode"]), f'<td class="n">{r["users"]}</td>', f'<td class="n">{r["targets"]}</td>',
              *(f'<td class="n">{_ci(r[m], r[f"{m}_ci95"])}</td>' for m in MEASURES)] for r in tables["evolving"]]
     targets = [[esc(r["run"]), esc(r["mode"]), esc(r["user"]), esc(r["dimension"]), esc(_verdicts(r["present"])),
-                esc(_verdicts(r["absent"])), f'<td class="n">{num(r["FAMA"])}</td>'] for r in tables["evolving_targets"]]
+                esc(_verdicts(r["absent"])), f'<td class="n">{num(r["FAMA"])}</td>']
+               for r in tables["evolving_targets"]]
     return ("<h2>Evolving targets: FAMA and stale memory</h2>"
             '<p class="muted">Category-balanced per-user means [95% user-bootstrap CI]. Stale in store: a '
             "superseded value still held by the full final memory; stale in recovery: asserted by the "

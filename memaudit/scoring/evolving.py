@@ -129,7 +129,8 @@ async def plan_evolving(rt: Runtime, run_id: str, modes, ks, *, context_window: 
     jobs = []
     for ready in (await ready_users(rt.store, run, bench))[0]:
         uid = ready.user.id
-        scored = [e for e in ready.user.bank if e.history and any((m, k, uid, e.dimension) in recons for m, k in passes)]
+        scored = [e for e in ready.user.bank
+                  if e.history and any((m, k, uid, e.dimension) in recons for m, k in passes)]
         for entry, (mode, k) in ((e, p) for e in scored for p in passes):
             recon = recons.get((mode, k, uid, entry.dimension))
             todo = {(c, v) for c, v, _ in recovery_criteria(entry) if (mode, k, uid, entry.dimension, c, v) not in have}

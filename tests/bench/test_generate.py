@@ -301,9 +301,8 @@ def test_evolving_entries_are_written_reviewed_and_spread_over_categories(settin
             first, new = e.history
             assert (first.op, first.valid_from_task) == ("add", 1) and new.op == "update"
             assert new.valid_from_task > task_of[e.dimension] and e.short == new.short
-    verdicts = [r["verdict"] for uid in ("user_001", "user_002")
-                for reviews in orjson.loads((out / "generation" / f"{uid}.json").read_bytes())["change_reviews"].values()
-                for r in reviews]
+    records = [orjson.loads((out / "generation" / f"{uid}.json").read_bytes()) for uid in ("user_001", "user_002")]
+    verdicts = [r["verdict"] for record in records for reviews in record["change_reviews"].values() for r in reviews]
     assert sorted(verdicts) == ["accept"] * 12 + ["reject"]
     assert "6 evolving entries per user" in bench.source
 

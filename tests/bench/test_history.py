@@ -48,10 +48,12 @@ def test_an_evolving_entry_reads_validates_and_keeps_its_task_value(tmp_path):
 
 
 BROKEN = {
-    "out of order": ([{"short": V0, "valid_from_task": 1, "op": "add"}, {"short": "b", "valid_from_task": 9, "op": "update"},
+    "out of order": ([{"short": V0, "valid_from_task": 1, "op": "add"},
+                      {"short": "b", "valid_from_task": 9, "op": "update"},
                       {"short": "c", "valid_from_task": 5, "op": "update"}],
                      f"({DIM}): history[2].valid_from_task: task 5 is not after version 1's task 9"),
-    "task range": ([{"short": V0, "valid_from_task": 1, "op": "add"}, {"short": "c", "valid_from_task": 40, "op": "update"}],
+    "task range": ([{"short": V0, "valid_from_task": 1, "op": "add"},
+                    {"short": "c", "valid_from_task": 40, "op": "update"}],
                    f"({DIM}): history[1].valid_from_task: task 40 is outside the user's tasks 1..31"),
     "update after delete": ([{"short": V0, "valid_from_task": 1, "op": "add"},
                              {"short": "no longer a", "valid_from_task": 4, "op": "delete"},

@@ -18,6 +18,7 @@ from memaudit.bench.history import changes, value_at
 from memaudit.bench.instances import resolve_bench
 from memaudit.release.exporter import export_runs
 from memaudit.replay import replay_runs
+from memaudit.report.view import write_report
 from memaudit.rollout.runner import run_rollout
 from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.evolving_tables import fama
@@ -104,7 +105,8 @@ def script(fake, bench):
     def recovery_judge(body):
         text = body["messages"][-1]["content"]
         truth = re.search(r"True value: (.+)", text).group(1)
-        return {"score": 1.0 if truth[:PREFIX] in re.search(r"Predicted value: (.+)", text).group(1) else 0.0, "reason": "r"}
+        predicted = re.search(r"Predicted value: (.+)", text).group(1)
+        return {"score": 1.0 if truth[:PREFIX] in predicted else 0.0, "reason": "r"}
 
     def asserts(body):
         text = body["messages"][-1]["content"]
@@ -154,6 +156,10 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
         await score_runs(rt, runs, ["dump_all", "retrieve"], ks=(5,))
         await score_evolving(rt, runs, ["dump_all", "retrieve"], ks=(5,))
         tables = await compute_tables(rt.store, runs, bootstrap=200)
+        index = (await write_report(rt.store, tmp_path / "report", runs)).read_text()
+    assert "Evolving targets: FAMA and stale memory" in index
+    page = (tmp_path / "report" / f"users/sample/{user}/{dim}.html").read_text()
+    assert "History of this entry" in page and "<svg" in page and f"episode {task}, turn 1" in page
     rows = {(r["run"], r["mode"]): r for r in tables["evolving"]}
     assert rows[("keep_all", "dump_all")]["stale_in_store"] == 1.0
     assert rows[("newest_only", "dump_all")]["stale_in_store"] == 0.0

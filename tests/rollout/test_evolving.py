@@ -70,8 +70,10 @@ class NewestOnly(KeepAll):
 
 @pytest.fixture
 def scripted_systems(monkeypatch):
-    targets = {**registry.BUILTIN, "keep_all": f"{__name__}:KeepAll", "newest_only": f"{__name__}:NewestOnly"}
-    monkeypatch.setattr(registry, "_targets", lambda: targets)
+    scripted = (registry.Registration("keep_all", f"{__name__}:KeepAll", "test"),
+                registry.Registration("newest_only", f"{__name__}:NewestOnly", "test"))
+    found = registry.registrations() + scripted
+    monkeypatch.setattr(registry, "registrations", lambda: found)
 
 
 def script(fake, bench):

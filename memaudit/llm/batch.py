@@ -65,7 +65,7 @@ def _json(obj) -> str:
 
 @dataclass
 class BatchCollector:
-    """The client's batch mode (`llm.batch`): misses of `roles` are recorded, not called."""
+    """The client's batch mode (`llm.batching`): misses of `roles` are recorded, not called."""
     store: Store
     roles: frozenset[str]
     refusals: Refusals

@@ -80,3 +80,14 @@ async def test_a_submit_killed_at_any_step_loses_no_batch(settings, tmp_path, mo
     assert {r["batch"] for r in requests} == {recorded[0]["name"]} and len(requests) == 3
     if dies == "record":
         assert said == [f"found batch {made} of an interrupted submit (validating)"]
+
+
+def test_one_model_and_one_endpoint_per_input_file(settings):
+    from memaudit.llm.batch import groups
+
+    rows = [{"key": f"k{i}", "role": role, "model": model}
+            for i, (role, model) in enumerate([("slot_fill", "a"), ("recovery_judge", "b"), ("slot_fill", "a")])]
+    grouped = groups(settings, rows, by_endpoint=True)
+    assert {k: [r["key"] for r in v] for k, v in grouped.items()} == {
+        (settings.base_url, None, "a"): ["k0", "k2"], (settings.base_url, None, "b"): ["k1"]}
+    assert set(groups(settings, rows, by_endpoint=False)) == {(None, None, "a"), (None, None, "b")}

@@ -319,19 +319,42 @@ def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
     try:
         choice = response["choices"][0]
         message = choice["message"]
-        text = message.get("content") or ""
+        text = _content_text(message.get("content"))
         finish = choice.get("finish_reason")
     except (KeyError, IndexError, TypeError, AttributeError):
         return "", "malformed", {}
     if message.get("refusal") or finish == "content_filter":  # OpenAI's refusal field, a content filter
         text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
-    usage = response.get("usage") or {}
-    details = usage.get("prompt_tokens_details") or {}
-    completion = usage.get("completion_tokens_details") or {}
-    return text, finish, {"prompt_tokens": usage.get("prompt_tokens", 0) or 0,
-                          "completion_tokens": usage.get("completion_tokens", 0) or 0,
-                          "cached_tokens": details.get("cached_tokens", 0) or 0,
-                          "reasoning_tokens": completion.get("reasoning_tokens", 0) or 0}
+    usage = _fields(response.get("usage"))
+    details, completion = _fields(usage.get("prompt_tokens_details")), _fields(usage.get("completion_tokens_details"))
+    return text, finish, {"prompt_tokens": _tokens(usage.get("prompt_tokens")),
+                          "completion_tokens": _tokens(usage.get("completion_tokens")),
+                          "cached_tokens": _tokens(details.get("cached_tokens")),
+                          "reasoning_tokens": _tokens(completion.get("reasoning_tokens"))}
+
+
+# The server controls every field below: an odd one must never crash the client.
+def _content_text(content) -> str:
+    """A message's text: a string, or (a valid OpenAI shape) a list of parts whose text parts are
+    joined; anything else is no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content
+                       if isinstance(part, dict) and part.get("type") in ("text", "output_text", None)
+                       and isinstance(part.get("text"), str))
+    return ""
+
+
+def _fields(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _tokens(value) -> int:
+    """A token count as reported, or 0 when it is not a whole non-negative number ("abc", -1, null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        return 0
+    return int(value) if float(value).is_integer() else 0
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:

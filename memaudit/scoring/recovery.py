@@ -21,6 +21,7 @@ from typing import Awaitable, Callable
 import anyio
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
+from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import role_group
@@ -170,7 +171,8 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
     items = snapshot["items"] if snapshot else []
     adapter = None
     if with_adapter:
-        adapter = get_adapter(run.system)(AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"))
+        adapter = open_adapter(run.system, AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"),
+                               rt.settings.db.parent)
         if run.origin == "import":
             await adapter.load_items(items)
         elif snapshot is not None:
@@ -311,6 +313,7 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
     have = await rt.store.scores.keys(run_id, variant)
     jobs = []
     ready, skipped = await ready_users(rt.store, run, bench)
+    skipped += unplayed_note(run_id, bench, ready, dims)
     for r in ready:
         user = r.user
         todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, r.done, dims)
@@ -322,6 +325,22 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
             row = replace(blank_row(run_id, mode, k, variant, user.id, entry), snapshot_task=r.snapshot_task)
             jobs.append(partial(_score_target, rt, scorer, memory, row, window, answer_tokens))
     return jobs, skipped
+
+
+def unplayed_note(run_id: str, bench: Benchmark, ready: list[ReadyUser], dims: str) -> list[str]:
+    """With --dims all after a partial rollout, the line saying how many entries had no task played."""
+    if dims != "all":
+        return []
+    unplayed, total = 0, 0
+    for r in ready:
+        targeted = {t.target_dimension for t in bench.tasks.get(r.user.id, ()) if t.index not in r.done}
+        played = {e.dimension for e in targets(bench, r.user, r.done, "targeted")}
+        unplayed += sum(1 for e in r.user.bank if e.dimension in targeted - played)
+        total += len(r.user.bank)
+    if not unplayed:
+        return []
+    return [f"{run_id}: {unplayed} of {total} bank entries had no task played (a partial rollout): attribution "
+            "labels them no_targeted_task; `--dims targeted` scores only the entries whose task ran"]
 
 
 async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction,

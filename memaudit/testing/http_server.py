@@ -36,6 +36,14 @@ def rate_every_preference(body: dict) -> dict:
     return {"ratings": {str(i): str(1 + (len(prompt) + i) % 5) for i in range(1, count + 1)}, "summary": "rated"}
 
 
+def scripted_fake() -> FakeOpenAI:
+    """The model `memaudit serve --fake` serves: every structured role answered in its schema's
+    shape (deterministic in the prompt), ratings for every preference line, and a plain reply for
+    the assistant. Instant and free; its numbers mean nothing."""
+    return (FakeOpenAI().on("pref_judge", rate_every_preference)
+            .on_text(lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages."))
+
+
 class LoopbackServer:
     """The asyncio side: parses requests, waits out the latency, answers through `fake.reply`."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memaudit.bench.files import write_json
+from memaudit.bench.history import history_json
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.ids import check_id, inside, refuse_links_out
 from memaudit.types import CATEGORIES, Benchmark
@@ -28,8 +29,10 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
     for user in bench.users:
         bank: dict[str, list] = {c: [] for c in CATEGORIES}
         for e in user.bank:
-            bank.setdefault(e.category, []).append({"dimension": e.dimension, "short": e.short,
-                                                    "explanation": e.explanation})
+            record = {"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
+            if e.history:  # a static entry is written exactly as published
+                record["history"] = history_json(e)
+            bank.setdefault(e.category, []).append(record)
         users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
     write_inside(out, BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
                              "users": users})

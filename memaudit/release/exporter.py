@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from memaudit.bench.export import EXPORT_TASKS_DIR, write_benchmark, write_inside
+from memaudit.bench.history import user_at
 from memaudit.bench.instances import BANKS_FILE, TASKS_ROOT
 from memaudit.errors import BadInput
 from memaudit.ids import check_id, refuse_links_out
@@ -108,7 +109,7 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> N
         if ep.error is not None:
             record["error"] = ep.error
         write_inside(out, f"history/{run}/{name}", record)
-        prefs = [e for e in users[ep.user_id].bank if e.category == "assistance_preference"]
+        prefs = user_at(users[ep.user_id], ep.task_index).entries("assistance_preference")  # as judged then
         write_inside(out, f"pref_judge/{run}/{name}", {
             "user_id": ep.user_id, "task": ep.task,
             "prefs": [{"idx": i, "dimension": e.dimension, "short": e.short, "explanation": e.explanation}
@@ -178,5 +179,8 @@ def _turn_record(t) -> dict:
     simulator = {"feedback_type": t.feedback_type, "text": t.user_text, "is_done": t.feedback_type == "satisfied"}
     if t.fallback:
         simulator["fallback"] = True
-    return {"turn": t.index, "agent_response": t.assistant, "user_simulator": simulator,
-            "preference_evaluator": {"score": t.preference_score}}
+    record = {"turn": t.index, "agent_response": t.assistant, "user_simulator": simulator,
+              "preference_evaluator": {"score": t.preference_score}}
+    if t.change is not None:  # evolving banks: the bank change the user disclosed on this turn
+        record["change"] = {"dimension": t.change["dimension"], "version": t.change["version"]}
+    return record

@@ -33,6 +33,8 @@ from memaudit.errors import BadInput
 from memaudit.resources import data_dir
 from memaudit.roles import GROUPS, embedded_max_tokens, role_group
 
+# The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
+# here, before any client exists, so a config file's mistake names its file and field.
 BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sent as reasoning_effort

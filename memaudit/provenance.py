@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from memaudit.config import EMBEDDED_MODEL, Settings
 from memaudit.errors import BadInput
-from memaudit.llm.dialect import sampling
+from memaudit.llm.dialects import sampling
 from memaudit.roles import ROLE_SPECS, groups_of
 from memaudit.store import Store
 
@@ -28,7 +28,7 @@ DIALOGUE_ROLES = groups_of("dialogue")  # recorded, not called, in a teacher-for
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,
                     max_tokens: int | None = None) -> dict:
     """What `role` is sent when its caller asks for (temperature, max_tokens), after the role's
-    config and the dialect's rules (memaudit/llm/dialect.py `sampling`: a reasoning model is sent no temperature,
+    config and the dialect's rules (memaudit/llm/dialects/ `sampling`: a reasoning model is sent no temperature,
     recorded as None). For memory roles, whose adapters choose per call, a requested None means
     "the adapter's own value". A parameter refused by a 400 from a model not recognised by name
     is not reflected here: it is learned during the run (param_refusals), and recording it would

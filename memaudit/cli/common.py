@@ -10,6 +10,8 @@ from pathlib import Path
 import anyio
 import click
 
+from memaudit.config import CACHE_MODES
+from memaudit.llm.dialects import DIALECTS
 from memaudit.types import RUBRIC
 
 # rich, the settings and the store are imported where used: a command's module loads only what that
@@ -37,12 +39,12 @@ GLOBAL_OPTIONS = [
     click.option("--db", type=click.Path(path_type=Path), default=None, help="artifact store [MEMAUDIT_DB]"),
     click.option("--base-url", default=None, help="OpenAI-compatible endpoint [MEMAUDIT_BASE_URL]"),
     click.option("--model", default=None, help="model name sent to the endpoint [MEMAUDIT_MODEL]"),
-    click.option("--backend", type=click.Choice(["openai", "vllm", "llamacpp"]), default=None,
+    click.option("--backend", type=click.Choice(list(DIALECTS)), default=None,
                  help="structured-output dialect [MEMAUDIT_BACKEND]"),
     click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
                  help="TOML with per-role endpoints [MEMAUDIT_CONFIG]"),
     click.option("--concurrency", type=int, default=None, help="max in-flight calls per endpoint"),
-    click.option("--cache", type=click.Choice(["rw", "replay", "refresh", "off"]), default=None,
+    click.option("--cache", type=click.Choice(CACHE_MODES), default=None,
                  help="call cache mode [MEMAUDIT_CACHE]"),
     click.option("--seed", type=int, default=None, help="base seed [MEMAUDIT_SEED]"),
     click.option("--prompts", "prompts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,

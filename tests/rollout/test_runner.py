@@ -141,7 +141,7 @@ def test_provenance_records_what_a_reasoning_model_is_sent(settings):
     """The dialect's rules apply to what provenance records: no temperature for gpt-5 (null), and
     the reasoning budget in place of no cap, exactly what each call's key holds."""
     from dataclasses import replace
-    from memaudit.llm.dialect import REASONING_BUDGET
+    from memaudit.llm.dialects import REASONING_BUDGET
     roles = rollout_provenance(replace(settings, model="gpt-5.4-mini"))["roles"]
     assert roles["agent"]["temperature"] is None and roles["simulator"]["temperature"] is None
     assert roles["agent"]["max_tokens"] == REASONING_BUDGET

@@ -1,10 +1,12 @@
-"""What a chat-completions request carries on each kind of endpoint: the structured-output
-dialect (`openai`, `vllm`, `llamacpp`) and the quirks of hosted reasoning models.
+"""The structured-output dialects, one module each (openai.py, vllm.py, llamacpp.py: how the
+output schema is asked for, what the token cap is called, which models are reasoning models),
+registered by name in DIALECTS; `--backend` and a role's `backend` name one. Here is what they
+share: the request body built from those hooks, the parameters actually sent, what an answer
+means (its text, finish reason and usage) and what an error answer means (the same error shapes
+on all three).
 
-Hosted reasoning models (gpt-5.x, the o-series) refuse `max_tokens` (they take
-`max_completion_tokens`, which every current hosted chat model accepts) and any `temperature` or
-`top_p` other than their default. For them the sampling parameters are left out of the request,
-and so out of the cache key: the key and the run record hold what was sent, so a replay is exact
+A reasoning model is sent no sampling parameters: they are left out of the request, and so out
+of the cache key: the key and the run record hold what was sent, so a replay is exact
 and a table can say that a role ran at the model's default temperature. A model that is not
 recognised by its name but answers a 400 naming one of these parameters is asked again without it
 and remembered as refusing it, in the store (`param_refusals`), so every later call, process and
@@ -18,11 +20,9 @@ import orjson
 
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig
-from memaudit.errors import EndpointError
+from memaudit.errors import ContextOverflow, EndpointError, Refusal
+from memaudit.llm.dialects import llamacpp, openai, vllm
 
-# gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5") and
-# as a fine-tune ("ft:gpt-5-mini:org::id").
-REASONING_MODEL = re.compile(r"(^|[/:])(gpt-5|o\d)([-._:]|$)", re.I)
 # Parameters a model may refuse (a 400 naming them): `max_tokens` is then sent under its new name
 # `max_completion_tokens`; a sampling parameter is left out (the model uses its default).
 REFUSABLE = ("max_tokens", "temperature", "top_p")
@@ -30,10 +30,18 @@ REFUSABLE = ("max_tokens", "temperature", "top_p")
 # sized for the answer alone would end most replies empty. The published runner gave reasoning
 # models 8192 completion tokens on every call; a role's `max_tokens` in the config still wins.
 REASONING_BUDGET = 8192
+DIALECTS = {dialect.NAME: dialect for dialect in (openai, vllm, llamacpp)}
 # Where a chat request goes, below the base URL (which ends in /v1), and the same endpoint as a
 # batch input line names it (OpenAI's Batch API and vLLM's batch runner both take `/v1/...`).
 CHAT_PATH = "/chat/completions"
 BATCH_CHAT_URL = "/v1" + CHAT_PATH
+# What an error answer means: the same shapes from every dialect's servers.
+RETRYABLE = {408, 409, 425, 429}
+OVERFLOW_PATTERN = re.compile(
+    r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|"
+    r"exceed(s|ed)? (the )?(context|max)|context_length_exceeded|n_ctx", re.I)
+# Error codes and words with which hosted APIs refuse the content of a request (not its form).
+REFUSAL_PATTERN = re.compile(r"content[ _-]?(policy|filter|management)|safety system|flagged|moderation", re.I)
 
 
 class ParameterRefused(EndpointError):
@@ -42,10 +50,6 @@ class ParameterRefused(EndpointError):
     def __init__(self, param: str, message: str, *, url: str | None = None, secrets=()):
         super().__init__(message, status=400, url=url, secrets=secrets)
         self.param = param
-
-
-def is_reasoning_model(model: str) -> bool:
-    return REASONING_MODEL.search(model) is not None
 
 
 @dataclass(frozen=True)
@@ -61,9 +65,8 @@ def sent_fields(*, model: str, backend: str, temperature: float | None, top_p: f
                 max_tokens: int | None, budget_configured: bool, reasoning_effort: str | None,
                 refused: frozenset[str]) -> Sent:
     """The fields a call to `model` sends, given what the role asks for and what the model refuses.
-    Names are recognised on the `openai` dialect only: a model served by vLLM or llama.cpp takes
-    the sampling parameters whatever it is called."""
-    reasoning = backend == "openai" and is_reasoning_model(model)
+    Whether a model is a reasoning model is the dialect's call (recognised by name on `openai`)."""
+    reasoning = DIALECTS[backend].is_reasoning_model(model)
     if reasoning and not budget_configured:
         max_tokens = max(max_tokens or 0, REASONING_BUDGET)
     if reasoning or "temperature" in refused:
@@ -98,47 +101,13 @@ def request_body(*, backend: str, model: str, messages: list[dict], temperature:
     if top_p is not None:
         body["top_p"] = top_p
     if max_tokens is not None:
-        # The OpenAI API took `max_tokens` as the old name; its reasoning models accept only the new one.
-        new_name = backend == "openai" or "max_tokens" in refused
-        body["max_completion_tokens" if new_name else "max_tokens"] = max_tokens
+        body[DIALECTS[backend].max_tokens_field(refused)] = max_tokens
     if reasoning_effort is not None:
         body["reasoning_effort"] = reasoning_effort
     if schema is not None:
         name = re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64]
-        if backend == "llamacpp":
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        elif backend == "vllm":
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
-        else:
-            body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
+        body["response_format"] = DIALECTS[backend].response_format(schema, name)
     return body
-
-
-# String-length bounds are not accepted by every strict structured-output API; they are still
-# checked locally on the answer (memaudit/llm/schema.py).
-_NOT_STRICT = ("minLength", "maxLength")
-
-
-_STRICT_MEMO: dict[int, tuple[dict, dict]] = {}
-
-
-def _strict(schema: dict) -> dict:
-    """The strict form of a schema, made once per schema object (roles reuse theirs on every call)."""
-    memo = _STRICT_MEMO.get(id(schema))
-    if memo is None or memo[0] is not schema:
-        if len(_STRICT_MEMO) > 256:  # schemas built per call would otherwise pile up
-            _STRICT_MEMO.clear()
-        memo = _STRICT_MEMO[id(schema)] = (schema, _without_length_bounds(schema))
-    return memo[1]
-
-
-def _without_length_bounds(schema):
-    if isinstance(schema, dict):
-        return {k: _without_length_bounds(v) for k, v in schema.items() if k not in _NOT_STRICT}
-    if isinstance(schema, list):
-        return [_without_length_bounds(v) for v in schema]
-    return schema
 
 
 def refusal(status: int, data: bytes, message: str, url: str, secrets=()) -> EndpointError:
@@ -181,3 +150,74 @@ class Refusals:
         if param not in known:
             known.add(param)
             await self.cache.record_refusal(model, backend, param)
+
+
+def parse_choice(response: dict) -> tuple[str, str | None, dict]:
+    """(text, finish reason, usage) of a chat-completions answer; finish "malformed" when it has no
+    message, "refusal" when the model or a content filter refused."""
+    try:
+        choice = response["choices"][0]
+        message = choice["message"]
+        text = _content_text(message.get("content"))
+        finish = choice.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return "", "malformed", {}
+    if message.get("refusal") or finish == "content_filter":  # OpenAI's refusal field, a content filter
+        text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
+    usage = _fields(response.get("usage"))
+    details, completion = _fields(usage.get("prompt_tokens_details")), _fields(usage.get("completion_tokens_details"))
+    return text, finish, {"prompt_tokens": _tokens(usage.get("prompt_tokens")),
+                          "completion_tokens": _tokens(usage.get("completion_tokens")),
+                          "cached_tokens": _tokens(details.get("cached_tokens")),
+                          "reasoning_tokens": _tokens(completion.get("reasoning_tokens"))}
+
+
+# The server controls every field below: an odd one must never crash the client.
+def _content_text(content) -> str:
+    """A message's text: a string, or (a valid OpenAI shape) a list of parts whose text parts are
+    joined; anything else is no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content
+                       if isinstance(part, dict) and part.get("type") in ("text", "output_text", None)
+                       and isinstance(part.get("text"), str))
+    return ""
+
+
+def _fields(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _tokens(value) -> int:
+    """A token count as reported, or 0 when it is not a whole non-negative number ("abc", -1, null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        return 0
+    return int(value) if float(value).is_integer() else 0
+
+
+def answer_error(status: int, data: bytes, role: str, url: str, secrets=()) -> Exception | None:
+    """What a non-200 answer to a chat request means (live, or a batch's error line): the request's
+    own outcome (ContextOverflow, Refusal), a refusal of its form (ParameterRefused, EndpointError),
+    or None: a retryable status, to be asked again."""
+    message, code = server_message(data)
+    said = f"{message} {code}"
+    if status in (400, 413, 422, 500) and OVERFLOW_PATTERN.search(said):
+        return ContextOverflow(role, None, None, message[:200])
+    if status in (400, 403, 422) and REFUSAL_PATTERN.search(said):
+        return Refusal(role, message[:300])
+    if status not in RETRYABLE and status < 500:
+        return refusal(status, data, message, url, secrets)
+    return None
+
+
+def server_message(data: bytes) -> tuple[str, str]:
+    """(message, error code) of an error body, whatever shape the server gives it."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data.decode("utf-8", "replace").strip() or "(empty body)", ""
+    err = payload.get("error", payload) if isinstance(payload, dict) else payload
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("detail") or err), str(err.get("code") or err.get("type") or "")
+    return str(err), ""

@@ -1,0 +1,106 @@
+"""The report's per-user drill-down as data: one compressed file per user holding everything the
+user's pages show (bank, tasks, transcripts, final memories, every read, prediction, judge verdict
+and attribution stage), rendered in the browser by one shared page (`user.html`, assets/user.js).
+
+Why data and not pages: a user's pages repeated the same transcripts, memory items and markup
+across ~40 files (3.7 MiB per user); the data says each thing once and compresses well. The file
+is a script (`memauditData(key, base64 of gzipped JSON)`) because a page opened from disk
+(file://) may load scripts but not fetch files. Output is deterministic (gzip without a time)."""
+from __future__ import annotations
+
+import base64
+import gzip
+import re
+from urllib.parse import urlencode
+
+import orjson
+
+from memaudit.report.html import slug
+
+APP = "user.html"
+DATA_DIR = "data"
+MEMORY_REF = "$m"  # a retrieved item that is also in the run's final store: {"$m": index, fields that differ}
+
+
+def data_key(bench: str, user: str) -> str:
+    return f"{slug(bench)}/{slug(user)}"
+
+
+def data_file(bench: str, user: str) -> str:
+    return f"{DATA_DIR}/{data_key(bench, user)}.js"
+
+
+def app_anchor(bench: str, user: str, view: str = "grid", *, dimension: str | None = None, run: str | None = None,
+               anchor: str | None = None) -> str:
+    """The fragment of `user.html` that opens one view of a user's drill-down."""
+    params = {"f": data_key(bench, user), "v": view, "d": dimension, "r": run, "a": anchor}
+    return urlencode({k: v for k, v in params.items() if v is not None})
+
+
+def encode(bench: str, user: str, payload: dict) -> str:
+    """The data file's text: a call the shared page answers, with the payload gzipped and base64-encoded."""
+    packed = base64.b64encode(gzip.compress(orjson.dumps(payload), compresslevel=6, mtime=0)).decode("ascii")
+    return f'memauditData({orjson.dumps(data_key(bench, user)).decode()},"{packed}");\n'
+
+
+def decode(text: str) -> dict:
+    """The payload of a data file (for tests and tools)."""
+    packed = re.search(r'"([A-Za-z0-9+/=]*)"\);\s*$', text).group(1)
+    return orjson.loads(gzip.decompress(base64.b64decode(packed)))
+
+
+def payload(user: dict, runs: list[dict], passes: dict, detail: dict, snapshots: dict, citations) -> dict:
+    """Everything the user's views show. `passes`: run -> [pass dicts with the user's B per category];
+    `detail`: data.load_user_detail; `snapshots`: run -> final snapshot or None; `citations(row)`: what
+    an attribution's stages point at in the transcript."""
+    memories = {run["run"]: (snapshots.get(run["run"]) or {}).get("items") or [] for run in runs}
+    return {
+        "user": user["user_id"], "persona": user["persona"],
+        "bank": [{k: e[k] for k in ("category", "dimension", "short", "explanation")} for e in user["bank"]],
+        "tasks": [{"idx": t["idx"], "text": t["text"], "dimension": t["target_dimension"], "rationale": t["rationale"]}
+                  for t in user["tasks"]],
+        "runs": [_run(run, passes.get(run["run"], []), detail, snapshots.get(run["run"])) for run in runs],
+        "recons": {dim: [_recon(r, detail, memories.get(r["run"], []), citations) for r in rows]
+                   for dim, rows in sorted(detail["recons"].items())},
+    }
+
+
+def _run(run: dict, passes: list[dict], detail: dict, snapshot: dict | None) -> dict:
+    episodes = [{"idx": idx, "task": ep["task"], "end": ep["end_reason"], "n_turns": ep["n_turns"],
+                 "error": ep["error"],
+                 "turns": [[t["turn"], t["assistant"], t["feedback_type"], t["user_text"], t["preference_score"],
+                            t["fallback"]] for t in ep["turns"]]}
+                for (name, idx), ep in sorted(detail["episodes"].items()) if name == run["run"]]
+    memory = None if snapshot is None else {k: snapshot[k] for k in ("task_idx", "n_items", "avg_chars", "items")}
+    return {"run": run["run"], "system": run["system"], "slug": slug(run["run"]), "passes": passes,
+            "episodes": episodes, "memory": memory}
+
+
+def _recon(r: dict, detail: dict, memory: list, citations) -> dict:
+    attribution = detail["attributions"].get((r["run"], r["mode"], r["k"], r["dimension"]))
+    evidence = dict(r["evidence"] or {})
+    if isinstance(evidence.get("items"), list):
+        evidence["items"] = _referenced(evidence["items"], memory)
+    out = {k: r[k] for k in ("run", "mode", "k", "status", "error", "label", "reason", "score", "judge_reason")}
+    out["evidence"] = evidence
+    if attribution is not None:
+        out["attribution"] = {k: attribution[k] for k in ("label", "ep_index", "note", "stages")}
+        out["cites"] = citations(attribution)
+    return out
+
+
+def _referenced(items: list, memory: list) -> list:
+    """Retrieved items with those found in the final store (by content) as references to it."""
+    where = {}
+    for i, item in enumerate(memory):
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            where.setdefault(item["content"], i)
+    out = []
+    for item in items:
+        i = where.get(item.get("content")) if isinstance(item, dict) and isinstance(item.get("content"), str) else None
+        if i is None or not set(memory[i]) <= set(item):  # a reference may add fields, never drop them
+            out.append(item)
+        else:
+            stored = memory[i]
+            out.append({MEMORY_REF: i, **{k: v for k, v in item.items() if k not in stored or stored[k] != v}})
+    return out

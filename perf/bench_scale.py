@@ -1,7 +1,8 @@
 """Benchmark (issue 27): import-release, tables, view and export of a synthetic release at two study
 sizes, each run as a CLI process on the path users run. Prints, per command and size, the wall
-time, the process's peak memory (max RSS) and the size of what it wrote, then the growth exponent
-of each figure between the sizes (1.0 = linear, 2.0 = quadratic).
+time, the CPU time (user + system: steadier than wall time on a shared machine), the process's peak
+memory (max RSS) and the size of what it wrote, then the growth exponent of each figure between
+the sizes (1.0 = linear, 2.0 = quadratic).
 
 The release is synthetic (memaudit/testing/release_fixture.py) with the published study's five
 runs and their memory footprints; replies are shorter than the published ones so that the large
@@ -40,8 +41,8 @@ def size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def run_cli(args: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of one memaudit process."""
+def run_cli(args: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MiB) of one memaudit process."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(REPO / "memaudit.py"), *args], stdout=stdout,
                             stderr=subprocess.PIPE)
@@ -50,23 +51,21 @@ def run_cli(args: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         sys.exit(f"memaudit {' '.join(args)} failed: {proc.stderr.read().decode()[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def measure(work: Path, users: int, archive: bool) -> dict[str, tuple[float, float, int]]:
+def measure(work: Path, users: int, archive: bool) -> dict[str, tuple[float, float, float, int]]:
     root, db = work / "release", work / "audit.db"
     synthesise(root, users)
     figures = {}
-    seconds, rss = run_cli(["import-release", str(root), "--db", str(db)])
-    figures["import"] = (seconds, rss, size(db))
+    figures["import"] = (*run_cli(["import-release", str(root), "--db", str(db)]), size(db))
     with open(work / "tables.json", "wb") as sink:
-        seconds, rss = run_cli(["tables", "--db", str(db), "--format", "json"], stdout=sink)
-    figures["tables"] = (seconds, rss, size(work / "tables.json"))
-    seconds, rss = run_cli(["view", "--db", str(db), "--out", str(work / "report")])
-    figures["view"] = (seconds, rss, size(work / "report"))
+        figures["tables"] = (*run_cli(["tables", "--db", str(db), "--format", "json"], stdout=sink),
+                             size(work / "tables.json"))
+    figures["view"] = (*run_cli(["view", "--db", str(db), "--out", str(work / "report")]), size(work / "report"))
     target = ["--archive", str(work / "export.tar.gz")] if archive else ["--out", str(work / "export")]
-    seconds, rss = run_cli(["export", "--db", str(db), *target])
-    figures["export"] = (seconds, rss, size(work / ("export.tar.gz" if archive else "export")))
+    figures["export"] = (*run_cli(["export", "--db", str(db), *target]),
+                         size(work / ("export.tar.gz" if archive else "export")))
     print(f"release of {users} users: {size(root) / 2**20:.0f} MiB", flush=True)
     return figures
 
@@ -86,9 +85,9 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
             results[n] = measure(work, n, args.archive)
-            for step, (seconds, rss, out) in results[n].items():
-                print(f"{n:>5} users  {step:<7} {seconds:8.1f} s  peak {rss:7.0f} MiB  output {out / 2**20:9.1f} MiB",
-                      flush=True)
+            for step, (seconds, cpu, rss, out) in results[n].items():
+                print(f"{n:>5} users  {step:<7} {seconds:7.1f} s  cpu {cpu:7.1f} s  peak {rss:6.0f} MiB  "
+                      f"output {out / 2**20:10.3f} MiB", flush=True)
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -96,8 +95,8 @@ def main() -> None:
     print(f"growth exponent from {small} to {large} users (log ratio / log {large / small:g}):")
     for step in results[small]:
         exps = [math.log(results[large][step][i] / results[small][step][i]) / math.log(large / small)
-                if results[small][step][i] > 0 and results[large][step][i] > 0 else float("nan") for i in range(3)]
-        print(f"  {step:<7} time {exps[0]:5.2f}  peak memory {exps[1]:5.2f}  output {exps[2]:5.2f}")
+                if results[small][step][i] > 0 and results[large][step][i] > 0 else float("nan") for i in range(4)]
+        print(f"  {step:<7} time {exps[0]:5.2f}  cpu {exps[1]:5.2f}  peak memory {exps[2]:5.2f}  output {exps[3]:5.2f}")
 
 
 if __name__ == "__main__":

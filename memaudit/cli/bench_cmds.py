@@ -10,6 +10,8 @@ import orjson
 
 from memaudit.cli.common import current_settings, global_options, out, run, split_list
 
+IMPORT_COMMIT_ROWS = 20_000  # rows per commit into the side file: a few MB of WAL between checkpoints
+
 
 @click.group("bench")
 def bench():
@@ -99,10 +101,12 @@ def import_release(path, name, tasks_dir):
 
 async def _import_release(settings, path, name, tasks_dir):
     from memaudit.release import import_release as import_release_dir
-    from memaudit.store import open_store
+    from memaudit.store.sidefile import replacing
 
-    async with open_store(settings.db) as store:
-        return await import_release_dir(store, path, name=name, tasks_dir=tasks_dir)
+    # Into a copy beside the store, swapped in at the end: all-or-nothing without a WAL as large
+    # as the import (memaudit/store/sidefile.py).
+    async with replacing(settings.db) as store:
+        return await import_release_dir(store, path, name=name, tasks_dir=tasks_dir, commit_every=IMPORT_COMMIT_ROWS)
 
 
 @click.command("export")

@@ -111,8 +111,7 @@ def test_symlinks_out_of_the_release_are_refused(release, tmp_path, capsys, plan
     assert memaudit("import-release", root, "--db", tmp_path / "s.db") == 2
     err = one_line_error(capsys)
     assert "resolves outside" in err and str(link.relative_to(root)) in err
-    with sqlite3.connect(tmp_path / "s.db") as conn:
-        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    assert not (tmp_path / "s.db").exists()  # a refused import into a new store leaves no store
 
 
 def test_a_tasks_dir_that_climbs_out_is_refused(release, tmp_path, capsys):

@@ -56,18 +56,18 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
     for run in summary.runs:
         writer.write(_run_page(run["run"]), _run_overview(summary, run))
         for p in summary.run_passes(run["run"]):
-            lists = _target_lists(summary, p)
-            writer.write(_pass_page(p), _pass_overview(summary, run, p, lists))
+            rows = await data.pass_rows(store, p)
+            lists = _target_lists(rows)
+            writer.write(_pass_page(p), _pass_overview(summary, run, p, rows, lists))
             for name, targets in lists.items():
-                writer.write(_list_page(p, name), _target_list(summary, run, p, name, targets))
+                writer.write(_list_page(p, name), _target_list(rows, run, p, name, targets))
     await utilization.write_pages(store, writer, tables)
     writer.write(userdata.APP, _app_shell(summary))
     for bench, users in summary.users.items():
         bench_runs = [r for r in summary.runs if r["bench"] == bench]
-        for user in users:
-            if not any(user["user_id"] in summary.run_users(r) for r in bench_runs):
-                continue
-            await _write_user(store, writer, summary, bench, bench_runs, user)
+        for uid in users:
+            if any(summary.has_user(r, uid) for r in bench_runs):
+                await _write_user(store, writer, summary, bench, bench_runs, uid)
     writer.remove_stale()
     return out / INDEX
 
@@ -271,8 +271,8 @@ def _users_section(summary: Summary) -> str:
     parts = ["<h2>Users</h2>"]
     for bench, users in summary.users.items():
         bench_runs = [r for r in summary.runs if r["bench"] == bench]
-        shown = [u for u in users if any(u["user_id"] in summary.run_users(r) for r in bench_runs)]
-        items = "".join(f"<li>{_user_link(INDEX, bench, u['user_id'], esc(u['user_id']))}</li>" for u in shown)
+        shown = [u for u in users if any(summary.has_user(r, u) for r in bench_runs)]
+        items = "".join(f"<li>{_user_link(INDEX, bench, u, esc(u))}</li>" for u in shown)
         parts.append(f"<h3>benchmark {esc(bench)}</h3><ul class=\"links\">{items}</ul>")
     return "".join(parts)
 
@@ -315,7 +315,7 @@ def _run_overview(summary: Summary, run: dict) -> str:
                 [(INDEX, "report")])
 
 
-def _pass_overview(summary: Summary, run: dict, p: Pass, lists: dict[str, list]) -> str:
+def _pass_overview(summary: Summary, run: dict, p: Pass, rows_of: data.PassRows, lists: dict[str, list]) -> str:
     path = _pass_page(p)
     rows = []
     for user in summary.run_users(run):
@@ -326,7 +326,7 @@ def _pass_overview(summary: Summary, run: dict, p: Pass, lists: dict[str, list])
         for category in CATEGORIES:
             value = _recovery(summary, p, user, category)
             cells.append(f'<td class="n {score_class(value)}">{grid(num(value), category)}</td>')
-        statuses = [r["status"] for r in summary.scores[p].get(user, {}).values()]
+        statuses = [r["status"] for r in rows_of.scores.get(user, {}).values()]
         cells.append(f'<td class="n">{grid(num(_recovery(summary, p, user)), _pass_anchor(p))}</td>')
         cells += [f'<td class="n">{statuses.count(s)}</td>' for s in ("ok", "overflow", "failed")]
         rows.append(cells)
@@ -339,13 +339,13 @@ def _pass_overview(summary: Summary, run: dict, p: Pass, lists: dict[str, list])
                 [(INDEX, "report"), (_run_page(run["run"]), run["run"])])
 
 
-def _target_lists(summary: Summary, p: Pass) -> dict[str, list[tuple[str, str]]]:
+def _target_lists(rows: data.PassRows) -> dict[str, list[tuple[str, str]]]:
     """Targets (user, dimension) per attribution label, plus those whose reconstruction overflowed or failed."""
     lists: dict[str, list[tuple[str, str]]] = {}
-    for user, labels in sorted(summary.labels[p].items()):
+    for user, labels in sorted(rows.labels.items()):
         for dimension, label in sorted(labels.items()):
             lists.setdefault(label, []).append((user, dimension))
-    for user, scored in sorted(summary.scores[p].items()):
+    for user, scored in sorted(rows.scores.items()):
         for dimension, row in sorted(scored.items()):
             if row["status"] in ("overflow", "failed"):
                 lists.setdefault(f"status-{row['status']}", []).append((user, dimension))
@@ -353,11 +353,11 @@ def _target_lists(summary: Summary, p: Pass) -> dict[str, list[tuple[str, str]]]
     return {name: lists[name] for name in sorted(lists, key=lambda n: (order.index(n) if n in order else 99, n))}
 
 
-def _target_list(summary: Summary, run: dict, p: Pass, name: str, targets: list[tuple[str, str]]) -> str:
+def _target_list(rows_of: data.PassRows, run: dict, p: Pass, name: str, targets: list[tuple[str, str]]) -> str:
     path = _list_page(p, name)
     rows = []
     for user, dimension in targets:
-        row = summary.scores[p].get(user, {}).get(dimension, {})
+        row = rows_of.scores.get(user, {}).get(dimension, {})
         rows.append([_user_link(path, run["bench"], user, esc(user)), esc(row.get("category", "")),
                      _user_link(path, run["bench"], user, esc(dimension), "target", dimension=dimension,
                                 anchor=_pass_anchor(p)),
@@ -387,9 +387,9 @@ def _app_shell(summary: Summary) -> str:
 
 
 async def _write_user(store: Store, writer: _Writer, summary: Summary, bench: str, runs: list[dict],
-                      user: dict) -> None:
-    uid = user["user_id"]
-    runs = [r for r in runs if uid in summary.run_users(r)]
+                      uid: str) -> None:
+    user = await store.benchmarks.user_row(bench, uid)
+    runs = [r for r in runs if summary.has_user(r, uid)]
     names = [r["run"] for r in runs]
     detail = await data.load_user_detail(store, names, uid)
     snapshots = {name: await store.episodes.last_snapshot(name, uid) for name in names}

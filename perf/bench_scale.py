@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO))
 from memaudit.testing.release_fixture import PUBLISHED_RUNS, write_release  # noqa: E402
 
 TURNS, REPLY_CHARS = 3, 800
+PEAK_DISK: dict[Path, int] = {}
 
 
 def synthesise(root: Path, users: int) -> None:
@@ -41,12 +42,25 @@ def size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def run_cli(args: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak RSS in MiB) of one memaudit process."""
+def store_disk(db: Path) -> int:
+    """Bytes of the store and everything SQLite or the import keeps beside it (WAL, side file)."""
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
+
+
+def run_cli(args: list[str], stdout=subprocess.DEVNULL, watch: Path | None = None) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MiB) of one memaudit process; with `watch` (a store),
+    also samples its disk use while the process runs (peak in PEAK_DISK)."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(REPO / "memaudit.py"), *args], stdout=stdout,
                             stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    if watch is not None:
+        PEAK_DISK[watch] = 0
+    while True:  # wait4 (not Popen.wait): it also returns the child's resource usage
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG if watch is not None else 0)
+        if pid:
+            break
+        PEAK_DISK[watch] = max(PEAK_DISK[watch], store_disk(watch))
+        time.sleep(0.02)
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -58,7 +72,9 @@ def measure(work: Path, users: int, archive: bool) -> dict[str, tuple[float, flo
     root, db = work / "release", work / "audit.db"
     synthesise(root, users)
     figures = {}
-    figures["import"] = (*run_cli(["import-release", str(root), "--db", str(db)]), size(db))
+    figures["import"] = (*run_cli(["import-release", str(root), "--db", str(db)], watch=db), size(db))
+    print(f"{users:>5} users  import: peak disk of the store and its side files {PEAK_DISK[db] / 2**20:.0f} MiB "
+          f"= {PEAK_DISK[db] / size(db):.2f} x the final store", flush=True)
     with open(work / "tables.json", "wb") as sink:
         figures["tables"] = (*run_cli(["tables", "--db", str(db), "--format", "json"], stdout=sink),
                              size(work / "tables.json"))

@@ -10,36 +10,31 @@ followed) must stay under it."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
-from memaudit.errors import BadInput
-from memaudit.ids import check_id, inside
 from memaudit.release.sinks import ArchiveSink, DirectorySink
+from memaudit.errors import BadInput
+from memaudit.ids import check_id, refuse_links_out
 from memaudit.llm.cache import text_hash
+from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.scoring.metrics import user_recovery
 from memaudit.store import Store, select_runs
 from memaudit.types import CATEGORIES, Benchmark, Reconstruction
 
 EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
 EXPORT_TASKS_DIR = "tasks"
-
-
-def _refuse_links_out(out: Path) -> None:
-    """Before writing: any symlink already in `out` that leads outside it is refused, so a refused
-    export leaves no half-written tree behind (`_write` checks each file again)."""
-    for folder, dirs, files in os.walk(out):
-        for name in (*dirs, *files):
-            path = Path(folder) / name
-            if path.is_symlink():
-                inside(out, path, label=str(path.relative_to(out)))
+# The top-level entries an export writes: a folder holding only these is an earlier export.
+EXPORT_TOP = {BANKS_FILE.split("/")[0], TASKS_ROOT, "history", "pref_judge", "memory", "output"}
 
 
 def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
     """Banks, pool (if the benchmark has one) and one task file per user, in the release layout."""
     _check_users(bench)
-    _refuse_links_out(Path(out_dir))
+    refuse_links_out(Path(out_dir))
     _write_benchmark(bench, DirectorySink(Path(out_dir)))
 
 
@@ -72,9 +67,68 @@ def _write_benchmark(bench: Benchmark, sink) -> None:
 
 async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path, *,
                       archive: bool = False) -> list[str]:
-    """Write `runs` (default: every run in the store) and their benchmark into the directory
-    `out_dir`, or with `archive` into that one .tar.gz file; returns the run ids."""
+    """Write `runs` (default: every run in the store) and their benchmark into the folder `out_dir`,
+    or with `archive` into that one .tar.gz file; returns the run ids.
+
+    Atomic: the release is written into a hidden sibling (folder or file) and renamed into place
+    once whole, so a killed export never leaves a partial release at `out_dir` (a published release
+    carries no completeness marker: import cannot tell). An earlier export there is replaced whole,
+    so the files of runs not exported this time do not linger."""
+    if archive:
+        return await _export_archive(store, runs, Path(out_dir))
     out = Path(out_dir)
+    _check_replaceable(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{out.name}.partial-"
+    remove_stale(out.parent, prefix)
+    staging = Path(tempfile.mkdtemp(prefix=owned_prefix(prefix), dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would make the release private once renamed
+    try:
+        exported = await _export_into(store, runs, DirectorySink(staging))
+        _swap_in(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return exported
+
+
+async def _export_archive(store: Store, runs: list[str] | None, file: Path) -> list[str]:
+    if file.is_symlink() or file.is_dir():
+        raise BadInput("--archive names a folder or a link; give a new file or an earlier archive", file=str(file))
+    file.parent.mkdir(parents=True, exist_ok=True)
+    sink = ArchiveSink(file)
+    try:
+        exported = await _export_into(store, runs, sink)
+    except BaseException:
+        sink.abort()
+        raise
+    sink.close()
+    return exported
+
+
+def _check_replaceable(out: Path) -> None:
+    """`out` may be new, empty, or an earlier export; anything else is not ours to replace."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise BadInput("--out exists and is not a folder; give a new or empty folder", file=str(out))
+    if out.is_dir():
+        refuse_links_out(out)  # a planted link says someone meant the export to land elsewhere
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_TOP)
+        if foreign:
+            raise BadInput(f"--out holds {foreign[0]!r}, which no export writes: give a new or empty folder (an "
+                           "earlier export there is replaced whole)", file=str(out))
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Put the finished release at `out`, moving an earlier one aside first and deleting it after."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=owned_prefix(f".{out.name}.partial-"), dir=out.parent))
+        os.rename(out, old / "old")
+    os.rename(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+async def _export_into(store: Store, runs: list[str] | None, sink) -> list[str]:
     rows = await store.runs.rows() if not runs else \
         [await store.runs.row(r.run) for r in await select_runs(store, runs)]
     if not rows:
@@ -84,7 +138,7 @@ async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path,
         raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
                        "at a time with --runs", field="runs")
     bench = await store.load_benchmark(benches[0])
-    known = {u.id for u in bench.users}  # their ids are checked by write_benchmark
+    known = {u.id for u in bench.users}  # their ids are checked by _check_users
     for row in rows:
         check_id(row["run"], "run id", field="runs")
         stray = await store.episodes.users_with_records(row["run"]) - known
@@ -92,18 +146,10 @@ async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path,
             raise BadInput(f"run {row['run']} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
                            f"e.g. {sorted(stray)[0][:40]!r}", field="runs")
     _check_users(bench)
-    if not archive:
-        _refuse_links_out(out)
-    sink = ArchiveSink(out) if archive else DirectorySink(out)
-    try:
-        _write_benchmark(bench, sink)
-        for row in rows:
-            await _export_run(store, row, bench, sink)
-        await _export_oracle(store, bench, sink)
-    except BaseException:
-        sink.abort()
-        raise
-    sink.close()
+    _write_benchmark(bench, sink)
+    for row in rows:
+        await _export_run(store, row, bench, sink)
+    await _export_oracle(store, bench, sink)
     return [row["run"] for row in rows]
 
 

@@ -19,6 +19,7 @@ from memaudit.bench.files import write_json
 from memaudit.canonical import canonical_pretty
 from memaudit.errors import BadInput
 from memaudit.ids import inside
+from memaudit.scratch import owned_prefix, remove_stale
 
 # gzip's fastest level: an export is mostly transcripts and memories, written at tens of MB/s and
 # kept to about a third; the default level saved a fifth more for several times the time.
@@ -48,11 +49,14 @@ class DirectorySink:
 
 
 class ArchiveSink:
-    """Members of a .tar.gz, written to `<file>.partial` and renamed to `file` by close()."""
+    """Members of a .tar.gz, written to a hidden sibling owned by this process and renamed to `file`
+by close()."""
 
     def __init__(self, file: Path):
         self.file = Path(file)
-        self.partial = self.file.with_name(self.file.name + ".partial")
+        prefix = f".{self.file.name}.partial-"
+        remove_stale(self.file.parent, prefix)
+        self.partial = self.file.with_name(owned_prefix(prefix) + "0")
         self._raw = open(self.partial, "wb")
         self._gzip = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, compresslevel=ARCHIVE_LEVEL, mtime=0)
         self._tar = tarfile.open(fileobj=self._gzip, mode="w", format=tarfile.PAX_FORMAT)

@@ -26,7 +26,7 @@ def test_archive_holds_the_directory_export_and_imports_back(tmp_path, capsys):
     with tarfile.open(tmp_path / "study.tar.gz") as tar:
         members = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
     assert members == files(tmp_path / "dir")
-    assert not list(tmp_path.glob("*.partial"))
+    assert not list(tmp_path.glob(".study.tar.gz.partial-*"))
 
     again = tmp_path / "again.db"
     assert memaudit("import-release", tmp_path / "study.tar.gz", "--db", again) == 0

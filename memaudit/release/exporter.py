@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from memaudit.bench.history import history_json, user_at
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
 from memaudit.release.sinks import ArchiveSink, DirectorySink
@@ -48,8 +49,10 @@ def _write_benchmark(bench: Benchmark, sink) -> None:
     for user in bench.users:
         bank: dict[str, list] = {c: [] for c in CATEGORIES}
         for e in user.bank:
-            bank.setdefault(e.category, []).append({"dimension": e.dimension, "short": e.short,
-                                                    "explanation": e.explanation})
+            record = {"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
+            if e.history:  # a static entry is written exactly as published
+                record["history"] = history_json(e)
+            bank.setdefault(e.category, []).append(record)
         users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
     sink.write(BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
                              "users": users})
@@ -170,7 +173,6 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, sink) -> None:
 
 async def _export_episodes(store: Store, run: str, user, sink) -> None:
     final_scores = await store.episodes.final_preferences(run, user.id)
-    prefs = [e for e in user.bank if e.category == "assistance_preference"]
     for ep in await store.load_episodes(run, user.id):
         name = f"{ep.user_id}/episode_{ep.task_index}.json"
         record = {"user_id": ep.user_id, "task": ep.task, "ground_truth": None, "end_reason": ep.end_reason,
@@ -179,6 +181,7 @@ async def _export_episodes(store: Store, run: str, user, sink) -> None:
         if ep.error is not None:
             record["error"] = ep.error
         sink.write(f"history/{run}/{name}", record)
+        prefs = user_at(user, ep.task_index).entries("assistance_preference")  # as judged then
         sink.write(f"pref_judge/{run}/{name}", {
             "user_id": ep.user_id, "task": ep.task,
             "prefs": [{"idx": i, "dimension": e.dimension, "short": e.short, "explanation": e.explanation}
@@ -244,5 +247,8 @@ def _turn_record(t) -> dict:
     simulator = {"feedback_type": t.feedback_type, "text": t.user_text, "is_done": t.feedback_type == "satisfied"}
     if t.fallback:
         simulator["fallback"] = True
-    return {"turn": t.index, "agent_response": t.assistant, "user_simulator": simulator,
-            "preference_evaluator": {"score": t.preference_score}}
+    record = {"turn": t.index, "agent_response": t.assistant, "user_simulator": simulator,
+              "preference_evaluator": {"score": t.preference_score}}
+    if t.change is not None:  # evolving banks: the bank change the user disclosed on this turn
+        record["change"] = {"dimension": t.change["dimension"], "version": t.change["version"]}
+    return record

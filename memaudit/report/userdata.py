@@ -59,10 +59,12 @@ def decode(text: str) -> dict:
     return orjson.loads(gzip.decompress(base64.b64decode(packed)))
 
 
-def payload(user: dict, runs: list[dict], passes: dict, detail: dict, snapshots: dict, citations) -> dict:
+def payload(user: dict, runs: list[dict], passes: dict, detail: dict, snapshots: dict, citations,
+            sections: dict) -> dict:
     """Everything the user's views show. `passes`: run -> [pass dicts with the user's B per category];
     `detail`: data.load_user_detail; `snapshots`: run -> final snapshot or None; `citations(row)`: what
-    an attribution's stages point at in the transcript."""
+    an attribution's stages point at in the transcript; `sections`: view -> dimension -> HTML that
+    other report parts render for that view of one target (the history of an evolving entry)."""
     memories = {run["run"]: _MemoryIndex((snapshots.get(run["run"]) or {}).get("items") or []) for run in runs}
     return {
         "user": user["user_id"], "persona": user["persona"],
@@ -72,6 +74,7 @@ def payload(user: dict, runs: list[dict], passes: dict, detail: dict, snapshots:
         "runs": [_run(run, passes.get(run["run"], []), detail, snapshots.get(run["run"])) for run in runs],
         "recons": {dim: [_recon(r, detail, memories.get(r["run"]), citations) for r in rows]
                    for dim, rows in sorted(detail["recons"].items())},
+        "sections": {view: html for view, html in sections.items() if html},
     }
 
 

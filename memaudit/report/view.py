@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 
 from memaudit.ids import inside, refuse_links_out
-from memaudit.report import data, userdata, utilization
+from memaudit.report import data, evolving, userdata, utilization
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, link, mean_std, num, page,
                                   score_class, slug, stacked_chart, table)
@@ -132,6 +132,8 @@ def _index_page(summary: Summary, tables: dict) -> str:
                        ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B")):
         parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(summary, tables.get(key) or []))
     parts.append(utilization.index_sections(tables))
+    if tables.get("evolving"):
+        parts.append(evolving.index_section(tables))
     parts.append(_users_section(summary))
     return page(INDEX, "memaudit audit report", "\n".join(parts))
 
@@ -396,7 +398,15 @@ async def _write_user(store: Store, writer: _Writer, summary: Summary, bench: st
     detail = await data.load_user_detail(store, names, uid)
     snapshots = {name: await store.episodes.last_snapshot(name, uid) for name in names}
     passes = {name: [_pass_row(summary, p, uid) for p in summary.run_passes(name)] for name in names}
-    payload = userdata.payload(user, runs, passes, detail, snapshots, _citations)
+    tasks = {t["idx"]: t["target_dimension"] for t in user["tasks"]}
+
+    def episode_href(run: str, task_idx: int, turn: int, dimension: str) -> str:
+        """A turn from within the user's views: on the page of the target its task aims at."""
+        where = userdata.app_anchor(bench, uid, "target", dimension=tasks.get(task_idx, dimension),
+                                    anchor=f"{slug(run)}-e{task_idx}-t{turn}")
+        return esc(f"#{where}")
+    history = await evolving.target_sections(store, bench, uid, names, episode_href)
+    payload = userdata.payload(user, runs, passes, detail, snapshots, _citations, {"target": history})
     writer.write(userdata.data_file(bench, uid), userdata.encode(bench, uid, payload))
 
 

@@ -155,7 +155,8 @@
       if (t.rationale) head.push(["rationale", esc(t.rationale)]);
     }
     if (!tasks.length) head.push(["task", '<span class="muted">no task targets this dimension</span>']);
-    const parts = [`<div class="card">${dl(head)}</div>`, summary(user, p, dim)];
+    const section = ((user.sections || {}).target || {})[dim] || "";  // e.g. an evolving entry's history
+    const parts = [`<div class="card">${dl(head)}</div>`, section, summary(user, p, dim)];
     for (const run of user.runs) {
       parts.push(`<h2 id="${run.slug}">${esc(run.run)} <span class="muted">(${esc(run.system)})</span></h2>`);
       const cites = [];

@@ -32,6 +32,7 @@ COMMANDS = {
     "import-release": ("bench_cmds", "Import a published release: its benchmark and its runs (history, memory, "
                                      "recon_judge, attribution, oracle), as runs named after their directories."),
     "memory": ("memory_cmds", "Work with dumped memory stores."),
+    "prompts": ("prompts_cmds", "Prompt directories: build the published pack; list the prompts in effect."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact."),
     "rescore": ("score_cmds", "Frozen rescoring: re-judge the default predictions (or re-fill them) as a new "
                               "variant."),

@@ -17,11 +17,11 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
-from memaudit.llm.cache import derive_seed, key_record, keyed
+from memaudit.llm.cache import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
-from memaudit.llm.tokens import estimate_tokens
 from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body
-from memaudit.llm.transport import Transport
+from memaudit.llm.tokens import server_count, server_root
+from memaudit.llm.transport import Transport, Unreachable
 
 if TYPE_CHECKING:
     import httpx
@@ -154,6 +154,34 @@ class LLM:
             flight.done.set()
             del self._flights[key]
 
+    async def count_tokens(self, role: str, messages: list[dict]) -> int | None:
+        """The prompt's size in tokens by the role's server's own tokenizer, or None when the server
+        has none. Recorded in the call cache like a call (role `tokenize:<role>`), so replay needs no
+        server and decides overflow exactly as the recorded run did."""
+        rc = self.role_config(role)
+        key, request_json = keyed({"v": RECORD_VERSION, "tokenize": True, "model": rc.model, "backend": rc.backend,
+                                   "messages": messages})
+        if self.settings.cache in ("rw", "replay"):
+            row = await self.store.get_call(key)
+            if row is not None:
+                return orjson.loads(row["response"])["tokens"]
+        if self.settings.cache == "replay":
+            raise CacheMiss(f"tokenize:{role}", key)
+        if not rc.base_urls and self._start_server is not None:
+            rc = await self._server_role(role)
+        if not rc.base_urls:
+            return None
+        endpoint = self.transport.endpoint(server_root(rc.base_urls[0]), rc.api_key)
+        try:
+            count = await server_count(endpoint.session, messages)
+        except Unreachable:
+            count = None
+        if self.settings.cache != "off":
+            self.store.put_call(key=key, role=f"tokenize:{role}", model=rc.model, request=request_json,
+                                response=orjson.dumps({"tokens": count}).decode(), ok=True, created=_now())
+            await self.store.maybe_flush()
+        return count
+
     async def _server_role(self, role: str):
         async with self._server_lock:
             if self.settings.base_url is None:
@@ -181,10 +209,9 @@ class LLM:
             if row is not None and not _recorded_endpoint_error(row):
                 stats.cache_hits += 1
                 return self._from_row(role, row, key, schema, stats)
-        window = rc.context_window
-        estimate = estimate_tokens(record["messages"]) + (record["max_tokens"] or 0)
-        if window and estimate > window:
-            raise ContextOverflow(role, estimate, window, "estimated before the call")
+        # No guess of the prompt's size before the call (a characters-per-token guess flagged prompts
+        # at 75-100% of a real window): the server's own context-length error decides, and is
+        # recorded as the request's outcome like any other failure.
         if mode == "replay":
             raise CacheMiss(role, key)
         if not rc.base_urls and self._start_server is not None:

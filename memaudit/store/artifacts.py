@@ -11,7 +11,8 @@ if TYPE_CHECKING:
     from memaudit.store import Store
 
 # What a scratch store starts from: the inputs and the caches, never an artifact.
-INPUTS = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "param_refusals", "act_scenarios")
+INPUTS = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "param_refusals", "act_scenarios",
+          "imported_oracle")
 # What a teacher-forced run reads of its source run (RunConfig.transcripts): copied as an input
 # when replay does not re-execute the source (an imported release, a run not asked for).
 TRANSCRIPTS = ("runs", "episodes", "turns")

@@ -17,7 +17,7 @@ from memaudit.config import Settings
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scoring.attribution import attribute_runs
-from memaudit.scoring.recovery import score_runs
+from memaudit.scoring.recovery import score_runs, with_prompts
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.scoring.tables import compute_tables
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
@@ -60,13 +60,13 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
     for run, found in passes.items():
         default = [p for p in found if p.variant == DEFAULT_VARIANT]
-        for (window, dims), group in _by_settings(default).items():
+        for (window, dims, prompts), group in _by_settings(default).items():
             modes = sorted({p.mode for p in group})
             ks = sorted({p.k for p in group if p.mode == "retrieve"}) or [5]
-            scoring.setdefault(dumps([modes, ks, window, dims]), []).append(run)
+            scoring.setdefault(dumps([modes, ks, window, dims, prompts]), []).append(run)
     for signature, group in scoring.items():
-        modes, ks, window, dims = loads(signature)
-        await score_runs(rt, group, modes, ks=tuple(ks), context_window=window, dims=dims)
+        modes, ks, window, dims, prompts = loads(signature)
+        await score_runs(with_prompts(rt, prompts), group, modes, ks=tuple(ks), context_window=window, dims=dims)
     for run, found in passes.items():
         variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
@@ -76,10 +76,13 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     attribution: dict[str, list[str]] = {}
     for run in runs:
         modes = await recorded.attributions.modes(run.run)
+        recorded_passes = await recorded.attributions.passes(run.run)
+        prompts = next((recorded_dir(p["config"].get("prompts")) for p in recorded_passes), None)
         if modes:
-            attribution.setdefault(dumps(modes), []).append(run.run)
-    for modes, group in attribution.items():
-        await attribute_runs(rt, group, loads(modes))
+            attribution.setdefault(dumps([modes, prompts]), []).append(run.run)
+    for signature, group in attribution.items():
+        modes, prompts = loads(signature)
+        await attribute_runs(with_prompts(rt, prompts), group, modes)
 
     # Utilization passes (memaudit/utilization/) after scoring: Know is read from the reconstructions.
     utilization: dict[tuple, list[str]] = {}
@@ -90,11 +93,20 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         await utilization_runs(rt, group, k=k, threshold=threshold)
 
 
+def recorded_dir(prompts: dict | None) -> str | None:
+    """The prompt directory a pass recorded; None for memaudit's own (wherever it is installed now)."""
+    if not prompts or prompts.get("name") == "bundled":
+        return None
+    return prompts.get("dir")
+
+
 def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:
-    """Passes grouped by the options they were scored with (a run may mix windows or dims)."""
+    """Passes grouped by the options they were scored with (a run may mix windows, dims or prompt
+    directories: `--prompts`, recorded in the pass)."""
     out: dict[tuple, list[ScorePass]] = {}
     for p in passes:
-        out.setdefault((p.config.context_window, p.config.dims), []).append(p)
+        prompts = recorded_dir(p.config.scorer.get("prompts"))
+        out.setdefault((p.config.context_window, p.config.dims, prompts), []).append(p)
     return out
 
 

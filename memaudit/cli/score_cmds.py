@@ -9,7 +9,6 @@ import click
 
 from memaudit.cli.common import current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
-from memaudit.types import DEFAULT_VARIANT
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
@@ -60,14 +59,15 @@ def score(mode, k_text, runs, context_window, dims):
 
 async def _score(settings, modes, ks, runs, context_window, dims):
     from memaudit.runtime import open_runtime
-    from memaudit.scoring.recovery import score_runs
+    from memaudit.scoring.recovery import pass_variant, score_runs
 
     async with open_runtime(settings) as rt:
         chosen = await _chosen_runs(rt.store, runs)
         skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
-        await _print_scores(rt.store, chosen, DEFAULT_VARIANT)
+        for run_id in chosen:
+            await _print_scores(rt.store, [run_id], await pass_variant(rt, run_id))
 
 
 @click.command("attribute")
@@ -82,13 +82,14 @@ def attribute(mode, runs):
 async def _attribute(settings, modes, runs):
     from memaudit.runtime import open_runtime
     from memaudit.scoring.attribution import attribute_runs
+    from memaudit.scoring.recovery import pass_variant
 
     async with open_runtime(settings) as rt:
         chosen = await _chosen_runs(rt.store, runs)
         await attribute_runs(rt, chosen, modes)
         for run_id in chosen:
             counts: dict = {}
-            for r in await rt.store.attributions.label_counts(run_id, DEFAULT_VARIANT):
+            for r in await rt.store.attributions.label_counts(run_id, await pass_variant(rt, run_id)):
                 counts.setdefault((r["mode"], r["k"]), []).append(f"{r['label']} {r['n']}")
             for (m, k), parts in counts.items():
                 suffix = "" if m == "dump_all" else f" k={k}"

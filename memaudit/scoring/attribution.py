@@ -10,8 +10,8 @@
     a failed reconstruction, or a targeted task with no episode in the run -> unclassified (noted)
 
 An `overflow` target keeps its own label, and is also run through the stages as the published
-runner did (it scored such a target "unknown" -> 0): `stage_label(stages)` is the label the published
-code would have given it, which Table 4's `published_equivalent` counts use.
+runner did (it scored such a target "unknown" -> 0): memaudit/scoring/metrics.py `published_label`
+reads from them the label the published code would have given, for Table 4's `published_equivalent`.
 
 The oracle sees only the task text, dimension, short and explanation, so one verdict (one model
 call) is shared by every system and mode; verdicts are recorded in the `oracle` table keyed by
@@ -66,18 +66,6 @@ def transcript(episode: Episode) -> str:
         if turn.user_text:
             lines.append(f"User: {turn.user_text}")
     return "\n".join(lines) or EMPTY_TRANSCRIPT
-
-
-def stage_label(stages: list) -> str | None:
-    """The label the recorded stages lead to (None when they stopped before a verdict)."""
-    by_name = {s.get("name"): s for s in stages}
-    if "oracle" in by_name and not by_name["oracle"].get("can_invite", True):
-        return "task_design_failure"
-    if by_name.get("disclosure", {}).get("disclosed"):
-        return "memory_failure"
-    if "elicitation" in by_name:
-        return by_name["elicitation"].get("label")
-    return None
 
 
 async def _ask(rt: Runtime, role: str, seed_parts: tuple, **values) -> dict:

@@ -99,6 +99,17 @@ def with_model(llm: LLM, role: str, model: str | None) -> LLM:
     return clone
 
 
+def with_prompts(rt: Runtime, prompts_dir: str | None) -> Runtime:
+    """A runtime whose calls use the prompt directory `prompts_dir` (replay of a pass recorded with
+    another `--prompts`); the same store, cache and transport."""
+    if prompts_dir is None or Path(prompts_dir) == Path(rt.settings.prompts_dir):
+        return rt
+    settings = replace(rt.settings, prompts_dir=Path(prompts_dir))
+    llm = copy.copy(rt.llm)
+    llm.settings = replace(llm.settings, prompts_dir=Path(prompts_dir))
+    return replace(rt, settings=settings, llm=llm)
+
+
 # -- who reads and who judges ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Scorer:

@@ -209,15 +209,13 @@ class LLM:
             if row is not None and not _recorded_endpoint_error(row):
                 stats.cache_hits += 1
                 return self._from_row(role, row, key, schema, stats)
-        # No guess of the prompt's size before the call (a characters-per-token guess flagged prompts
-        # at 75-100% of a real window): the server's own context-length error decides, and is
-        # recorded as the request's outcome like any other failure.
         if mode == "replay":
             raise CacheMiss(role, key)
         if not rc.base_urls and self._start_server is not None:
             rc = await self._server_role(role)
         stats.calls += 1
         try:
+            await self._check_window(role, rc, record)
             text, data, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
         except (InvalidOutput, ContextOverflow) as exc:
             # Failures of the request itself are recorded as its outcome, never as an answer:
@@ -239,6 +237,17 @@ class LLM:
                                 reasoning_tokens=usage.get("reasoning_tokens", 0))
             await self.store.maybe_flush()
         return CallResult(text, data, usage, key, False)
+
+    async def _check_window(self, role: str, rc: RoleConfig, record: dict) -> None:
+        """A configured context window is checked against the server's own token count (prompt plus
+        the output budget) before the call; never a characters-per-token guess, which flagged prompts
+        at 75-100% of a real window. Without a count, the server's context-length error decides."""
+        if not rc.context_window:
+            return
+        tokens = await self.count_tokens(role, record["messages"])
+        if tokens is not None and tokens + (record["max_tokens"] or 0) > rc.context_window:
+            raise ContextOverflow(role, tokens + (record["max_tokens"] or 0), rc.context_window,
+                                  "counted by the server before the call")
 
     def _from_row(self, role, row, key, schema, stats) -> CallResult:
         response = orjson.loads(row["response"])

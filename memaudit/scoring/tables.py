@@ -435,6 +435,10 @@ def _robustness(rob: dict):
                                                f"({'preserved' if m['best_preserved'] else 'changed'})"])
         body.append([f"{label}: hardest category", f"{m['hardest_default']} → {m['hardest_variant']}"])
         body.append([f"{label}: easiest category", f"{m['easiest_default']} → {m['easiest_variant']}"])
+    for r in rob.get("runs", []):
+        body.append([f"{r['run']} {_mode_label(r)}: B {rob['baseline']} → {rob['variant']}",
+                     f"{_num(r['B_baseline'])} → {_num(r['B_variant'])} (paired diff {_num(r['diff'])} "
+                     f"{_ci(r['diff_ci95'])}, {r['users']} users)"])
     return header, body
 
 

@@ -105,7 +105,7 @@ async def test_scoring_an_imported_run_with_the_pack_sends_the_templates_exactly
     for items in searched:
         for item in items:
             assert list(item) == [f for f in ("content", "category", "task_index", "turn", "score") if f in item]
-    assert robustness["targets"] == 31 * 2
+    assert robustness["targets"] == 31 * 2 and {r["run"] for r in robustness["runs"]} == {RUN}
     assert {p["prompts"] for p in tables["prompts"] if p["stage"] != "rollout"} == {"published-unknown"}
     # attribution: the stand-in's stage prompts, and the release's oracle verdicts reused without a call
     assert requests_for(fake, "oracle") == []
@@ -124,3 +124,33 @@ async def test_scoring_an_imported_run_with_the_pack_sends_the_templates_exactly
 def episode_dimension(root) -> str:
     tasks = orjson.loads((root / "benchmark_data" / "CustomTasksPooledFinal" / "user_001.json").read_bytes())
     return tasks["tasks"][1]["target_dimension"]
+
+
+@pytest.mark.anyio
+async def test_mem0_dump_all_shows_the_published_store_exactly(pack, tmp_path, settings, fake):
+    """Field order, nested objects and non-ASCII text as the published scorer serialised them."""
+    root = write_release(tmp_path / "pub", users=1, runs=("mem0_pooled_50",))
+    memories = [{"id": f"f{j}", "content": f"Café visit {j} — prefers ☕ black", "category": "fact",
+                 "metadata": {"zeta": 1, "alpha": "ü", "score": 1e-05}, "timestamp": "2026-04-30T10:00:00"}
+                for j in range(3)]
+    path = root / "memory" / "mem0_pooled_50" / "user_001" / "memories.json"
+    path.write_text(json.dumps({"num_memories": 3, "memories": memories}, ensure_ascii=False, indent=2))
+    src = constants(tmp_path / "checkout")
+    script(fake)
+    async with runtime(replace(settings, prompts_dir=pack), fake) as rt:
+        await import_release(rt.store, root)
+        await score_runs(rt, ["mem0_pooled_50"], ["dump_all"])
+        row = (await rt.store.load_reconstructions("mem0_pooled_50", "dump_all", variant="published-unknown"))[0]
+    expected = src["_SLOT_FILL_PROMPT"].format(
+        memories_json=json.dumps(memories, ensure_ascii=False, indent=2), category=row.category,
+        category_guide=src["_CATEGORY_GUIDE"][row.category], dimension=row.dimension)
+    assert [{"role": "user", "content": expected}] in [r["messages"] for r in requests_for(fake, "slot_fill")]
+
+
+def test_compare_shows_released_vs_rescored_b_with_a_paired_interval(tmp_path):
+    """`tables --compare` rows: per run and mode, B of both variants and their paired difference."""
+    from memaudit.scoring.robustness import paired_runs
+    sides = {0: {"u1": 0.5, "u2": 0.25, "u3": None}, 1: {"u1": 0.75, "u2": 0.25, "u3": 0.5}}
+    (row,) = paired_runs("dump_all", 0, {"r": sides})
+    assert row["users"] == 2 and row["B_baseline"] == 0.375 and row["B_variant"] == 0.5
+    assert row["diff"] == 0.125 and row["diff_ci95"][0] <= 0.125 <= row["diff_ci95"][1]

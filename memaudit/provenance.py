@@ -7,6 +7,8 @@ never mixes two models, protocols or prompts. Which models a run actually used i
 its call log (`run_models`), which also covers runs recorded before provenance existed."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from memaudit.config import Settings, role_group
 from memaudit.prompts import prompt_pack
 from memaudit.roles import ROLE_SPECS
@@ -46,7 +48,14 @@ def rollout_provenance(settings: Settings) -> dict:
         roles[role] = role_provenance(settings, role, spec and spec.temperature, spec and spec.max_tokens)
     memt = "mem-t-templates" if settings.memt_prompts is not None else "memaudit-prompts"
     return {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
-            "prompts": prompt_pack(settings.prompts_dir), "memt_policy": memt}
+            "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
+
+
+def prompts_provenance(prompts_dir) -> dict:
+    """The prompt directory a run or pass was made with: name and hash, and (unless it is memaudit's
+    own, wherever that is installed) its path, which replay re-executes with."""
+    pack = prompt_pack(prompts_dir)
+    return pack if pack["name"] == "bundled" else {**pack, "dir": str(Path(prompts_dir).resolve())}
 
 
 def teacher_forced_provenance(settings: Settings, episodes: str) -> dict:

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from memaudit.config import Settings
+from memaudit.config import PROMPTS_DIR, Settings
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scoring.attribution import attribute_runs
@@ -54,7 +54,8 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         rollouts.setdefault(dumps([run.bench, run.config.to_json()]), []).append(run)
     for group in rollouts.values():
         bench = await rt.store.benchmarks.load(group[0].bench)
-        await rollout_runs(rt, bench, [r.system for r in group], group[0].config)
+        prompts = recorded_dir((group[0].config.provenance or {}).get("prompts"))
+        await rollout_runs(with_prompts(rt, prompts), bench, [r.system for r in group], group[0].config)
 
     passes = {r.run: await recorded.scores.passes(r.run) for r in runs}
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
@@ -94,10 +95,11 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
 
 
 def recorded_dir(prompts: dict | None) -> str | None:
-    """The prompt directory a pass recorded; None for memaudit's own (wherever it is installed now)."""
-    if not prompts or prompts.get("name") == "bundled":
+    """The prompt directory a run or pass recorded (memaudit's own: wherever it is installed now);
+    None when it recorded none (made before prompt directories were recorded): the current one."""
+    if not prompts:
         return None
-    return prompts.get("dir")
+    return str(PROMPTS_DIR) if prompts.get("name") == "bundled" else prompts.get("dir")
 
 
 def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:

@@ -4,7 +4,8 @@ On the published longctx_full stores, each target is searched (through `memaudit
 the command users run) with memaudit's own query (our category definitions) and, given a published
 prompt pack (`memaudit prompts import-published`), with the published query (the published category
 guides). Each top-5 is compared with the `retrieved_memories` the release recorded for that target:
-items in common (of 5), identical lists (same items, same order), and the largest score difference.
+items in common (of 5), the same five items, identical lists (same items, same order), and the
+largest score difference on a shared item; targets whose published-query list differs are named.
 
 Needs a checkout of the published release (sora1998/MemProbe: `memory/longctx_full_pooled_50/` and
 `output/longctx_full_pooled_50_retrieve/recon_judge/`). Run:
@@ -42,11 +43,12 @@ def search(store: Path, queries: list[dict], work: Path) -> dict:
     return {line["id"]: line["results"] for line in map(json.loads, done.stdout.splitlines())}
 
 
-def compare(found: list[dict], published: list[dict]) -> tuple[int, bool, float]:
+def compare(found: list[dict], published: list[dict]) -> tuple[int, bool, bool, float]:
+    """(items in common, same set, same list, largest score difference on a shared item)."""
     ours, theirs = [identity(i) for i in found], [identity(i) for i in published]
-    gap = max((abs(a["score"] - b["score"]) for a, b in zip(found, published) if identity(a) == identity(b)),
-              default=0.0)
-    return len(set(ours) & set(theirs)), ours == theirs, gap
+    scores = {identity(i): i["score"] for i in published}
+    gap = max((abs(i["score"] - scores[identity(i)]) for i in found if identity(i) in scores), default=0.0)
+    return len(set(ours) & set(theirs)), set(ours) == set(theirs), ours == theirs, gap
 
 
 def main() -> None:
@@ -59,7 +61,7 @@ def main() -> None:
     queries = {"memaudit": dict(CATEGORY_DEFINITIONS)}
     if args.pack is not None:
         queries["published"] = category_guides(args.pack)
-    totals = {name: [0, 0, 0.0] for name in queries}  # overlap sum, identical, max score gap
+    totals = {name: [0, 0, 0, 0.0, []] for name in queries}  # overlap, same set, same list, max gap, misses
     targets = 0
     with tempfile.TemporaryDirectory() as tmp:
         for path in judged[:args.users]:
@@ -71,15 +73,20 @@ def main() -> None:
             for n, d in enumerate(details):
                 targets += 1
                 for name in queries:
-                    overlap, same, gap = compare(found[f"{name}:{n}"], d.get("retrieved_memories") or [])
-                    totals[name][0] += overlap
-                    totals[name][1] += same
-                    totals[name][2] = max(totals[name][2], gap)
+                    overlap, same_set, same, gap = compare(found[f"{name}:{n}"], d.get("retrieved_memories") or [])
+                    total = totals[name]
+                    total[0], total[1], total[2] = total[0] + overlap, total[1] + same_set, total[2] + same
+                    total[3] = max(total[3], gap)
+                    if not same:
+                        total[4].append(f"{path.stem}/{d['dimension']}")
     users = len(judged[:args.users])
-    for name, (overlap, same, gap) in totals.items():
+    for name, (overlap, same_set, same, gap, misses) in totals.items():
         print(f"{name} query: {users} users, {targets} targets: {overlap / targets:.2f} of 5 published items on "
-              f"average; identical top-5 for {same}/{targets} ({100 * same / targets:.1f}%); "
-              f"largest score difference on a shared item {gap:.2e}")
+              f"average; the same five items for {same_set}/{targets} ({100 * same_set / targets:.1f}%), in the "
+              f"same order for {same}/{targets} ({100 * same / targets:.1f}%); largest score difference on a "
+              f"shared item {gap:.2e}")
+        if name == "published" and misses:
+            print(f"  published query, lists that differ: {', '.join(misses[:5])}")
 
 
 if __name__ == "__main__":

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.cache import text_hash
-from memaudit.prompts import prompt_pack
-from memaudit.provenance import PROTOCOL_VERSION, role_provenance
+from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import check_options, failure_note, pass_variant, run_all
@@ -86,7 +84,8 @@ async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: T
     the call cache (and single-flight) make one model call serve every system and mode. Each run
     still goes through the client, never straight to the oracle table, so every run that uses the
     verdict is charged its tokens whatever order the runs were attributed in (replay compares
-    token usage); the table is the shared record of the verdicts."""
+    token usage); the table is the shared record of the verdicts. A verdict imported with a
+    release (`imported_oracle`, an input replay copies) is used without a call."""
     task_hash = text_hash(task.text)
     imported = await rt.store.attributions.imported_oracle(bench, recon.user_id, recon.dimension, task_hash)
     if imported is not None:
@@ -152,9 +151,7 @@ async def _attribute(rt: Runtime, target: Target) -> None:
 
 def attribution_provenance(rt: Runtime) -> dict:
     """What an attribution pass runs with: the prompt directory and the stage roles' sending."""
-    prompts_dir = rt.settings.prompts_dir
-    return {"prompts": {**prompt_pack(prompts_dir), "dir": str(Path(prompts_dir).resolve())},
-            "protocol": PROTOCOL_VERSION,
+    return {"prompts": prompts_provenance(rt.settings.prompts_dir), "protocol": PROTOCOL_VERSION,
             "roles": {role: role_provenance(rt.settings, role, ROLE_SPECS[role].temperature,
                                             ROLE_SPECS[role].max_tokens) for role in STAGE_ROLES}}
 

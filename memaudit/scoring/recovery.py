@@ -28,7 +28,7 @@ from memaudit.config import role_group
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
 from memaudit.llm.client import LLM
 from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
-from memaudit.provenance import PROTOCOL_VERSION, role_provenance
+from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
@@ -133,8 +133,7 @@ class Scorer:
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role("recovery_judge").model,
                 "judge_prompt": self.judge_prompt.sha256,
-                "prompts": {**prompt_pack(self.reader.settings.prompts_dir),
-                            "dir": str(Path(self.reader.settings.prompts_dir).resolve())},
+                "prompts": prompts_provenance(self.reader.settings.prompts_dir),
                 "provenance": {"protocol": PROTOCOL_VERSION, "memory_json": MEMORY_JSON, "roles": {
                     "slot_fill": role_provenance(self.reader.settings, "slot_fill", reader.temperature,
                                                  reader.max_tokens),

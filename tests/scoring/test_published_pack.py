@@ -154,3 +154,28 @@ def test_compare_shows_released_vs_rescored_b_with_a_paired_interval(tmp_path):
     (row,) = paired_runs("dump_all", 0, {"r": sides})
     assert row["users"] == 2 and row["B_baseline"] == 0.375 and row["B_variant"] == 0.5
     assert row["diff"] == 0.125 and row["diff_ci95"][0] <= 0.125 <= row["diff_ci95"][1]
+
+
+@pytest.mark.anyio
+async def test_replay_is_identical_for_runs_scored_with_and_without_the_pack(pack, settings, fake):
+    """Each pass recorded its prompt directory: replay (here without --prompts) re-executes the
+    pack-scored run with the pack and the other with memaudit's own prompts."""
+    from memaudit.replay import replay_runs
+    from tests.scoring.recorded import record
+
+    script(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=2)
+        await score_runs(rt, ["longctx_full"], ["dump_all"])
+        await attribute_runs(rt, ["longctx_full"], ["dump_all"])
+    async with runtime(replace(settings, prompts_dir=pack), fake) as rt:
+        await record(rt, ("nomem",), users=1, tasks=2)
+        await score_runs(rt, ["nomem"], ["dump_all"])
+        await attribute_runs(rt, ["nomem"], ["dump_all"])
+        tables = await compute_tables(rt.store, bootstrap=0)
+    by_run = {(r["run"], r["stage"]): r["prompts"] for r in tables["prompts"]}
+    assert by_run[("longctx_full", "score")] == "bundled" and by_run[("nomem", "score")] == "published-unknown"
+    assert by_run[("nomem", "attribute")] == "published-unknown"
+    requests = len(fake.requests)
+    assert await replay_runs(settings) is None
+    assert len(fake.requests) == requests

@@ -2,12 +2,13 @@
 
     score >= 0.75                     -> ok
     overflow                          -> overflow (the stages still run: see below)
-    no task targets the dimension     -> no_targeted_task
+    no task targets the dimension, or its task never ran in the run (a partial rollout)
+                                      -> no_targeted_task
     Stage 0 oracle says the task cannot invite the value   -> task_design_failure
     Stage 1 the targeted episode disclosed it              -> memory_failure
     Stage 2 who stalled               -> agent_elicitation_failure | simulator_too_strict
     a stage that fails                -> unclassified (the error in the note)
-    a failed reconstruction, or a targeted task with no episode in the run -> unclassified (noted)
+    a failed reconstruction           -> unclassified (noted)
 
 An `overflow` target keeps its own label, and is also run through the stages as the published
 runner did (it scored such a target "unknown" -> 0): memaudit/scoring/metrics.py `published_label`
@@ -35,6 +36,7 @@ from memaudit.types import Attribution, Episode, Reconstruction, Task
 RECOVERED = 0.75
 STAGE_ROLES = ("oracle", "disclosure", "elicitation")
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
+BATCH_ROLES = STAGE_ROLES  # the calls `attribute --batch` sends in batches
 
 
 class StageFailed(Exception):
@@ -103,6 +105,10 @@ async def classify(rt: Runtime, target: Target, stages: list) -> tuple[str, str]
         return "unclassified", f"reconstruction failed: {recon.error}"
     if target.task is None:
         return ("overflow" if recon.status == "overflow" else "no_targeted_task"), recon.error or ""
+    if target.episode is None:  # scored with --dims all after a partial rollout: no task played
+        if recon.status == "overflow":
+            return "overflow", recon.error or ""
+        return "no_targeted_task", f"the targeted task {target.task.index} never ran in this run"
     label, note = await run_stages(rt, target, stages)
     if recon.status == "overflow":
         return "overflow", recon.error or ""
@@ -110,15 +116,13 @@ async def classify(rt: Runtime, target: Target, stages: list) -> tuple[str, str]
 
 
 async def run_stages(rt: Runtime, target: Target, stages: list) -> tuple[str, str]:
-    """Stages 0-2 of a target with a targeted task."""
+    """Stages 0-2 of a target whose targeted task ran."""
     recon, task = target.recon, target.task
     try:
         verdict = await oracle_verdict(rt, target.bench, recon, task)
         stages.append({"stage": 0, "name": "oracle", **verdict})
         if not verdict["can_invite"]:
             return "task_design_failure", ""
-        if target.episode is None:
-            return "unclassified", f"the targeted task {task.index} has no episode in this run"
         values = {**_about(recon, task), "transcript": transcript(target.episode)}
         seed = (recon.user_id, recon.dimension)
         disclosed = await _ask(rt, "disclosure", seed, **values)

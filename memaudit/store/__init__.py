@@ -9,6 +9,7 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.episodes      episodes, turns, memory snapshots                 (store/episodes.py)
     store.scores        scoring passes (PassConfig), reconstructions      (store/scores.py)
     store.attributions  attributions, oracle verdicts                     (store/attributions.py)
+    store.evolving      criteria of evolving targets                      (store/evolving.py)
     store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
     store.batches       calls waiting for a Batch API result, batches     (store/batches.py)
@@ -39,6 +40,7 @@ from memaudit.store.batches import Batches
 from memaudit.store.benchmarks import Benchmarks
 from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
+from memaudit.store.evolving import Evolving
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
 from memaudit.store.utilization import Utilization
@@ -112,6 +114,7 @@ class Store:
         self.calls = Calls(self)
         self.vectors = Vectors(self)
         self.utilization = Utilization(self)
+        self.evolving = Evolving(self)
         self.batches = Batches(self)
 
     # -- lifecycle -------------------------------------------------------------------------

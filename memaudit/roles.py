@@ -77,24 +77,26 @@ def _spec(name: str, group: str, stage: str, schema: dict | None, temperature: f
     return RoleSpec(name, schema, temperature, max_tokens, check, group, stage)
 
 
-# The dialogue and generation roles send no output cap, like the published runner: a cap there would
-# change what the assistant says and what the simulated user discloses. The embedded model's caps
-# (GROUPS) apply to the embedded model only.
+# No role of the published study sends an output cap, like the published runner: a cap would change
+# what the assistant says, what the simulated user discloses and what a judge can answer. The
+# embedded model's caps (GROUPS) apply to the embedded model only.
 ROLE_SPECS: dict[str, RoleSpec] = {
     "agent": _spec("agent", "agent", "dialogue", None, 0.7, None),
     "simulator": _spec("simulator", "simulator", "dialogue",
                        obj(feedback_type={"type": "string", "enum": list(FEEDBACK_TYPES)}, text=NONEMPTY), 0.85, None),
     # schema per call: rollout/pref_judge.py
     "pref_judge": _spec("pref_judge", "pref_judge", "dialogue", None, 0.0, None),
-    "slot_fill": _spec("slot_fill", "slot_fill", "scoring", obj(label=LABEL, reason=REASON), 0.0, 160),
+    "slot_fill": _spec("slot_fill", "slot_fill", "scoring", obj(label=LABEL, reason=REASON), 0.0, None),
     "recovery_judge": _spec("recovery_judge", "recovery_judge", "scoring",
-                            obj(score={"type": "number"}, reason=REASON), 0.0, 160, _on_rubric),
-    "oracle": _spec("oracle", "attribution", "attribution", obj(can_invite=BOOL, reason=REASON), 0.0, 160),
+                            obj(score={"type": "number"}, reason=REASON), 0.0, None, _on_rubric),
+    "oracle": _spec("oracle", "attribution", "attribution", obj(can_invite=BOOL, reason=REASON), 0.0, None),
     "disclosure": _spec("disclosure", "attribution", "attribution",
-                        obj(disclosed=BOOL, evidence=REASON, reason=REASON), 0.0, 240),
-    "elicitation": _spec("elicitation", "attribution", "attribution", obj(
-        label={"type": "string", "enum": ["agent_elicitation_failure", "simulator_too_strict"]},
-        evidence=REASON, reason=REASON), 0.0, 240),
+                        obj(disclosed=BOOL, evidence=REASON, reason=REASON), 0.0, None),
+    # Stage 2 answers with a letter, A (the assistant never steered there) or B (the user did not
+    # elaborate), as the published stage did: memaudit/scoring/attribution.py maps it to the label.
+    "elicitation": _spec("elicitation", "attribution", "attribution",
+                         obj(category={"type": "string", "enum": ["A", "B"]}, reason=REASON, evidence=REASON), 0.0,
+                         None),
     # schema set by memaudit/bench/generate.py
     "persona_gen": _spec("persona_gen", "generator", "generation", None, 0.9, None),
     "bank_gen": _spec("bank_gen", "generator", "generation", None, 0.7, None),

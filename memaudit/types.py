@@ -6,6 +6,31 @@ from dataclasses import dataclass, field
 CATEGORIES = ("skill_memory", "knowledge_memory", "episodic_memory", "self_model", "assistance_preference")
 BANK_COUNTS = {"skill_memory": 7, "knowledge_memory": 7, "episodic_memory": 7, "self_model": 5,
                "assistance_preference": 5}
+# What each category holds and what it does not: shown to the slot-fill reader and appended to the
+# retrieve query (prompts/category_guides.json in a prompt pack replaces it).
+CATEGORY_DEFINITIONS = {
+    "skill_memory": (
+        "What the person can actually do and how well: practical abilities and their proficiency ceilings. "
+        "NOT what they know about the world (knowledge_memory), NOT what they believe about their own "
+        "abilities (self_model), NOT a past event (episodic_memory), NOT how they like to be helped "
+        "(assistance_preference)."),
+    "knowledge_memory": (
+        "What the person knows, does not know, or misunderstands about the outside world: facts, rules, "
+        "domains, how things work. NOT facts about themselves (self_model), NOT what they can do "
+        "(skill_memory), NOT a past event (episodic_memory)."),
+    "episodic_memory": (
+        "A specific past event anchored in time, with the consequence it had: when X happened, it led to Y. "
+        "NOT a stable trait, habit or ability (skill_memory, self_model), NOT general knowledge "
+        "(knowledge_memory)."),
+    "self_model": (
+        "What the person believes about themselves: how they rate their own abilities, character and "
+        "identity, which may contradict what they can really do or know. NOT their actual skill "
+        "(skill_memory) or actual knowledge (knowledge_memory), NOT a past event (episodic_memory)."),
+    "assistance_preference": (
+        "How the person wants to be helped: format, tone, pacing, level of detail, jargon, how much "
+        "pushback. Style of help, NOT its content; NOT what they can do (skill_memory) or know "
+        "(knowledge_memory)."),
+}
 FEEDBACK_TYPES = ("correction", "add_context", "too_deep", "too_shallow", "followup", "expose_gap", "satisfied")
 MODES = ("dump_all", "retrieve")
 DEFAULT_VARIANT = "default"  # the scoring variant of `memaudit score`; rescoring variants have their own names

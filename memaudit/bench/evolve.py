@@ -15,11 +15,10 @@ from dataclasses import replace
 
 from memaudit.ask import ask
 from memaudit.bench.history import history_json
-from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.llm.keys import derive_seed
 from memaudit.roles import RoleSpec, obj
-from memaudit.types import BANK_COUNTS, CATEGORIES, BankEntry, Version
+from memaudit.types import BANK_COUNTS, CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Version
 
 REWRITES = 2
 STR = {"type": "string", "minLength": 1}

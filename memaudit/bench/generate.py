@@ -32,11 +32,11 @@ from memaudit.bench.export import EXPORT_TASKS_DIR, write_benchmark
 from memaudit.bench.files import read_json, write_json
 from memaudit.bench.history import parse_history
 from memaudit.bench.instances import TASKS_ROOT, read_release
-from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
+from memaudit.bench.pool import load_pool
 from memaudit.canonical import canonical_pretty
 from memaudit.errors import BadInput, InvalidOutput, MemauditError
 from memaudit.llm.keys import derive_seed
-from memaudit.types import BANK_COUNTS, CATEGORIES, BankEntry, Benchmark, PoolEntry, Task, User
+from memaudit.types import BANK_COUNTS, CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, PoolEntry, Task, User
 
 WORK_DIR = "generation"          # per-user records of finished users: what resume looks at
 BANK_SAMPLES = 3                 # fresh samples per category once the client's repair budget is spent

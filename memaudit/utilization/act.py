@@ -27,7 +27,6 @@ from memaudit.adapters.base import AgentContext
 from memaudit.ask import ask
 from memaudit.bench.act import ActScenario
 from memaudit.bench.instances import resolve_act_scenarios
-from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
 from memaudit.prompts import prompt_hashes
 from memaudit.roles import ROLE_SPECS, prompts_of
@@ -36,7 +35,7 @@ from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import failure_note, open_memory, run_all
 from memaudit.store import Run, Store, dumps
 from memaudit.store.utilization import Utilization
-from memaudit.types import DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
+from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 
 KNOW_THRESHOLD = RUBRIC.recovered  # known = what attribution calls recovered
 PROMPTS = (ROLE_SPECS["agent"].prompt, *prompts_of("utilization"))  # the Act answers are the assistant's

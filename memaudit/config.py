@@ -22,6 +22,11 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
 
     [roles.recovery_judge]
     reasoning_effort = "low"       # sent to reasoning models (none|minimal|low|medium|high|xhigh)
+    models = ["judge-a", "judge-b", "judge-c"]   # a judge panel (odd size; see memaudit/judges/)
+
+    [judges.judge-b]               # a panel judge with its own endpoint (same keys as a role section)
+    base_url = "https://other.example.com/v1"
+    api_key_env = "OTHER_KEY"
 """
 from __future__ import annotations
 
@@ -56,6 +61,7 @@ ROLE_GROUP = {
     "oracle": "attribution", "disclosure": "attribution", "elicitation": "attribution",
     "persona_gen": "generator", "bank_gen": "generator", "task_gen": "generator",
     "critic": "generator", "editor": "generator", "act_scenario": "generator", "act_judge": "recovery_judge",
+    "control_writer": "generator",
 }
 
 
@@ -117,6 +123,8 @@ class Settings:
     embed_base_url: str | None = None
     # A Mem-T checkout whose own prompt templates the memt policy is driven with (Mem-T-4B on vLLM).
     memt_prompts: Path | None = None
+    # `[judges.NAME]` sections: the endpoint (and settings) of a panel judge (memaudit/judges/panel.py).
+    judge_sections: dict = field(default_factory=dict)
 
     def embedding(self, group: str) -> tuple[str, str | None, str | None]:
         """(model, endpoint or None for a local model, api key) of a role group's embeddings."""
@@ -177,7 +185,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
     """Resolve settings from flags (keyword arguments), the environment and the config file."""
     env = os.environ if env is None else env
     config = config or env.get("MEMAUDIT_CONFIG")
-    file_default, sections = _read_config(Path(config)) if config else ({}, {})
+    file_default, sections, judges = _read_config(Path(config)) if config else ({}, {}, {})
 
     def pick(flag, env_names, file_key, default):
         if flag is not None:
@@ -236,10 +244,11 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
         embed_model=str(pick(embed_model, ("MEMAUDIT_EMBED_MODEL",), "embed_model", BUNDLED_EMBED_MODEL)),
         embed_base_url=str(embed_url).rstrip("/") if embed_url else None,
         memt_prompts=Path(memt_dir) if memt_dir is not None else None,
+        judge_sections=judges,
     )
 
 
-def _read_config(path: Path) -> tuple[dict, dict]:
+def _read_config(path: Path) -> tuple[dict, dict, dict]:
     import tomllib  # here: most commands run without a config file, and every start-up counts
     try:
         data = tomllib.loads(path.read_text())
@@ -253,18 +262,32 @@ def _read_config(path: Path) -> tuple[dict, dict]:
         if key in data and not isinstance(data[key], dict):
             default.setdefault(key, data[key])
     sections = data.get("roles", {})
-    allowed = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env",
-               "reasoning_effort", "embed_model", "embed_base_url"}
     for name, section in sections.items():
         if name not in ROLES:
             raise BadInput(f"unknown role {name!r}; roles are {', '.join(ROLES)}", file=str(path), field=f"roles.{name}")
-        unknown = set(section) - allowed
-        if unknown:
-            raise BadInput(f"unknown keys {sorted(unknown)}", file=str(path), field=f"roles.{name}")
-        if section.get("backend") and section["backend"] not in BACKENDS:
-            raise BadInput(f"unknown backend {section['backend']!r}", file=str(path), field=f"roles.{name}.backend")
-        effort = section.get("reasoning_effort")
-        if effort is not None and effort not in REASONING_EFFORTS:
-            raise BadInput(f"unknown reasoning_effort {effort!r}; choose one of {', '.join(REASONING_EFFORTS)}",
-                           file=str(path), field=f"roles.{name}.reasoning_effort")
-    return default, sections
+        _check_section(path, f"roles.{name}", section, SECTION_KEYS | ({"models"} if name == "recovery_judge" else set()))
+    models = sections.get("recovery_judge", {}).get("models")
+    if models is not None and not (isinstance(models, list) and all(isinstance(m, str) and m for m in models)):
+        raise BadInput("models must be a list of model names", file=str(path), field="roles.recovery_judge.models")
+    judges = data.get("judges", {})
+    for name, section in judges.items():
+        _check_section(path, f"judges.{name}", section, SECTION_KEYS)
+    return default, sections, judges
+
+
+SECTION_KEYS = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env",
+                "reasoning_effort", "embed_model", "embed_base_url"}
+
+
+def _check_section(path: Path, where: str, section, allowed: set) -> None:
+    if not isinstance(section, dict):
+        raise BadInput("expected a table of settings", file=str(path), field=where)
+    unknown = set(section) - allowed
+    if unknown:
+        raise BadInput(f"unknown keys {sorted(unknown)}", file=str(path), field=where)
+    if section.get("backend") and section["backend"] not in BACKENDS:
+        raise BadInput(f"unknown backend {section['backend']!r}", file=str(path), field=f"{where}.backend")
+    effort = section.get("reasoning_effort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise BadInput(f"unknown reasoning_effort {effort!r}; choose one of {', '.join(REASONING_EFFORTS)}",
+                       file=str(path), field=f"{where}.reasoning_effort")

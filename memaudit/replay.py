@@ -14,6 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from memaudit.config import Settings
+from memaudit.judges.checks import Thresholds
+from memaudit.judges.controls import run_judge_check
+from memaudit.judges.panel import Panel
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scoring.attribution import attribute_runs
@@ -22,6 +25,7 @@ from memaudit.scoring.rescore import rescore_runs
 from memaudit.scoring.tables import compute_tables
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
+from memaudit.store.judges import CONTROL_TABLES
 from memaudit.types import DEFAULT_VARIANT
 
 from memaudit.utilization.act import utilization_runs
@@ -60,18 +64,19 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
     for run, found in passes.items():
         default = [p for p in found if p.variant == DEFAULT_VARIANT]
-        for (window, dims), group in _by_settings(default).items():
+        for (window, dims, panel), group in _by_settings(default).items():
             modes = sorted({p.mode for p in group})
             ks = sorted({p.k for p in group if p.mode == "retrieve"}) or [5]
-            scoring.setdefault(dumps([modes, ks, window, dims]), []).append(run)
+            scoring.setdefault(dumps([modes, ks, window, dims, loads(panel)]), []).append(run)
     for signature, group in scoring.items():
-        modes, ks, window, dims = loads(signature)
-        await score_runs(rt, group, modes, ks=tuple(ks), context_window=window, dims=dims)
+        modes, ks, window, dims, panel = loads(signature)
+        await score_runs(rt, group, modes, ks=tuple(ks), context_window=window, dims=dims,
+                         panel=_panel(rt, panel))
     for run, found in passes.items():
         variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
             await rescore_runs(rt, [run], variant, judge_model=change.judge_model, judge_prompt=change.judge_prompt,
-                               reader_model=change.reader_model)
+                               reader_model=change.reader_model, panel=_panel(rt, change.panel))
 
     attribution: dict[str, list[str]] = {}
     for run in runs:
@@ -89,12 +94,27 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     for (k, threshold), group in utilization.items():
         await utilization_runs(rt, group, k=k, threshold=threshold)
 
+    # judge-check passes of the runs' benchmarks (memaudit/judges/controls.py)
+    for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
+        cfg = check["config"]
+        await run_judge_check(rt, [check["bench"]], _panel(rt, cfg), per_category=check["per_category"],
+                              seed=check["seed"], thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]))
+
+
+def _panel(rt: Runtime, recorded: dict | None) -> Panel | None:
+    """The judge panel a pass recorded ({"judges", "repeats"}), or None for the one judge."""
+    if not recorded or not recorded.get("judges"):
+        return None
+    return Panel.build(rt.llm, recorded["judges"], recorded.get("repeats", 1))
+
 
 def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:
-    """Passes grouped by the options they were scored with (a run may mix windows or dims)."""
+    """Passes grouped by the options they were scored with (a run may mix windows, dims or judge
+    panels; the panel as JSON text)."""
     out: dict[tuple, list[ScorePass]] = {}
     for p in passes:
-        out.setdefault((p.config.context_window, p.config.dims), []).append(p)
+        panel = {k: p.config.scorer[k] for k in ("judges", "repeats") if k in p.config.scorer}
+        out.setdefault((p.config.context_window, p.config.dims, dumps(panel)), []).append(p)
     return out
 
 
@@ -111,6 +131,13 @@ async def first_difference(recorded: Store, replayed: Store, runs: list[str]) ->
     found = _compare("oracle", ORACLE_KEY, recorded_oracle, replayed_oracle)
     if found:
         return found
+    # Control answers and their verdicts belong to benchmarks, not runs.
+    benches = sorted({r.bench for r in await select_runs(recorded, runs)})
+    before, after = await recorded.judges.control_rows(benches), await replayed.judges.control_rows(benches)
+    for table, key in CONTROL_TABLES.items():
+        found = _compare(table, key, before[table], after[table])
+        if found:
+            return found
     # Intervals are a function of the compared rows: skip the resampling.
     return _compare_json("tables", await compute_tables(recorded, runs, bootstrap=0),
                          await compute_tables(replayed, runs, bootstrap=0))

@@ -69,6 +69,9 @@ ROLE_SPECS: dict[str, RoleSpec] = {
     "act_scenario": RoleSpec("act_scenario", None, 0.8, 300),
     "act_judge": RoleSpec("act_judge", obj(shaped={"type": "string", "enum": ["first", "second", "neither"]},
                                            reason=REASON), 0.0, 160),
+    # judge-check (memaudit/judges/controls.py): a paraphrase, a vague non-answer and the reversed
+    # value of one bank entry, written once and cached.
+    "control_writer": RoleSpec("control_writer", obj(paraphrase=LABEL, non_answer=LABEL, reversed=LABEL), 0.7, 300),
 }
 
 

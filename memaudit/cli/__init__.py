@@ -29,8 +29,12 @@ COMMANDS = {
                                   "the base seed)."),
     "generate-act": ("utilization_cmds", "Act scenarios for every bank entry that has none yet, checked by the "
                                          "blind anti-fishing critic."),
+    "human": ("judge_cmds", "Human grades from the audit page of `memaudit view --audit N`."),
     "import-release": ("bench_cmds", "Import a published release: its benchmark and its runs (history, memory, "
                                      "recon_judge, attribution, oracle), as runs named after their directories."),
+    "judge-check": ("judge_cmds", "Control answers with a known grade (truth, paraphrase; another user's value, a "
+                                  "vague non-answer, the reversed value) sent to every judge: flags lenient and "
+                                  "harsh judges."),
     "memory": ("memory_cmds", "Work with dumped memory stores."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact."),
     "rescore": ("score_cmds", "Frozen rescoring: re-judge the default predictions (or re-fill them) as a new "

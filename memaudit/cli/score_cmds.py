@@ -13,6 +13,15 @@ from memaudit.types import DEFAULT_VARIANT
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
+JUDGES_HELP = ("a judge panel: comma-separated models (odd count), each graded target gets the median "
+               "(default: [roles.recovery_judge] models in --config, else the one configured judge)")
+REPEATS_HELP = "test–retest: ask each judge this many times with distinct seeds (repeat 1 is the one that counts)"
+
+
+def panel_options(fn):
+    """--judges and --repeats (score, rescore, judge-check)."""
+    fn = click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True, help=REPEATS_HELP)(fn)
+    return click.option("--judges", default=None, help=JUDGES_HELP)(fn)
 
 
 def _modes(mode: str) -> list[str]:
@@ -52,19 +61,23 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
               help="the reader's context window in tokens (default: the slot_fill role's configured window)")
 @click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
               help="targeted = only bank entries whose task ran (a partial score)")
+@panel_options
 @global_options
-def score(mode, k_text, runs, context_window, dims):
+def score(mode, k_text, runs, context_window, dims, judges, repeats):
     """Slot-fill and judge every bank entry of every user with episodes, from the final memory."""
-    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims)
+    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims,
+        split_list(judges), repeats)
 
 
-async def _score(settings, modes, ks, runs, context_window, dims):
+async def _score(settings, modes, ks, runs, context_window, dims, judges, repeats):
+    from memaudit.judges.panel import Panel
     from memaudit.runtime import open_runtime
     from memaudit.scoring.recovery import score_runs
 
     async with open_runtime(settings) as rt:
+        panel = Panel.build(rt.llm, judges, repeats)
         chosen = await _chosen_runs(rt.store, runs)
-        skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+        skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims, panel=panel)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
         await _print_scores(rt.store, chosen, DEFAULT_VARIANT)
@@ -102,21 +115,24 @@ async def _attribute(settings, modes, runs):
               help="another prompt file for the recovery judge (same placeholders)")
 @click.option("--reader-model", default=None, help="model for the slot-filling reader (slots are filled again)")
 @click.option("--runs", default=None, help=RUNS_HELP)
+@panel_options
 @global_options
-def rescore(variant, judge_model, judge_prompt, reader_model, runs):
+def rescore(variant, judge_model, judge_prompt, reader_model, runs, judges, repeats):
     """Frozen rescoring: re-judge the default predictions (or re-fill them) as a new variant."""
     run(_rescore, current_settings(), variant, judge_model, str(judge_prompt) if judge_prompt else None,
-        reader_model, split_list(runs))
+        reader_model, split_list(runs), split_list(judges), repeats)
 
 
-async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, runs):
+async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, runs, judges, repeats):
+    from memaudit.judges.panel import Panel
     from memaudit.runtime import open_runtime
     from memaudit.scoring.rescore import rescore_runs
 
     async with open_runtime(settings) as rt:
+        panel = Panel.build(rt.llm, judges, repeats)
         chosen = await _chosen_runs(rt.store, runs) if runs is not None else await rt.store.scores.scored_runs()
         await rescore_runs(rt, chosen, variant, judge_model=judge_model, judge_prompt=judge_prompt,
-                           reader_model=reader_model)
+                           reader_model=reader_model, panel=panel)
         await _print_scores(rt.store, chosen, variant)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
 
@@ -33,6 +33,9 @@ from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
 from memaudit.types import DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
+
+if TYPE_CHECKING:
+    from memaudit.judges.panel import Panel
 
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
@@ -107,16 +110,18 @@ class Scorer:
     judge: LLM
     reader_prompt: Prompt
     judge_prompt: Prompt
+    panel: "Panel | None" = None  # a judge panel grades instead of the one judge (memaudit/judges/)
 
     @classmethod
-    def configured(cls, llm: LLM) -> "Scorer":
+    def configured(cls, llm: LLM, panel: "Panel | None" = None) -> "Scorer":
         prompts_dir = llm.settings.prompts_dir
         return cls(llm, llm, load_prompt(ROLE_SPECS["slot_fill"].prompt, prompts_dir),
-                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir))
+                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir), panel)
 
     def describe(self) -> dict:
         reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
-        return {"reader_model": self.reader.settings.role("slot_fill").model,
+        panel = {} if self.panel is None else self.panel.describe()
+        return {**panel, "reader_model": self.reader.settings.role("slot_fill").model,
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role("recovery_judge").model,
                 "judge_prompt": self.judge_prompt.sha256,
@@ -200,6 +205,8 @@ async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
     """Grade the row's label against its ground truth on the five-level rubric."""
     if is_unknown(recon.label):
         return replace(recon, score=0.0, judge_reason=UNKNOWN_REASON, status="ok", error=None)
+    if scorer.panel is not None:
+        return await scorer.panel.judge(recon, scorer.judge_prompt)
     try:
         verdict = await ask(scorer.judge, "recovery_judge", prompt=scorer.judge_prompt,
                             seed_parts=(recon.user_id, recon.dimension), dimension=recon.dimension,
@@ -218,7 +225,7 @@ async def save_reconstruction(store: Store, recon: Reconstruction, uses: list) -
     """Queued with the calls it used and committed in the store's next batch: one transaction per
     row would make the one writer the bottleneck at hundreds of calls in flight. A row lost to a
     kill is scored again on resume, from the cache."""
-    store.write_later([store.scores.reconstruction_statement(recon),
+    store.write_later([store.scores.reconstruction_statement(recon), *store.judges.verdict_statements(recon),
                        *store.calls.use_statements(recon.run, artifact_name(recon), uses)])
     await store.maybe_flush()
 
@@ -329,11 +336,12 @@ def check_options(modes, dims: str) -> None:
 
 
 async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None, dims: str = "all",
-                     variant: str = DEFAULT_VARIANT) -> list[str]:
+                     variant: str = DEFAULT_VARIANT, panel: "Panel | None" = None) -> list[str]:
     """Score every target of every ready user of every run in every mode (and every k of
-    retrieve), all in parallel; returns one line per user skipped because it was not ready."""
+    retrieve), all in parallel; returns one line per user skipped because it was not ready.
+    With a `panel`, every panel judge grades every target (memaudit/judges/panel.py)."""
     check_options(modes, dims)
-    scorer = Scorer.configured(rt.llm)
+    scorer = Scorer.configured(rt.llm, panel)
     jobs, skipped = [], []
     for run_id in runs:
         run_jobs, run_skipped = await plan_scoring(rt, scorer, run_id, modes, ks, context_window=context_window,

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from memaudit.errors import BadInput
+from memaudit.judges.render import judges_tables
+from memaudit.judges.section import judges_section
 from memaudit.provenance import run_models
 from memaudit.scoring import metrics, stats
 from memaudit.scoring.metrics import ModeRecovery
@@ -25,7 +27,7 @@ from memaudit.utilization import carryover, summary as utilization
 DEFAULT_K = 5
 ALPHA = 0.05
 SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "utilization", "carryover",
-            "robustness")
+            "judges", "robustness")
 
 
 @dataclass
@@ -72,6 +74,7 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
         "comparisons": comparisons(data, boot),
         "utilization": await utilization.utilization_rows(store, [r.run for r in selected], boot),
         "carryover": await carryover.carryover_rows(store, [r.run for r in selected], boot),
+        "judges": await judges_section(store, selected, resamples=bootstrap, seed=seed),
     }
 
 
@@ -422,9 +425,13 @@ def _render_text(tables: dict, *, latex: bool) -> str:
     for name in SECTIONS:
         if tables.get(name) is None:
             continue
-        title, build = TITLES[name]
-        header, body = build(tables[name])
-        parts.append(_latex_table(title, header, body) if latex else _md_table(title, header, body))
+        if name == "judges":  # several tables: memaudit/judges/render.py
+            built = judges_tables(tables[name], _num, _ci)
+        else:
+            title, build = TITLES[name]
+            built = [(title, *build(tables[name]))]
+        for title, header, body in built:
+            parts.append(_latex_table(title, header, body) if latex else _md_table(title, header, body))
     return "\n\n".join(parts) + "\n"
 
 
@@ -481,6 +488,9 @@ def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
         if name == "robustness":
             sections.append((name, [{k: v for k, v in rows.items() if k != "modes"}]))
             sections.append(("robustness_modes", rows["modes"]))
+        elif name == "judges":
+            sections.append(("judges", rows["per_judge"]))
+            sections.append(("judges_pairs", (rows["agreement"] or {}).get("pairs") or []))
         else:
             sections.append((name, rows))
     return sections

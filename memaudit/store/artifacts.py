@@ -25,6 +25,7 @@ ARTIFACTS = {
     "attributions": ("run", "mode", "k", "variant", "user_id", "dimension"),
     "utilization_passes": ("run", "k"),
     "act_cases": ("run", "k", "user_id", "dimension"),
+    "judge_verdicts": ("run", "mode", "k", "variant", "user_id", "dimension", "judge", "repeat"),
 }
 ORACLE_KEY = ("bench", "user_id", "dimension", "task_hash")
 

@@ -22,7 +22,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from memaudit.report import data, utilization
+from memaudit.report import data, judges, utilization
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
                                   score_class, slug, stacked_chart, table)
@@ -45,9 +45,10 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
     selected = await data.report_runs(store, runs)
     summary = await data.load_summary(store, selected)
     tables = await compute_tables(store, [r["run"] for r in selected])
+    paneled = await judges.paneled_runs(store, [r["run"] for r in selected])
     writer = _Writer(out)
     writer.copy_assets()
-    writer.write(INDEX, _index_page(summary, tables))
+    writer.write(INDEX, _index_page(summary, tables, judges.index_section(tables, paneled)))
     for run in summary.runs:
         writer.write(_run_page(run["run"]), _run_overview(summary, run))
         for p in summary.run_passes(run["run"]):
@@ -56,6 +57,7 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
             for name, targets in lists.items():
                 writer.write(_list_page(p, name), _target_list(summary, run, p, name, targets))
     await utilization.write_pages(store, writer, tables)
+    await judges.write_pages(store, writer, paneled)
     for bench, users in summary.users.items():
         bench_runs = [r for r in summary.runs if r["bench"] == bench]
         for user in users:
@@ -137,7 +139,7 @@ def _turn_anchor(run: str, task_idx: int, turn: int) -> str:
 
 
 # -- index -------------------------------------------------------------------------------------
-def _index_page(summary: Summary, tables: dict) -> str:
+def _index_page(summary: Summary, tables: dict, judges_section: str) -> str:
     runs = {r["run"]: r for r in summary.runs}
     parts = [_runs_section(summary)]
     parts.append(_table2(summary, tables.get("table2") or [], runs))
@@ -147,6 +149,7 @@ def _index_page(summary: Summary, tables: dict) -> str:
                        ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B")):
         parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(summary, tables.get(key) or []))
     parts.append(utilization.index_sections(tables))
+    parts.append(judges_section)
     parts.append(_users_section(summary))
     return page(INDEX, "memaudit audit report", "\n".join(parts))
 

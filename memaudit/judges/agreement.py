@@ -81,7 +81,7 @@ def kappa_quadratic(la: list[int], lb: list[int]) -> float | None:
     from sklearn.metrics import cohen_kappa_score  # seconds to import: only when there are pairs
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore")  # undefined (one level only) is reported as None, not warned
         value = cohen_kappa_score(la, lb, weights="quadratic", labels=list(range(len(RUBRIC))))
     return None if math.isnan(value) else float(value)
 

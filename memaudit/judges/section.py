@@ -30,7 +30,7 @@ async def judges_section(store: Store, runs: list[Run], *, resamples: int, seed:
     singles = {r.run: await _single_judge(store, r) for r in runs}
     verdicts = [dict(v) for v in await store.judges.verdicts(ids, DEFAULT_VARIANT)] if ids else []
     paneled = {v["run"] for v in verdicts}
-    panel = list(dict.fromkeys([*(v["judge"] for v in verdicts),
+    panel = list(dict.fromkeys([*[j for r in ids for j in await _panel_of(store, r)], *(v["judge"] for v in verdicts),
                                 *(singles[r] for r in ids if r not in paneled and any(x["run"] == r for x in rows))]))
     scores = judge_scores(rows, verdicts, singles, panel)
     section = {"panel": panel, **_agreement(panel, scores, verdicts, runs, resamples, seed)}
@@ -40,6 +40,11 @@ async def judges_section(store: Store, runs: list[Run], *, resamples: int, seed:
     section["panel_human"] = _human({_key(r): r["score"] for r in rows if r["status"] == "ok"}, grades)
     section["checks"] = None if checks is None else checks["thresholds"]
     return section
+
+
+async def _panel_of(store: Store, run: str) -> list[str]:
+    """The judges of the run's default panel passes, in panel order."""
+    return [j for p in await store.scores.passes(run, DEFAULT_VARIANT) for j in p.config.scorer.get("judges", [])]
 
 
 async def _single_judge(store: Store, run: Run) -> str:
@@ -57,16 +62,16 @@ def _key(row: dict) -> tuple:
 
 
 def judge_scores(rows: list[dict], verdicts: list[dict], singles: dict, panel: list[str]) -> dict[str, dict]:
-    """judge -> target -> (score or None when dropped, judged by a model call). A panel run's
-    judges speak through their repeat-0 verdicts; a one-judge run's judge through the row itself."""
+    """judge -> target -> score (None: the judge was dropped). A panel run's judges speak through
+    their repeat-0 verdicts; a one-judge run's judge through the row itself."""
     out: dict[str, dict] = {name: {} for name in panel}
     for v in verdicts:
         if v["repeat"] == 0:
-            out[v["judge"]][_key(v)] = (v["score"] if v["status"] == "ok" else None, True)
+            out[v["judge"]][_key(v)] = v["score"] if v["status"] == "ok" else None
     paneled = {v["run"] for v in verdicts}
     for r in rows:
         if r["run"] not in paneled and r["status"] == "ok":
-            out[singles[r["run"]]][_key(r)] = (r["score"], r["label"] is not None)
+            out[singles[r["run"]]][_key(r)] = r["score"]
     return out
 
 
@@ -88,8 +93,8 @@ def _agreement(panel: list[str], scores: dict, verdicts: list[dict], runs: list[
     return {"agreement": found, "agreement_reason": None}
 
 
-def _nan(entry) -> float:
-    return math.nan if entry is None or entry[0] is None else entry[0]
+def _nan(score: float | None) -> float:
+    return math.nan if score is None else score
 
 
 def _per_judge(name: str, rows: list[dict], mine: dict, verdicts: list[dict], checks: dict | None,
@@ -98,7 +103,7 @@ def _per_judge(name: str, rows: list[dict], mine: dict, verdicts: list[dict], ch
     out = {"model": name, **_recovery(rows, mine),
            "positive_pass": None, "negative_false_pass": None, "flag": None,
            "retest_changed": _retest(name, verdicts, checked), "human": _human(
-               {t: s for t, (s, _) in mine.items() if s is not None}, grades),
+               {t: s for t, s in mine.items() if s is not None}, grades),
            "dropped": sum(1 for v in verdicts if v["judge"] == name and v["repeat"] == 0 and v["status"] != "ok")}
     if checked is not None:
         out.update({k: checked[k] for k in ("positive_pass", "positive_pass_ci95", "negative_false_pass",
@@ -120,7 +125,7 @@ def _recovery(rows: list[dict], mine: dict) -> dict:
         key = _key(r)
         score, status = r["score"], r["status"]
         if key in mine:
-            score, status = mine[key][0], ("ok" if mine[key][0] is not None else "failed")
+            score, status = mine[key], ("ok" if mine[key] is not None else "failed")
         users.setdefault((r["mode"], r["run"], r["k"]), {}).setdefault(r["user_id"], []).append(
             (r["category"], score, status))
     out = {}

@@ -100,4 +100,4 @@ def test_view_audit_writes_the_page(settings, fake, tmp_path):
     html = page.read_text()
     assert (tmp_path / "rep" / "index.html").exists()
     assert len(targets_of(page)) == 4 and "localStorage" in html and "true value" in html
-    assert "1.0 " in html and "the same value" in html  # the rubric from the judge's prompt file
+    assert 'value="0.25"' in html and "the same value" in html  # the rubric from the judge's prompt file

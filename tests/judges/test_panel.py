@@ -150,3 +150,19 @@ def test_bad_panel_config_is_one_line(tmp_path):
     with pytest.raises(BadInput, match="unknown keys") as info:
         load_settings(config=str(config), env={})
     assert "judges.b" in str(info.value)
+
+
+async def test_an_imported_published_run_has_one_judge_and_no_agreement(tmp_path):
+    from memaudit.release.importer import import_release
+    from memaudit.store import open_store
+    from memaudit.testing.release_fixture import write_release
+
+    root = write_release(tmp_path / "release", users=2, runs=("amem_pooled_50",), turns=2)
+    async with open_store(tmp_path / "audit.db") as store:
+        await import_release(store, root)
+        tables = await compute_tables(store, bootstrap=0)
+    section = tables["judges"]
+    assert section["panel"] == ["recorded judge"] and section["agreement"] is None
+    assert "imported published run" in section["agreement_reason"]
+    assert section["per_judge"][0]["B_dump_all"] == pytest.approx(tables["table2"][0]["B_dump_all"])
+    assert "agreement | one judge: an imported published run" in render(tables, "md")

@@ -1,7 +1,7 @@
 """The human audit page in a real browser: headless Chromium loads audit.html inside a small
 harness page (same directory, file access allowed), picks a level for every target as a grader
 copying the judge `low` would, reloads the page (the grades come back from localStorage), exports
-them, and the exported JSON is imported with `memaudit human import`: exact agreement 1.0."""
+them (the file download itself is stubbed), and the exported JSON is imported with `memaudit human import`: exact agreement 1.0."""
 from __future__ import annotations
 
 import html
@@ -38,9 +38,12 @@ frame.addEventListener('load', function () {
     return;
   }
   var restored = doc.querySelectorAll('input.level:checked').length;
+  // The save-file download is noted, not performed: a pending download keeps headless Chromium open.
+  var saved = null;
+  frame.contentWindow.HTMLAnchorElement.prototype.click = function () { saved = this.download; };
   doc.getElementById('export').click();
   document.getElementById('out').textContent = JSON.stringify(
-    {restored: restored, exported: JSON.parse(doc.getElementById('exported').value)});
+    {restored: restored, saved: saved, exported: JSON.parse(doc.getElementById('exported').value)});
 });
 </script></body></html>
 """
@@ -58,6 +61,7 @@ def test_grade_export_and_import_in_chromium(settings, fake, tmp_path, capsys):
                    "--dump-dom", harness.as_uri())
     found = json.loads(html.unescape(re.search(r'<pre id="out">(.*?)</pre>', dom, re.S).group(1)))
     assert found["restored"] == len(targets)  # the grades survived a reload (localStorage)
+    assert found["saved"] == "grades-browser-grader.json"
     exported = found["exported"]
     assert exported["grader"] == "browser-grader"
     assert [g["id"] for g in exported["grades"]] == [t["id"] for t in targets]

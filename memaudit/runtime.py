@@ -30,9 +30,11 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None,
-                       embedder: Embedder | None = None):
+                       embedder: Embedder | None = None, create: bool = True):
+    """`create=False`: the command works on what a store holds (score, attribute): no store at
+    settings.db is a one-line error, and no file is made."""
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(open_store(settings.db))
+        store = await stack.enter_async_context(open_store(settings.db, create=create))
 
         async def start_server() -> str:
             log = settings.db.parent / "memaudit-server.log"

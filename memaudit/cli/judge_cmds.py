@@ -42,7 +42,7 @@ async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, j
     from memaudit.judges.panel import Panel
     from memaudit.runtime import open_runtime
 
-    async with open_runtime(settings) as rt:
+    async with open_runtime(settings, create=False) as rt:
         panel = Panel.build(rt.llm, judges, repeats) or Panel.single(rt.llm)
         chosen = await _benches(rt.store, runs, benches)
         await run_judge_check(rt, chosen, panel, per_category=per_category, thresholds=thresholds)
@@ -90,9 +90,7 @@ async def _human_import(settings, file: Path) -> list[str]:
     from memaudit.scoring.tables import _num
     from memaudit.store import open_store, select_runs
 
-    if not Path(settings.db).exists():
-        raise BadInput("no store here; pass --db", file=str(settings.db))
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=False) as store:
         grader, n = await import_grades(store, file)
         section = await judges_section(store, await select_runs(store, None), resamples=0)
     lines = [f"imported {n} grade(s) by {grader}"]

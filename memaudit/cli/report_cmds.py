@@ -30,7 +30,7 @@ async def _view(settings, runs, out_dir, audit):
     from memaudit.report.view import write_report
     from memaudit.store import open_store, select_runs
 
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=False) as store:
         index = await write_report(store, out_dir, runs)
         if audit is None:
             return index, None

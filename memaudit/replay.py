@@ -101,6 +101,9 @@ async def _recorded_settings(recorded: Store, runs: list[Run], settings: Setting
             merge_roles(found, run.config.provenance.get("roles", {}), f"run {run.run}", seen)
         for p in await recorded.scores.passes(run.run, DEFAULT_VARIANT):  # a variant's changes are its own
             merge_roles(found, p.config.scorer.get("provenance", {}).get("roles", {}), f"run {run.run}", seen)
+    for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
+        merge_roles(found, check["config"].get("provenance", {}).get("roles", {}),
+                    f"judge-check of {check['bench']}", seen)
     if not found:
         return settings
     backend = next(iter(found.values())).get("backend")

@@ -20,6 +20,7 @@ from memaudit.errors import BadInput, InvalidOutput
 from memaudit.judges.checks import KINDS, Thresholds
 from memaudit.judges.panel import Panel
 from memaudit.prompts import Prompt, load_prompt
+from memaudit.provenance import role_provenance
 from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import failure_note, run_all
@@ -93,6 +94,15 @@ async def _check_entry(rt: Runtime, panel: Panel, prompt: Prompt, bench: Benchma
     await rt.store.maybe_flush()
 
 
+def check_provenance(settings) -> dict:
+    """What the check's writer and (configured) judge were sent, by role group: replay rebuilds its
+    model settings from it, as from a scoring pass's provenance."""
+    writer, judge = ROLE_SPECS["control_writer"], ROLE_SPECS["recovery_judge"]
+    return {"roles": {"generator": role_provenance(settings, "control_writer", writer.temperature, writer.max_tokens),
+                      "recovery_judge": role_provenance(settings, "recovery_judge", judge.temperature,
+                                                        judge.max_tokens)}}
+
+
 async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_category: int = PER_CATEGORY,
                           seed: int | None = None, thresholds: Thresholds = Thresholds()) -> None:
     """Write (or reuse) the control answers of a sample (drawn with `seed`, default the global
@@ -108,7 +118,8 @@ async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_
         if bench is None:
             raise BadInput(f"no benchmark {name!r} in the store; import one with `memaudit bench import`",
                            field="bench")
-        config = {**panel.describe(), "max_false_pass": thresholds.max_false_pass, "min_pass": thresholds.min_pass}
+        config = {**panel.describe(), "max_false_pass": thresholds.max_false_pass, "min_pass": thresholds.min_pass,
+                  "provenance": check_provenance(rt.settings)}
         await rt.store.write([rt.store.judges.check_statement(name, seed, per_category, config)])
         jobs += [partial(_check_entry, rt, panel, prompt, bench, user, entry, seed)
                  for user, entry in sample_entries(bench, per_category, seed)]

@@ -147,7 +147,7 @@ def test_config_panel_and_judge_endpoints(tmp_path):
 def test_bad_panel_config_is_one_line(tmp_path):
     config = tmp_path / "c.toml"
     config.write_text('[judges.b]\nbase_urll = "http://other.test/v1"\n')
-    with pytest.raises(BadInput, match="unknown keys") as info:
+    with pytest.raises(BadInput, match="unknown key") as info:
         load_settings(config=str(config), env={})
     assert "judges.b" in str(info.value)
 

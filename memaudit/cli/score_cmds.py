@@ -81,6 +81,7 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
                  repeats=1):
     from memaudit.judges.panel import Panel
     from memaudit.runtime import open_runtime
+    from memaudit.scoring.evolving import score_evolving
     from memaudit.scoring.recovery import BATCH_ROLES, score_runs
 
     async with open_runtime(settings, create=False) as rt:
@@ -89,6 +90,8 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
         async with batched(rt, BATCH_ROLES, use_batch, batch_file):
             skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims,
                                        panel=panel)
+        # evolving targets only (a static run makes no call here); judged on the rows scored so far
+        await score_evolving(rt, chosen, modes, ks=ks, context_window=context_window)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
         await _print_scores(rt.store, chosen, DEFAULT_VARIANT)

@@ -9,6 +9,7 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.episodes      episodes, turns, memory snapshots                 (store/episodes.py)
     store.scores        scoring passes (PassConfig), reconstructions      (store/scores.py)
     store.attributions  attributions, oracle verdicts                     (store/attributions.py)
+    store.evolving      criteria of evolving targets                      (store/evolving.py)
     store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
     store.judges        panel verdicts, judge-check controls, human grades (store/judges.py)
@@ -41,6 +42,7 @@ from memaudit.store.benchmarks import Benchmarks
 from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
 from memaudit.store.judges import Judges
+from memaudit.store.evolving import Evolving
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
 from memaudit.store.utilization import Utilization
@@ -115,6 +117,7 @@ class Store:
         self.vectors = Vectors(self)
         self.utilization = Utilization(self)
         self.judges = Judges(self)
+        self.evolving = Evolving(self)
         self.batches = Batches(self)
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -29,9 +29,11 @@ async def judges_section(store: Store, runs: list[Run], *, resamples: int, seed:
         return None
     singles = {r.run: await _single_judge(store, r) for r in runs}
     verdicts = [dict(v) for v in await store.judges.verdicts(ids, DEFAULT_VARIANT)] if ids else []
+    scored = {r["run"] for r in rows}
     paneled = {v["run"] for v in verdicts}
-    panel = list(dict.fromkeys([*[j for r in ids for j in await _panel_of(store, r)], *(v["judge"] for v in verdicts),
-                                *(singles[r] for r in ids if r not in paneled and any(x["run"] == r for x in rows))]))
+    configured = [j for r in ids for j in await _panel_of(store, r)]
+    panel = list(dict.fromkeys([*configured, *(v["judge"] for v in verdicts),
+                                *(singles[r] for r in ids if r in scored and r not in paneled)]))
     scores = judge_scores(rows, verdicts, singles, panel)
     section = {"panel": panel, **_agreement(panel, scores, verdicts, runs, resamples, seed)}
     grades = [dict(g) for g in await store.judges.grades(ids)] if ids else []

@@ -50,11 +50,11 @@ class Attributions:
         return [r["mode"] for r in await self.db.fetchall(
             "SELECT DISTINCT mode FROM attributions WHERE run=? ORDER BY mode", (run,))]
 
-    async def labels(self, runs: list[str], variant: str):
-        """(run, mode, k, user_id, dimension, label) of every attribution of the runs."""
+    async def pass_labels(self, run: str, mode: str, k: int, variant: str):
+        """(user_id, dimension, label) of every attribution of one pass."""
         return await self.db.fetchall(
-            f"SELECT run, mode, k, user_id, dimension, label FROM attributions WHERE variant=? AND run IN "
-            f"({marks(runs)})", [variant, *runs])
+            "SELECT user_id, dimension, label FROM attributions WHERE run=? AND mode=? AND k=? AND variant=?",
+            (run, mode, k, variant))
 
     async def user_rows(self, runs: list[str], user_id: str, variant: str) -> dict:
         """(run, mode, k, dimension) -> the attribution row of one user, stages decoded."""

@@ -71,10 +71,11 @@ class Episodes:
             "SELECT user_id, task_idx, turn, dimension, version FROM turn_changes WHERE run=? "
             "ORDER BY user_id, task_idx, turn", (run,))]
 
-    async def final_preferences(self, run: str) -> dict[tuple[str, int], float | None]:
-        """(user, task index) -> the episode's final preference score as stored."""
+    async def final_preferences(self, run: str, user_id: str) -> dict[tuple[str, int], float | None]:
+        """(user, task index) -> the episode's final preference score as stored, for one user."""
         return {(r["user_id"], r["task_idx"]): r["final_preference_score"] for r in await self.db.fetchall(
-            "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=?", (run,))}
+            "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=? AND user_id=?",
+            (run, user_id))}
 
     async def outcomes(self, run: str) -> dict:
         """Counts of the run's episodes: all, satisfied, failed, turns that were simulator fallbacks,

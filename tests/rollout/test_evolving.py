@@ -18,6 +18,7 @@ from memaudit.bench.history import changes, value_at
 from memaudit.bench.instances import resolve_bench
 from memaudit.release.exporter import export_runs
 from memaudit.replay import replay_runs
+from memaudit.report import userdata
 from memaudit.report.view import write_report
 from memaudit.rollout.runner import run_rollout
 from memaudit.scoring.evolving import score_evolving
@@ -160,8 +161,9 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
         tables = await compute_tables(rt.store, runs, bootstrap=200)
         index = (await write_report(rt.store, tmp_path / "report", runs)).read_text()
     assert "Evolving targets: FAMA and stale memory" in index
-    page = (tmp_path / "report" / f"users/sample/{user}/{dim}.html").read_text()
-    assert "History of this entry" in page and "<svg" in page and f"episode {task}, turn 1" in page
+    data = userdata.decode((tmp_path / "report" / userdata.data_file("sample", user)).read_text())
+    section = data["sections"]["target"][dim]  # the target view shows it (report/assets/user.js)
+    assert "History of this entry" in section and "<svg" in section and f"episode {task}, turn 1" in section
     rows = {(r["run"], r["mode"]): r for r in tables["evolving"]}
     assert rows[("keep_all", "dump_all")]["stale_in_store"] == 1.0
     assert rows[("newest_only", "dump_all")]["stale_in_store"] == 0.0

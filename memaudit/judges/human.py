@@ -28,7 +28,7 @@ def target_id(row) -> str:
 
 async def gradable(store: Store, runs: list[str]) -> list[dict]:
     """Every default-variant target with a prediction and a judged score, in key order."""
-    rows = await store.scores.light_rows(runs, DEFAULT_VARIANT) if runs else []
+    rows = await store.judges.targets(runs, DEFAULT_VARIANT) if runs else []
     return sorted((dict(r) for r in rows if r["status"] == "ok" and r["label"] is not None and r["score"] is not None),
                   key=lambda r: tuple(r[c] for c in TARGET))
 

@@ -23,7 +23,7 @@ RECORDED_JUDGE = "recorded judge"  # an imported run's judge: the release does n
 async def judges_section(store: Store, runs: list[Run], *, resamples: int, seed: int = 0) -> dict | None:
     """None when the runs have no scored target and their benchmarks no judge-check."""
     ids = [r.run for r in runs]
-    rows = [dict(r) for r in await store.scores.light_rows(ids, DEFAULT_VARIANT)] if ids else []
+    rows = [dict(r) for r in await store.judges.targets(ids, DEFAULT_VARIANT)] if ids else []
     checks = await check_summary(store, sorted({r.bench for r in runs})) if runs else None
     if not rows and checks is None:
         return None

@@ -21,6 +21,13 @@ class Judges:
     def __init__(self, db: "Store"):
         self.db = db
 
+    async def targets(self, runs: list[str], variant: str):
+        """Key, category, score, status and label of every reconstruction of the runs (no evidence):
+        what B per judge, agreement and the audit sample are computed from."""
+        return await self.db.fetchall(
+            "SELECT run, mode, k, user_id, category, dimension, score, status, label FROM reconstructions "
+            f"WHERE variant=? AND run IN ({marks(runs)}) ORDER BY run, mode, k, user_id, dimension", [variant, *runs])
+
     # -- panel verdicts of scored targets ----------------------------------------------------
     @staticmethod
     def verdict_statements(r: "Reconstruction") -> list[Statement]:

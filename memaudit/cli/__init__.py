@@ -41,6 +41,7 @@ COMMANDS = {
                                   "vague non-answer, the reversed value) sent to every judge: flags lenient and "
                                   "harsh judges."),
     "memory": ("memory_cmds", "Work with dumped memory stores."),
+    "prompts": ("prompts_cmds", "Prompt directories: build the published pack; list the prompts in effect."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact. "
                              "The model settings are the ones the runs recorded: no model option is needed, no "
                              "model is contacted."),

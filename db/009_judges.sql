@@ -67,3 +67,5 @@ CREATE TABLE IF NOT EXISTS human_grades (
     score REAL NOT NULL,
     PRIMARY KEY (grader, run, mode, k, user_id, dimension)
 );
+-- Grades are read per run (tables, agreement with the judges).
+CREATE INDEX IF NOT EXISTS human_grades_by_target ON human_grades(run, mode, k, user_id, dimension, grader);

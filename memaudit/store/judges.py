@@ -94,4 +94,4 @@ class Judges:
     async def grades(self, runs: list[str]):
         return await self.db.fetchall(
             f"SELECT * FROM human_grades WHERE run IN ({marks(runs)}) "
-            "ORDER BY grader, run, mode, k, user_id, dimension", runs)
+            "ORDER BY run, mode, k, user_id, dimension, grader", runs)

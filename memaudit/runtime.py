@@ -15,6 +15,7 @@ from memaudit.llm.client import LLM
 from memaudit.llm.proxy import close_proxy
 from memaudit.llm.server import embedded_server
 from memaudit.store import Store, open_store
+from memaudit.study.shard import WHOLE, Shard
 
 if TYPE_CHECKING:  # a test's MockTransport; commands never import httpx
     import httpx
@@ -26,11 +27,12 @@ class Runtime:
     store: Store
     llm: LLM
     embedder: Embedder
+    shard: Shard = WHOLE  # the (system, user) cells this command works on (memaudit/study/shard.py)
 
 
 @asynccontextmanager
 async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None,
-                       embedder: Embedder | None = None):
+                       embedder: Embedder | None = None, shard: Shard = WHOLE):
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings.db))
 
@@ -46,4 +48,4 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
         llm = LLM(settings, store.calls, transport=transport, start_server=on_demand)
         stack.push_async_callback(llm.aclose)
         stack.push_async_callback(close_proxy, llm)  # before the client it forwards to
-        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings))
+        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings), shard)

@@ -22,6 +22,8 @@ COMMANDS = {
     "bench": ("bench_cmds", "Benchmark instances: validate, import, list."),
     "cache": ("system_cmds", "The call cache in the store: statistics, and merging caches from other machines."),
     "calls": ("calls_cmds", "Every recorded model call (oldest first), with its prompt and response."),
+    "cost": ("study_cmds", "What each run cost: tokens per stage and role, priced on demand and in batch, beside "
+                           "its plan."),
     "demo": ("demo_cmds", "The bundled sample benchmark end to end: rollout, scoring in both modes, attribution, "
                           "tables, report."),
     "export": ("bench_cmds", "Write runs and their benchmark in the published release layout."),
@@ -32,6 +34,10 @@ COMMANDS = {
     "import-release": ("bench_cmds", "Import a published release: its benchmark and its runs (history, memory, "
                                      "recon_judge, attribution, oracle), as runs named after their directories."),
     "memory": ("memory_cmds", "Work with dumped memory stores."),
+    "merge": ("study_cmds", "Merge the stores of a sharded study (SHARD.db...) into one study store, all or "
+                            "nothing."),
+    "plan": ("study_cmds", "Estimate the calls, tokens and cost of a study before it runs; recorded in the store "
+                           "for `cost`."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact."),
     "rescore": ("score_cmds", "Frozen rescoring: re-judge the default predictions (or re-fill them) as a new "
                               "variant."),

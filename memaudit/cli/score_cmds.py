@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, run, split_list
+from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
 from memaudit.errors import BadInput
 from memaudit.types import DEFAULT_VARIANT
 
@@ -52,17 +52,18 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
               help="the reader's context window in tokens (default: the slot_fill role's configured window)")
 @click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
               help="targeted = only bank entries whose task ran (a partial score)")
+@shard_option
 @global_options
-def score(mode, k_text, runs, context_window, dims):
+def score(mode, k_text, runs, context_window, dims, shard):
     """Slot-fill and judge every bank entry of every user with episodes, from the final memory."""
-    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims)
+    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims, shard)
 
 
-async def _score(settings, modes, ks, runs, context_window, dims):
+async def _score(settings, modes, ks, runs, context_window, dims, shard):
     from memaudit.runtime import open_runtime
     from memaudit.scoring.recovery import score_runs
 
-    async with open_runtime(settings) as rt:
+    async with open_runtime(settings, shard=shard) as rt:
         chosen = await _chosen_runs(rt.store, runs)
         skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
         for line in skipped:
@@ -73,17 +74,18 @@ async def _score(settings, modes, ks, runs, context_window, dims):
 @click.command("attribute")
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
+@shard_option
 @global_options
-def attribute(mode, runs):
+def attribute(mode, runs, shard):
     """Stages 0-2 of failure attribution for every target scored below 0.75."""
-    run(_attribute, current_settings(), _modes(mode), split_list(runs))
+    run(_attribute, current_settings(), _modes(mode), split_list(runs), shard)
 
 
-async def _attribute(settings, modes, runs):
+async def _attribute(settings, modes, runs, shard):
     from memaudit.runtime import open_runtime
     from memaudit.scoring.attribution import attribute_runs
 
-    async with open_runtime(settings) as rt:
+    async with open_runtime(settings, shard=shard) as rt:
         chosen = await _chosen_runs(rt.store, runs)
         await attribute_runs(rt, chosen, modes)
         for run_id in chosen:

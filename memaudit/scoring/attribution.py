@@ -128,7 +128,8 @@ async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
     jobs = []
     for mode in modes:
         for recon in await rt.store.scores.load(run_id, mode, variant=DEFAULT_VARIANT):
-            if (recon.mode, recon.k, recon.user_id, recon.dimension) in have:
+            if (recon.mode, recon.k, recon.user_id, recon.dimension) in have \
+                    or not rt.shard.holds(run.system, recon.user_id):
                 continue
             task = next((t for t in bench.tasks.get(recon.user_id, ()) if t.target_dimension == recon.dimension), None)
             episode = episodes.get((recon.user_id, task.index)) if task else None

@@ -11,6 +11,7 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.attributions  attributions, oracle verdicts                     (store/attributions.py)
     store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
+    store.plans         cost estimates made before a run (memaudit plan)  (store/plans.py)
 
 Rows, not rules: the store reads and writes rows; what they mean lives in the stages.
 All writes go through one lock (one writer). Cache rows and other rows that may be lost on a
@@ -37,6 +38,7 @@ from memaudit.store.attributions import Attributions
 from memaudit.store.benchmarks import Benchmarks
 from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
+from memaudit.store.plans import Plans
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
 from memaudit.store.utilization import Utilization
@@ -92,6 +94,7 @@ class Store:
         self.calls = Calls(self)
         self.vectors = Vectors(self)
         self.utilization = Utilization(self)
+        self.plans = Plans(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod

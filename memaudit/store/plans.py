@@ -26,7 +26,7 @@ class Plans:
         """The units of work a run holds, per stage: episodes, and targets scored or attributed
         (default variant); the per-unit rates of a plan are measured against these."""
         row = await self.db.fetchone(
-            "SELECT (SELECT COUNT(*) FROM episodes WHERE run=:r) AS rollout, "
-            "(SELECT COUNT(*) FROM reconstructions WHERE run=:r AND variant='default') AS score, "
-            "(SELECT COUNT(*) FROM attributions WHERE run=:r AND variant='default') AS attribute", {"r": run})
+            "SELECT (SELECT COUNT(*) FROM episodes WHERE run=?) AS rollout, "
+            "(SELECT COUNT(*) FROM reconstructions WHERE run=? AND variant='default') AS score, "
+            "(SELECT COUNT(*) FROM attributions WHERE run=? AND variant='default') AS attribute", (run, run, run))
         return dict(row)

@@ -66,7 +66,7 @@ async def merge_shards(shards: list[Path], into: Path) -> MergeReport:
         for shard in shards:
             await (await Store.open(shard)).close()  # brings a store made by an older version up to date
         side = into.with_name(f".{into.name}.merging")
-        side.unlink(missing_ok=True)  # left by a killed merge: this process holds the lock now
+        _remove(side)  # left by a killed merge (this process holds the lock now), journal included
         try:
             await _prepare_copy(into, side)
             reports, changed = _merge_into_copy(side, shards, into)
@@ -75,7 +75,12 @@ async def merge_shards(shards: list[Path], into: Path) -> MergeReport:
                 _replace(side, into)
             return MergeReport(str(into), reports, changed)
         finally:
-            side.unlink(missing_ok=True)
+            _remove(side)
+
+
+def _remove(side: Path) -> None:
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        side.with_name(side.name + suffix).unlink(missing_ok=True)
 
 
 def _checked_paths(shards: list[Path], into: Path) -> list[Path]:
@@ -191,13 +196,15 @@ def bench_digest(conn: sqlite3.Connection, schema: str, bench: str) -> str:
     h = hashlib.sha256()
     for table in BENCH_TABLES:
         column = "name" if table == "benchmarks" else "bench"
-        for row in conn.execute(f"SELECT * FROM {schema}.{table} WHERE {column}=? ORDER BY 1, 2, 3", (bench,)):
+        for row in conn.execute(f"SELECT * FROM {schema}.{table} WHERE {column}=? ORDER BY 1, 2, 3",
+                                (bench,)).fetchall():
             h.update(repr(tuple(row)).encode())
     return f"sha256:{h.hexdigest()}"
 
 
 def _check_benchmarks(conn: sqlite3.Connection, shard: Path) -> None:
-    for (name,) in conn.execute("SELECT s.name FROM src.benchmarks s JOIN main.benchmarks m ON m.name = s.name"):
+    for (name,) in conn.execute("SELECT s.name FROM src.benchmarks s JOIN main.benchmarks m ON m.name = s.name "
+                                "ORDER BY s.name").fetchall():
         mine, theirs = bench_digest(conn, "main", name), bench_digest(conn, "src", name)
         if mine != theirs:
             raise BadInput(f"benchmark {name!r} differs from the study's (content {theirs[:19]}…, the study's "
@@ -206,7 +213,8 @@ def _check_benchmarks(conn: sqlite3.Connection, shard: Path) -> None:
 
 def _check_runs(conn: sqlite3.Connection, shard: Path) -> None:
     rows = conn.execute("SELECT m.run, m.system, m.bench, m.origin, m.config, m.prompt_hashes, s.system, s.bench, "
-                        "s.origin, s.config, s.prompt_hashes FROM src.runs s JOIN main.runs m ON m.run = s.run")
+                        "s.origin, s.config, s.prompt_hashes FROM src.runs s JOIN main.runs m ON m.run = s.run ORDER BY s.run"
+                        ).fetchall()  # read to the end: an open statement would keep the shard attached
     for run, *both in rows:
         mine, theirs = (_run_record(*both[:5]), _run_record(*both[5:]))
         changed = differences(mine, theirs)

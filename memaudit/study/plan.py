@@ -76,9 +76,10 @@ async def pilot_rates(store) -> dict[str, dict[str, dict[str, Rate]]]:
             call = Usage(1, r["prompt_tokens"], r["cached_tokens"], r["completion_tokens"], r["reasoning_tokens"])
             by_stage = usage.setdefault(run.system, {}).setdefault(stage_of(r["artifact"]), {})
             by_stage.setdefault(call_role(r["role"]), Usage()).add(call)
-    return {system: {stage: {role: Rate.measured(u, units[system][stage]) for role, u in roles.items()}
-                     for stage, roles in stages.items() if units.get(system, {}).get(stage)}
-            for system, stages in usage.items()}
+    # A stage the pilot ran counts even without calls (nomem's reads of an empty memory call no model).
+    return {system: {stage: {role: Rate.measured(u, n) for role, u in usage.get(system, {}).get(stage, {}).items()}
+                     for stage, n in stages.items() if n}
+            for system, stages in units.items()}
 
 
 def rates_for(system: str, pilot: dict) -> tuple[dict[str, dict[str, Rate]], str]:

@@ -1,7 +1,6 @@
 """`memaudit merge SHARD.db… --into STUDY.db`: join the stores of a sharded study (shard.py).
 
-All or nothing: the study is copied to a side file beside it (SQLite's backup API, so a study in
-WAL mode is copied consistently), every shard is checked and merged into the copy, and only a
+All or nothing: the study is copied to a side file beside it, every shard is checked and merged into the copy, and only a
 complete copy replaces the study, by one rename. A refusal, a failure or a kill at any point leaves
 STUDY.db as it was, byte for byte. A merge that adds nothing leaves the study untouched too, so
 merging the same shards again is a no-op. One merger at a time: a second gets "busy".
@@ -23,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import sqlite3
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -121,11 +121,12 @@ def _refuse_live_writer(into: Path) -> None:
 
 
 async def _prepare_copy(into: Path, side: Path) -> None:
-    """The side copy: the study as it is (or an empty store), at the current schema version."""
+    """The side copy: the study as it is (or an empty store), at the current schema version. A
+    plain file copy: the study has no write-ahead log to fold in (_refuse_live_writer), and unlike
+    SQLite's backup in one step it needs no memory in proportion to the study."""
     if into.exists():
         _check_store(into)
-        with closing(sqlite3.connect(into)) as study, closing(sqlite3.connect(side)) as copy:
-            study.backup(copy)
+        shutil.copyfile(into, side)
     await (await Store.open(side)).close()
 
 

@@ -132,3 +132,29 @@ def test_merge_errors_are_one_line(tmp_path, capsys):
             main(args)
         err = capsys.readouterr().err.strip()
         assert exit_info.value.code == 2 and err.count("\n") == 0 and err.startswith("memaudit: error:")
+
+
+@pytest.mark.anyio
+async def test_a_failure_half_way_leaves_the_study_as_it_was(settings, fake, tmp_path, monkeypatch):
+    import memaudit.study.merge as merge_module
+
+    script(fake)
+    paths = await shards(settings, fake, tmp_path)
+    into = tmp_path / "study.db"
+    await merge_shards(paths[:1], into)
+    before = into.read_bytes()
+    union, merged = merge_module._union, []
+
+    def dies_on_the_second_shard(conn):
+        if merged:
+            raise KeyboardInterrupt  # as a kill would stop it: after one shard is in the copy
+        merged.append(union(conn))
+        return merged[-1]
+
+    monkeypatch.setattr(merge_module, "_union", dies_on_the_second_shard)
+    with pytest.raises(KeyboardInterrupt):
+        await merge_shards(paths[1:], into)
+    assert merged and into.read_bytes() == before
+    assert not list(tmp_path.glob(".study.db.merging*"))
+    monkeypatch.setattr(merge_module, "_union", union)
+    assert (await merge_shards(paths[1:], into)).changed  # and the same merge then completes

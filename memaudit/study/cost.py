@@ -166,9 +166,7 @@ async def run_costs(store, runs: list[str], prices: PriceList) -> dict:
                           by_stage.setdefault(stage, {}).setdefault(role, Priced())):
                 group.add(r["model"], usage, prices)
             seen[r["key"]] = (r["model"], usage)
-        out.append({"run": run, "usd_on_demand": whole.usd_on_demand, "usd_batch": whole.usd_batch,
-                    "unpriced": sorted(whole.unpriced), **{k: v for k, v in whole.to_json().items()
-                                                          if k not in ("usd_on_demand", "usd_batch", "unpriced")},
+        out.append({"run": run, **whole.to_json(),
                     "by_role": {k: v.to_json() for k, v in sorted(by_role.items())},
                     "by_stage": {s: {k: v.to_json() for k, v in sorted(roles.items())}
                                  for s, roles in sorted(by_stage.items())},

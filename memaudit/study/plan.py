@@ -93,11 +93,18 @@ def rates_for(system: str, pilot: dict) -> tuple[dict[str, dict[str, Rate]], str
     for stage in STAGES:  # the pilot's mean over its systems, the memory calls excepted
         measured = [p[stage] for p in pilot.values() if stage in p]
         for role in {r for m in measured for r in m} - {"memory"}:
-            found = [m[role] for m in measured if role in m]
-            rates[stage][role] = Rate(*(sum(getattr(r, f) for r in found) / len(measured) if f == "calls"
-                                        else sum(getattr(r, f) for r in found) / len(found)
-                                        for f in ("calls", "prompt", "cached", "completion", "reasoning")))
+            rates[stage][role] = _mean([m[role] for m in measured if role in m], len(measured))
     return rates, "pilot (other systems) + default memory calls"
+
+
+def _mean(found: list[Rate], systems: int) -> Rate:
+    """Calls per unit over every measured system (one without the role made none); sizes per call
+    over the systems that made such calls."""
+    def per_call(name: str) -> float:
+        return sum(getattr(r, name) for r in found) / len(found)
+
+    return Rate(sum(r.calls for r in found) / systems, per_call("prompt"), per_call("cached"),
+                per_call("completion"), per_call("reasoning"))
 
 
 def study_units(bench, users: int, tasks: int | None, passes: int) -> dict[str, float]:

@@ -122,3 +122,17 @@ async def test_a_plan_from_a_pilot_is_within_20_percent_and_cost_shows_it_beside
     shape = orjson.loads(subprocess.run([*cost, "--format", "json"], capture_output=True, check=True).stdout)
     assert set(shape) >= {"runs", "total"}
     assert set(shape["runs"][0]) >= {"run", "usd_on_demand", "usd_batch", "by_role"}
+
+
+def test_a_system_the_pilot_did_not_run_takes_its_mean_and_the_default_memory_calls():
+    from memaudit.study.plan import DEFAULT_MEMORY_CALLS, Rate, rates_for
+
+    pilot = {"nomem": {"rollout": {"agent": Rate(2.0, 100)}, "score": {}},
+             "longctx_full": {"rollout": {"agent": Rate(4.0, 300)}, "score": {"slot_fill": Rate(1.0, 900)}}}
+    rates, basis = rates_for("amem", pilot)
+    assert basis.startswith("pilot (other systems)")
+    assert rates["rollout"]["agent"] == Rate(3.0, 200)
+    assert rates["score"]["slot_fill"] == Rate(0.5, 900)  # nomem scored without a call
+    assert rates["rollout"]["memory"].calls == DEFAULT_MEMORY_CALLS["amem"]
+    assert rates_for("nomem", pilot) == ({**rates_for("nomem", {})[0], **pilot["nomem"]}, "pilot")
+    assert rates_for("nomem", {})[1] == "defaults"

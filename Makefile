@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.installed
 DB     ?= memaudit.db
 FORMAT ?= md
 
-.PHONY: install run test test-fast bench tables table2 table3 table4 view clean
+.PHONY: install run test test-fast test-random bench tables table2 table3 table4 view clean
 
 install: $(STAMP)
 
@@ -25,11 +25,19 @@ $(STAMP): pyproject.toml setup.py scripts/llama_wheel.sh
 run: install
 	$(VENV)/bin/memaudit --db $(DB) demo
 
+# The main gate runs in file order; test-random runs the fast suite shuffled (pytest-randomly) with
+# the seed printed first, so a failing order can be rerun: make test-random SEED=<printed seed>.
+SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+
 test: install
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -p no:randomly
 
 test-fast: install
-	$(VENV)/bin/pytest -q -m "not integration and not browser"
+	$(VENV)/bin/pytest -q -p no:randomly -m "not integration and not browser"
+
+test-random: install
+	@echo "random test order, seed $(SEED) (rerun: make test-random SEED=$(SEED))"
+	$(VENV)/bin/pytest -q --randomly-seed=$(SEED) -m "not integration and not browser"
 
 bench: install
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done

@@ -173,7 +173,7 @@ def _urls(value) -> tuple[str, ...]:
 
 def load_settings(*, db=None, base_url=None, model=None, backend=None, config=None, concurrency=None,
                   cache=None, seed=None, prompts_dir=None, context_window=None, embed_model=None,
-                  memt_prompts=None, env: dict | None = None) -> Settings:
+                  memt_prompts=None, timeout=None, env: dict | None = None) -> Settings:
     """Resolve settings from flags (keyword arguments), the environment and the config file."""
     env = os.environ if env is None else env
     config = config or env.get("MEMAUDIT_CONFIG")
@@ -214,6 +214,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
         raise BadInput(f"expected an integer: {exc}", field="concurrency/seed") from None
     if conc < 1:
         raise BadInput("concurrency must be at least 1", field="concurrency")
+    seconds = _timeout(pick(timeout, ("MEMAUDIT_TIMEOUT",), "timeout", Settings.timeout))
     key_env = file_default.get("api_key_env")
     api_key = env.get("MEMAUDIT_API_KEY") or env.get("OPENAI_API_KEY") or (env.get(key_env) if key_env else None)
     window = context_window if context_window is not None else file_default.get("context_window")
@@ -232,11 +233,31 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
         seed=seed_value,
         prompts_dir=Path(prompts_dir or env.get("MEMAUDIT_PROMPTS") or PROMPTS_DIR),
         context_window=int(window) if window else None,
-        role_sections=sections,
+        role_sections=_with_defaults(sections, file_default),
         embed_model=str(pick(embed_model, ("MEMAUDIT_EMBED_MODEL",), "embed_model", BUNDLED_EMBED_MODEL)),
         embed_base_url=str(embed_url).rstrip("/") if embed_url else None,
         memt_prompts=Path(memt_dir) if memt_dir is not None else None,
+        timeout=seconds,
     )
+
+
+def _timeout(value) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not 0 < seconds <= 86_400:
+        raise BadInput(f"the timeout is seconds per request attempt, more than 0 and at most 86400; got {value!r}",
+                       field="timeout")
+    return seconds
+
+
+def _with_defaults(sections: dict, default: dict) -> dict:
+    """[default]'s sampling keys apply to every role that does not set its own."""
+    shared = {k: default[k] for k in ("temperature", "max_tokens", "reasoning_effort") if k in default}
+    if not shared:
+        return sections
+    return {role: {**shared, **sections.get(role, {})} for role in ROLES}
 
 
 def _read_config(path: Path) -> tuple[dict, dict]:
@@ -245,26 +266,78 @@ def _read_config(path: Path) -> tuple[dict, dict]:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise BadInput("config file not found", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read the config file: {exc}", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"invalid TOML: {exc}", file=str(path)) from None
-    default = dict(data.get("default", {}))
-    for key in ("db", "base_url", "model", "backend", "concurrency", "cache", "seed", "context_window",
-                "embed_model", "embed_base_url", "memt_prompts"):
-        if key in data and not isinstance(data[key], dict):
-            default.setdefault(key, data[key])
-    sections = data.get("roles", {})
-    allowed = {"base_url", "model", "backend", "temperature", "max_tokens", "context_window", "api_key_env",
-               "reasoning_effort", "embed_model", "embed_base_url"}
-    for name, section in sections.items():
+    for key in data:
+        if key not in ("default", "roles") and key not in DEFAULT_KEYS:
+            raise BadInput(f"unknown key {key!r}; a config file has [default], [roles.<name>] and the keys of "
+                           "[default]", file=str(path), field=key)
+    default = _checked(path, "default", data.get("default", {}), DEFAULT_KEYS)
+    for key in DEFAULT_KEYS:
+        if key in data:
+            default.setdefault(key, _checked(path, "", {key: data[key]}, DEFAULT_KEYS)[key])
+    roles = data.get("roles", {})
+    if not isinstance(roles, dict):
+        raise BadInput("must be a table of role sections ([roles.<name>])", file=str(path), field="roles")
+    sections = {}
+    for name, section in roles.items():
         if name not in ROLES:
             raise BadInput(f"unknown role {name!r}; roles are {', '.join(ROLES)}", file=str(path), field=f"roles.{name}")
-        unknown = set(section) - allowed
-        if unknown:
-            raise BadInput(f"unknown keys {sorted(unknown)}", file=str(path), field=f"roles.{name}")
-        if section.get("backend") and section["backend"] not in BACKENDS:
-            raise BadInput(f"unknown backend {section['backend']!r}", file=str(path), field=f"roles.{name}.backend")
-        effort = section.get("reasoning_effort")
-        if effort is not None and effort not in REASONING_EFFORTS:
-            raise BadInput(f"unknown reasoning_effort {effort!r}; choose one of {', '.join(REASONING_EFFORTS)}",
-                           file=str(path), field=f"roles.{name}.reasoning_effort")
+        sections[name] = _checked(path, f"roles.{name}", section, ROLE_KEYS)
     return default, sections
+
+
+def _checked(path: Path, where: str, section, allowed: dict) -> dict:
+    """`section` once every key is known and every value has its type and range; else one line
+    naming the file, the section and the key."""
+    if not isinstance(section, dict):
+        raise BadInput("must be a table", file=str(path), field=where)
+    for key, value in section.items():
+        field_name = f"{where}.{key}" if where else key
+        if key not in allowed:
+            raise BadInput(f"unknown key {key!r}; known keys: {', '.join(sorted(allowed))}", file=str(path),
+                           field=field_name)
+        problem = allowed[key](value)
+        if problem:
+            raise BadInput(f"{problem}, got {value!r}", file=str(path), field=field_name)
+    return dict(section)
+
+
+def _text(value) -> str | None:
+    return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
+
+
+def _urls_value(value) -> str | None:
+    if isinstance(value, list) and value and all(not _text(v) for v in value):
+        return None
+    return _text(value) and "expected a URL or a list of URLs"
+
+
+def _number(low: float, high: float, *, whole: bool = False):
+    kind = "a whole number" if whole else "a number"
+
+    def check(value) -> str | None:
+        ok_type = isinstance(value, int) if whole else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type or not (low <= value <= high):
+            return f"expected {kind} from {low:g} to {high:g}"
+        return None
+    return check
+
+
+def _one_of(choices):
+    return lambda value: None if value in choices else f"expected one of {', '.join(choices)}"
+
+
+# Every key a config file may hold, with its check (one place: [default] takes the role keys too).
+ROLE_KEYS = {
+    "base_url": _urls_value, "model": _text, "backend": _one_of(BACKENDS),
+    "temperature": _number(0, 2), "max_tokens": _number(1, 10_000_000, whole=True),
+    "context_window": _number(1, 100_000_000, whole=True), "api_key_env": _text,
+    "reasoning_effort": _one_of(REASONING_EFFORTS), "embed_model": _text, "embed_base_url": _text,
+}
+DEFAULT_KEYS = {
+    **ROLE_KEYS, "db": _text, "concurrency": _number(1, 100_000, whole=True), "cache": _one_of(CACHE_MODES),
+    "seed": _number(-2**63, 2**63 - 1, whole=True), "memt_prompts": _text, "timeout": _number(0.001, 86_400),
+}

@@ -41,9 +41,9 @@ class BadInput(MemauditError):
 
 
 class CacheMiss(MemauditError):
-    def __init__(self, role: str, key: str):
+    def __init__(self, role: str, key: str, advice: str = "run without --cache replay to call the model"):
         self.role, self.key = role, key
-        super().__init__(f"cache miss for role {role} (key {key}); run without --cache replay to call the model")
+        super().__init__(f"cache miss for role {role} (key {key}); {advice}")
 
 
 class ContextOverflow(MemauditError):

@@ -12,6 +12,7 @@ downloaded release reaches a file elsewhere.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -47,8 +48,24 @@ def check_id(value, kind: str, *, file: str | None = None, user: str | None = No
 def inside(root: Path, path: Path, *, label: str | None = None, user: str | None = None) -> Path:
     """`path` resolved (symlinks followed), provided it stays under `root` resolved; else BadInput
     naming the file. The check runs before anything is read or written there."""
-    base = Path(root).resolve()
-    resolved = Path(path).resolve()
+    try:
+        base = Path(root).resolve()
+        resolved = Path(path).resolve()
+    except (RuntimeError, OSError):  # Python raises RuntimeError for a symlink loop
+        raise BadInput("a symlink loop (or a path that cannot be resolved); refused", file=label or str(path),
+                       user=user) from None
     if not resolved.is_relative_to(base):
         raise BadInput(f"resolves outside {root} (a '..' or a symlink); refused", file=label or str(path), user=user)
     return resolved
+
+
+def refuse_links_out(root: Path) -> None:
+    """Before writing into `root`: any symlink already in it that leads outside it is refused, so a
+    refused write leaves nothing half-written and nothing is ever written through such a link."""
+    if not Path(root).is_dir():
+        return
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                inside(root, path, label=str(path.relative_to(root)))

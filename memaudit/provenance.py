@@ -7,7 +7,10 @@ never mixes two models, protocols or prompts. Which models a run actually used i
 its call log (`run_models`), which also covers runs recorded before provenance existed."""
 from __future__ import annotations
 
-from memaudit.config import Settings, role_group
+from dataclasses import replace
+
+from memaudit.config import EMBEDDED_MODEL, Settings, role_group
+from memaudit.errors import BadInput
 from memaudit.roles import ROLE_SPECS
 from memaudit.store import Store
 
@@ -92,3 +95,61 @@ async def run_models(store: Store, run: str) -> dict[str, str]:
     for role, model in await store.calls.models_by_role(run):
         found.setdefault(role_group(role), set()).add(model)
     return {role: ", ".join(sorted(models)) for role, models in sorted(found.items())}
+
+
+# Where replay points the roles that were served by an endpoint: replay answers from the cache
+# only, so this is never contacted (and a recorded URL, perhaps dead now, is never needed).
+REPLAY_URL = "http://replay.invalid/v1"
+
+
+def recorded_settings(base: Settings, roles: dict[str, dict], models: dict[str, dict] | None = None) -> Settings:
+    """`base` with the model settings that `roles` (role group -> recorded role provenance)
+    record, so that role_provenance() gives back exactly what was recorded: the inverse of
+    role_provenance, for replay. The recorded endpoint is not needed (see REPLAY_URL). Sampling
+    values are configured only where the recorded ones differ from what would be sent anyway.
+    Raises BadInput naming the role and value that no configuration reproduces. `models`: role
+    groups that record no provenance (attribution), {"model", "backend"} read from the call log.
+    """
+    sections = {group: _section(p) for group, p in {**(models or {}), **roles}.items()}
+    settings = replace(base, base_url=None, model=EMBEDDED_MODEL, backend="llamacpp", api_key=None,
+                       context_window=None, role_sections=sections)
+    for group, recorded in roles.items():
+        now = _sent(settings, group)
+        for param in ("temperature", "max_tokens"):
+            if now.get(param) != recorded.get(param):
+                sections[group][param] = recorded.get(param)
+        settings = replace(settings, role_sections=sections)
+        still = {k: v for k, v in _sent(settings, group).items() if v is not None}
+        wanted = {k: v for k, v in recorded.items() if v is not None}
+        if still != wanted:
+            what = sorted(k for k in still.keys() | wanted.keys() if still.get(k) != wanted.get(k))
+            raise BadInput(f"the recorded {group} settings ({', '.join(what)}) cannot be rebuilt from the runs' "
+                           "provenance; give the original --config", field=f"roles.{group}")
+    return settings
+
+
+def _section(recorded: dict) -> dict:
+    embedded = recorded.get("model") == EMBEDDED_MODEL and recorded.get("backend") == "llamacpp"
+    section = {} if embedded else {"base_url": REPLAY_URL, "model": recorded.get("model"),
+                                   "backend": recorded.get("backend")}
+    for key in ("context_window", "reasoning_effort"):
+        if recorded.get(key) is not None:
+            section[key] = recorded[key]
+    return section
+
+
+def _sent(settings: Settings, group: str) -> dict:
+    spec = ROLE_SPECS.get(group)
+    return role_provenance(settings, group, spec and spec.temperature, spec and spec.max_tokens)
+
+
+def merge_roles(found: dict[str, dict], roles: dict[str, dict], where: str, seen: dict[str, str]) -> None:
+    """Add `roles` (recorded by `where`) to `found`; one role recorded two ways cannot be replayed
+    under one configuration: name both."""
+    for group, recorded in roles.items():
+        if group in found and found[group] != recorded:
+            raise BadInput(f"{seen[group]} and {where} were made with different {group} settings "
+                           f"({', '.join(differences(found[group], recorded))}); replay them separately with --runs",
+                           field="runs")
+        found.setdefault(group, recorded)
+        seen.setdefault(group, where)

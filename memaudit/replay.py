@@ -10,12 +10,15 @@ This is the one scoring-side module that imports rollout: it re-runs the whole p
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from memaudit.config import Settings
+from memaudit.errors import BadInput, CacheMiss
+from memaudit.provenance import merge_roles, recorded_settings, run_models
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
+from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.rescore import rescore_runs
@@ -27,22 +30,82 @@ from memaudit.types import DEFAULT_VARIANT
 from memaudit.utilization.act import utilization_runs
 
 SHOWN = 120  # characters of a differing value shown in the report line
+SCRATCH_PREFIX = "memaudit-replay-"
+
+
+@dataclass
+class Replayed:
+    """What a replay compared (artifact rows per table, both sides counted) and its first
+    difference (None: identical)."""
+    runs: list[str]
+    compared: dict[str, int]
+    difference: str | None
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{n} {table}" for table, n in self.compared.items() if n)
+        return f"{len(self.runs)} run(s) ({', '.join(self.runs)}): {counts}"
 
 
 async def replay_runs(settings: Settings, runs=None) -> str | None:
     """None when every artifact of the runs is reproduced exactly, else the first difference as one
     line. Raises CacheMiss (naming the role) when the cache lacks a call the pipeline needs."""
-    with tempfile.TemporaryDirectory(prefix="memaudit-replay-") as scratch_dir:
+    return (await replay(settings, runs)).difference
+
+
+async def replay(settings: Settings, runs=None) -> Replayed:
+    """Re-execute the recorded rollout runs (every one when `runs` is None) from the cache and
+    compare. The model settings come from what the runs recorded, not from `settings` (whose store,
+    seed, prompts and embedder are used). Nothing to re-execute is a BadInput, never `identical`."""
+    remove_stale(Path(tempfile.gettempdir()), SCRATCH_PREFIX)  # left by killed replays: hundreds of MB
+    with tempfile.TemporaryDirectory(prefix=owned_prefix(SCRATCH_PREFIX)) as scratch_dir:
         scratch = Path(scratch_dir) / "replay.db"
-        async with open_store(settings.db) as recorded:
-            chosen = await select_runs(recorded, runs, origin="rollout")
+        async with open_store(settings.db, create=False) as recorded:
+            chosen = await _replayable(recorded, runs)
             sources = sorted({r.config.transcripts for r in chosen} - {r.run for r in chosen} - {None})
+            model_settings = await _recorded_settings(recorded, chosen, settings)
             async with open_store(scratch) as store:
                 await copy_inputs(store, recorded.path, transcripts_of=sources)
-            async with open_runtime(replace(settings, db=scratch, cache="replay")) as rt:
-                await _reexecute(rt, recorded, chosen)
+            async with open_runtime(replace(model_settings, db=scratch, cache="replay")) as rt:
+                try:
+                    await _reexecute(rt, recorded, chosen)
+                except CacheMiss as miss:  # the client's advice names an option replay users never passed
+                    raise CacheMiss(miss.role, miss.key, "replay re-executes from the store's cache alone, "
+                                    "and it does not hold this call") from None
                 await rt.store.flush()
-                return await first_difference(recorded, rt.store, [r.run for r in chosen])
+                names = [r.run for r in chosen]
+                compared = {table: len(await artifact_rows(recorded, table, names)) for table in ARTIFACTS}
+                return Replayed(names, compared, await first_difference(recorded, rt.store, names))
+
+
+async def _replayable(recorded: Store, runs: list[str] | None) -> list[Run]:
+    chosen = await select_runs(recorded, runs, origin="rollout")
+    if not chosen:
+        imported = await select_runs(recorded, None, origin="import")
+        raise BadInput("nothing to replay: the store holds no recorded rollout run"
+                       + (f" ({len(imported)} imported run(s) have no calls to re-execute)" if imported else ""),
+                       file=str(recorded.path))
+    return chosen
+
+
+async def _recorded_settings(recorded: Store, runs: list[Run], settings: Settings) -> Settings:
+    """The settings the runs were made with, from their provenance (rollout and scoring roles) and
+    call log (roles without provenance); runs recorded before provenance replay under `settings`."""
+    found: dict[str, dict] = {}
+    seen: dict[str, str] = {}
+    for run in runs:
+        if run.config.provenance:
+            merge_roles(found, run.config.provenance.get("roles", {}), f"run {run.run}", seen)
+        for p in await recorded.scores.passes(run.run, DEFAULT_VARIANT):  # a variant's changes are its own
+            merge_roles(found, p.config.scorer.get("provenance", {}).get("roles", {}), f"run {run.run}", seen)
+    if not found:
+        return settings
+    backend = next(iter(found.values())).get("backend")
+    logged = {}
+    for run in runs:
+        for group, model in (await run_models(recorded, run.run)).items():
+            if group not in found and ", " not in model:
+                logged[group] = {"model": model, "backend": backend}
+    return recorded_settings(settings, found, logged)
 
 
 async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:

@@ -32,9 +32,12 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None,
-                       embedder: Embedder | None = None, shard: Shard = WHOLE):
+                       embedder: Embedder | None = None, create: bool = True, shard: Shard | None = None):
+    """`create=False`: the command works on what a store holds (score, attribute): no store at
+    settings.db is a one-line error, and no file is made. `shard`: only these (system, user) cells
+    (None: all of them)."""
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(open_store(settings.db))
+        store = await stack.enter_async_context(open_store(settings.db, create=create))
 
         async def start_server() -> str:
             log = settings.db.parent / "memaudit-server.log"
@@ -48,4 +51,5 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
         llm = LLM(settings, store.calls, transport=transport, start_server=on_demand)
         stack.push_async_callback(llm.aclose)
         stack.push_async_callback(close_proxy, llm)  # before the client it forwards to
-        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings), shard)
+        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings),
+                      shard or WHOLE)

@@ -69,3 +69,60 @@ def test_replay_command_prints_identical_or_the_difference(settings, fake, capsy
         main(["--db", str(settings.db), *FLAGS, "replay", "--runs", "longctx_full"])
     assert exit_info.value.code == 1
     assert capsys.readouterr().out.startswith("turns {'run': 'longctx_full'")
+
+
+def test_replay_takes_the_model_settings_from_the_recorded_runs(tmp_path, capsys):
+    """The acceptance case: a run against a loopback server given by flags, then a bare `replay`
+    with the server stopped prints identical (the settings come from the runs' provenance)."""
+    from memaudit.testing import FakeOpenAI, serve
+    from tests.rollout.conftest import make_bench
+
+    db = tmp_path / "s.db"
+
+    async def bench():
+        async with open_store(db) as store:
+            await store.save_benchmark(make_bench(n_users=1, n_tasks=2))
+    anyio.run(bench)
+    with serve(script(FakeOpenAI())) as url:
+        flags = ["--db", str(db), "--base-url", url, "--model", "served-model"]
+        main(["rollout", "--bench", "tiny", "--systems", "longctx_full", "--max-turns", "2", "--quiet", *flags])
+        main(["score", "--mode", "dump_all", *flags])
+    capsys.readouterr()
+    main(["replay", "--db", str(db)])  # no model flags; the server is gone
+    out, err = capsys.readouterr()
+    assert out.strip() == "identical"
+    assert "compared 1 run(s) (longctx_full):" in err and "episodes" in err and "reconstructions" in err
+
+
+def test_replay_over_imported_runs_only_refuses_to_claim_identical(tmp_path, capsys):
+    from memaudit.release import import_release
+    from memaudit.testing.release_fixture import write_release
+
+    root = write_release(tmp_path / "pub", users=1, runs=("nomem_pooled_50",), turns=2)
+    db = tmp_path / "s.db"
+
+    async def imported():
+        async with open_store(db) as store:
+            await import_release(store, root)
+    anyio.run(imported)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["replay", "--db", str(db)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "nothing to replay" in err and "1 imported run(s)" in err
+
+
+def test_a_killed_replays_scratch_folder_is_removed_by_the_next(settings, fake, tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from memaudit.replay import SCRATCH_PREFIX
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = Path(tempfile.gettempdir()) / f"{SCRATCH_PREFIX}{int(gone.stdout)}-killed"
+    stale.mkdir()
+    (stale / "replay.db").write_bytes(b"x" * 1000)
+    anyio.run(recorded, settings, fake)
+    assert anyio.run(replay_runs, settings) is None
+    assert not stale.exists()

@@ -135,3 +135,66 @@ def test_kill_minus_9_mid_write_leaves_a_readable_store(tmp_path):
     ok, runs, calls = run(main)
     assert ok == "ok"
     assert runs > 20 and calls == runs * 50  # every committed transaction is whole
+
+
+def test_a_migration_merged_after_higher_numbers_is_still_applied(tmp_path, monkeypatch):
+    """Numbers are reserved per change and may land out of order: the store applies every
+    migration it has not recorded, whatever its user_version says."""
+    import shutil
+
+    import memaudit.store as store_module
+
+    async def open_and_list(db):
+        async with open_store(db) as store:
+            tables = {r[0] for r in await store.fetchall("SELECT name FROM sqlite_master WHERE type='table'")}
+            ledger = [r[0] for r in await store.fetchall("SELECT number FROM schema_migrations ORDER BY 1")]
+            return tables, ledger, (await store.fetchone("PRAGMA user_version"))[0]
+
+    schema = tmp_path / "db"
+    shutil.copytree(REPO_ROOT / "db", schema)
+    monkeypatch.setattr(store_module, "SCHEMA_DIR", schema)
+    _, ledger, version = anyio.run(open_and_list, tmp_path / "s.db")
+    (schema / "004_late.sql").write_text("CREATE TABLE late_arrival (x INTEGER);\n")
+    tables, later, later_version = anyio.run(open_and_list, tmp_path / "s.db")
+    assert 4 not in ledger and "late_arrival" in tables and later == sorted([*ledger, 4])
+    assert later_version == version  # still the highest number applied
+
+
+def test_a_store_from_before_the_ledger_gets_only_what_it_lacks(tmp_path, monkeypatch):
+    """A store whose user_version alone recorded progress: the migrations up to it count as
+    applied (running them again would fail: their tables exist), the others are applied."""
+    import shutil
+
+    import memaudit.store as store_module
+
+    schema = tmp_path / "db"
+    schema.mkdir()
+    for number in store_module.LEDGERLESS_MIGRATIONS:
+        [script] = (REPO_ROOT / "db").glob(f"{number:03d}_*.sql")
+        shutil.copy(script, schema)
+    monkeypatch.setattr(store_module, "SCHEMA_DIR", schema)
+    anyio.run(_touch, tmp_path / "old.db")
+    with sqlite3.connect(tmp_path / "old.db") as conn:  # as the runner before the ledger left it
+        conn.execute("DROP TABLE schema_migrations")
+    (schema / "009_later.sql").write_text("CREATE TABLE later_arrival (x INTEGER);\n")
+
+    async def reopen():
+        async with open_store(tmp_path / "old.db") as store:
+            return [r[0] for r in await store.fetchall("SELECT number FROM schema_migrations ORDER BY 1")]
+    assert anyio.run(reopen) == [9]
+
+
+def test_a_store_from_a_newer_memaudit_is_refused_untouched(tmp_path):
+    db = tmp_path / "s.db"
+    anyio.run(_touch, db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version=42")
+    with pytest.raises(BadInput, match="newer memaudit .schema 42"):
+        anyio.run(lambda: Store.open(db))
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 42
+
+
+async def _touch(db):
+    async with open_store(db):
+        pass

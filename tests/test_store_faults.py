@@ -75,3 +75,24 @@ def test_the_score_command_on_an_immutable_store_file(tmp_path, capsys):
             assert err.startswith("memaudit: error:") and "readonly" in err and len(err.strip().splitlines()) == 1
     finally:
         subprocess.run(["chattr", "-i", str(db)], check=True)
+
+
+@pytest.mark.anyio
+async def test_a_commit_failing_on_a_full_disk_keeps_its_cache_rows_queued(tmp_path):
+    """The probe's full disk during `score`: SQLite's page limit stands in for a small tmpfs. The
+    failed commit must leave the cache rows queued, so the next commit (the one whose call_uses
+    point at them) carries them: no dangling call_uses, nothing to re-ask the model for."""
+    async with open_store(tmp_path / "s.db") as store:
+        await store.write([("INSERT INTO runs(run, system, bench) VALUES (?,?,?)", ("r", "nomem", "b"))])
+        (pages,) = await store.fetchone("PRAGMA page_count")
+        await store.conn.execute(f"PRAGMA max_page_count={pages}")  # the disk is full from here on
+        store.put_call(key="s1:lost", role="recovery_judge", model="m", request="{}",
+                       response='{"text": "' + "x" * 20000 + '"}', ok=True)
+        with pytest.raises(BadInput, match="disk holding the store is full"):
+            await store.write(store.call_use_statements("r", "recon:a", [("recovery_judge", "s1:lost", False)]))
+        assert (await store.get_call("s1:lost")) is not None  # still answered from the queue
+        await store.conn.execute("PRAGMA max_page_count=1073741823")  # space again
+        await store.write(store.call_use_statements("r", "recon:b", [("recovery_judge", "s1:lost", False)]))
+        dangling = await store.fetchone("SELECT COUNT(*) FROM call_uses u LEFT JOIN calls c ON c.key=u.key "
+                                        "WHERE c.key IS NULL")
+        assert dangling[0] == 0 and (await store.fetchone("SELECT COUNT(*) FROM calls"))[0] == 1

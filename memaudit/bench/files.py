@@ -15,9 +15,14 @@ def read_json(path: Path, label: str, user: str | None = None):
     starts with `label` (and the user, when known), like every problem line of a validation."""
     where = f"{label}: user {user}" if user else label
     try:
+        # Only a regular file is read: a FIFO would block the read forever, a device never end.
+        if path.exists() and not path.is_file():
+            raise BadInput(f"{where}: not a regular file (a folder, FIFO, socket or device); refused")
         return orjson.loads(path.read_bytes())
     except FileNotFoundError:
         raise BadInput(f"{where}: file not found") from None
+    except OSError as exc:  # a symlink loop, a permission
+        raise BadInput(f"{where}: cannot be read ({exc.strerror or exc})") from None
     except orjson.JSONDecodeError as exc:
         raise BadInput(f"{where}: malformed JSON ({exc})") from None
 

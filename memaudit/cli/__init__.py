@@ -19,7 +19,12 @@ from memaudit.errors import MemauditError, scrub
 # checks that it still matches the docstring.
 COMMANDS = {
     "attribute": ("score_cmds", "Stages 0-2 of failure attribution for every target scored below 0.75."),
+    "batch": ("batch_cmds", "Batch API scoring: the state of the batches sent, collecting their results, sending "
+                            "again."),
     "bench": ("bench_cmds", "Benchmark instances: validate, import, list."),
+    "check-adapter": ("adapter_cmds", "Run the adapter contract checks against a memory system, on the scripted "
+                                      "fake model: writes and reads with the right types, snapshot/restore round "
+                                      "trip, determinism."),
     "cache": ("system_cmds", "The call cache in the store: statistics, and merging caches from other machines."),
     "calls": ("calls_cmds", "Every recorded model call (oldest first), with its prompt and response."),
     "cost": ("study_cmds", "What each run cost: tokens per stage and role, priced on demand and in batch, beside "
@@ -38,7 +43,9 @@ COMMANDS = {
                             "nothing."),
     "plan": ("study_cmds", "Estimate the calls, tokens and cost of a study before it runs; recorded in the store "
                            "for `cost`."),
-    "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact."),
+    "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact. "
+                             "The model settings are the ones the runs recorded: no model option is needed, no "
+                             "model is contacted."),
     "rescore": ("score_cmds", "Frozen rescoring: re-judge the default predictions (or re-fill them) as a new "
                               "variant."),
     "rollout": ("rollout_cmds", "Run (or resume) episodes: the assistant with each memory system helps the "
@@ -49,6 +56,8 @@ COMMANDS = {
                             "memory."),
     "serve": ("system_cmds", "Run an OpenAI-compatible model server on loopback in the foreground (Ctrl-C stops "
                              "it)."),
+    "systems": ("adapter_cmds", "Every memory system: its name, where it comes from (built-in or package==version) "
+                                "and whether it loads (with the error when it does not)."),
     "tables": ("tables_cmds", "The paper's tables (2, 3, 4, footprint, gap, tokens) with intervals and paired "
                               "comparisons."),
     "utilization": ("utilization_cmds", "Know vs Act: is what the memory knows used when the user asks for help?"),
@@ -98,13 +107,24 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: servers stop, pending cache rows commit
 
 
+def _fail(exc: MemauditError):
+    click.echo(f"memaudit: error: {scrub(str(exc))}", err=True)  # no credential reaches a terminal or log
+    sys.exit(2)
+
+
 def main(argv=None) -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         cli.main(args=argv, prog_name="memaudit", standalone_mode=False)
     except MemauditError as exc:
-        click.echo(f"memaudit: error: {scrub(str(exc))}", err=True)  # no credential reaches a terminal or log
-        sys.exit(2)
+        _fail(exc)
+    except BaseExceptionGroup as group:  # concurrent work that failed: the first failure is the message
+        leaf = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if not isinstance(leaf, MemauditError):
+            raise
+        _fail(leaf)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

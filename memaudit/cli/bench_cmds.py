@@ -37,10 +37,12 @@ def validate(ref, pool_path, tasks_dir):
 
 
 async def _validate(settings, ref, pool_path, tasks_dir):
-    from memaudit.bench.instances import validate_bench
+    from memaudit.bench.instances import SAMPLE_NAME, validate_bench
     from memaudit.store import open_store
 
-    async with open_store(settings.db) as store:
+    if ref == SAMPLE_NAME or Path(ref).is_dir():  # read from files: no store is opened, none is made
+        return await validate_bench(None, ref, pool_path=pool_path, tasks_dir=tasks_dir)
+    async with open_store(settings.db, create=False) as store:
         return await validate_bench(store, ref, pool_path=pool_path, tasks_dir=tasks_dir)
 
 
@@ -81,7 +83,7 @@ def list_benchmarks(as_json):
 async def _list(settings):
     from memaudit.store import open_store
 
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=False) as store:
         return await store.list_benchmarks()
 
 
@@ -121,7 +123,7 @@ async def _export(settings, runs, out_dir):
     from memaudit.release import export_runs
     from memaudit.store import open_store
 
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=False) as store:
         return await export_runs(store, runs, out_dir)
 
 

@@ -2,14 +2,11 @@
 logs`): how a user traces any number in a table to the exact prompts behind it."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 import orjson
 from rich.table import Table
 
 from memaudit.cli.common import current_settings, global_options, out, run
-from memaudit.errors import BadInput
 
 PREVIEW = 60  # characters of the last message and of the response shown in the table
 
@@ -41,9 +38,14 @@ def call_record(row: dict) -> dict:
 @click.option("--failed", is_flag=True, help="only recorded failures")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="at most N calls")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line instead of a table")
+@click.option("--embeddings", is_flag=True, help="the cached embedding vectors per model instead (embeddings are "
+              "cached apart from calls: a system that only embeds shows no calls)")
 @global_options
-def calls(run_id, role, artifact, failed, limit, as_json):
+def calls(run_id, role, artifact, failed, limit, as_json, embeddings):
     """Every recorded model call (oldest first), with its prompt and response."""
+    if embeddings:
+        _show_embeddings(run(_embeddings, current_settings()), as_json)
+        return
     rows = run(_find, current_settings(), run=run_id, role=role, artifact=artifact, failed=failed, limit=limit)
     records = [call_record(r) for r in rows]
     if as_json:
@@ -62,6 +64,25 @@ def calls(run_id, role, artifact, failed, limit, as_json):
     out.print(f"{len(records)} call(s)", highlight=False)
 
 
+def _show_embeddings(rows: list[dict], as_json: bool) -> None:
+    if as_json:
+        for row in rows:
+            click.echo(orjson.dumps(row).decode())
+        return
+    table = Table("embedding model", "vectors", "bytes")
+    for row in rows:
+        table.add_row(row["model"], f"{row['vectors']:,}", f"{row['bytes']:,}")
+    out.print(table)
+    out.print(f"{sum(r['vectors'] for r in rows)} cached vector(s)", highlight=False)
+
+
+async def _embeddings(settings) -> list[dict]:
+    from memaudit.store import open_store
+
+    async with open_store(settings.db, create=False) as store:
+        return await store.vectors.by_model()
+
+
 def _preview(text) -> str:
     text = " ".join(str(text or "").split())
     return text if len(text) <= PREVIEW else text[:PREVIEW - 1] + "…"
@@ -70,9 +91,7 @@ def _preview(text) -> str:
 async def _find(settings, **filters) -> list[dict]:
     from memaudit.store import open_store, select_runs
 
-    if not Path(settings.db).exists():
-        raise BadInput("no store here; run a command that calls a model first, or pass --db", file=str(settings.db))
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=False) as store:
         if filters["run"] is not None:
             await select_runs(store, [filters["run"]])  # an unknown run is an error, not an empty list
         return await store.calls.find(**filters)

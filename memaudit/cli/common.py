@@ -1,6 +1,7 @@
 """Shared pieces of the command line: global options, settings resolution, running async code."""
 from __future__ import annotations
 
+import errno
 import functools
 import sqlite3
 import sys
@@ -43,11 +44,13 @@ GLOBAL_OPTIONS = [
                  help="directory with your own prompt files"),
     click.option("--embed-model", default=None,
                  help="sentence-transformers model the memory systems embed with [MEMAUDIT_EMBED_MODEL]"),
+    click.option("--timeout", type=float, default=None,
+                 help="seconds to wait for one model response before retrying it (default 600) [MEMAUDIT_TIMEOUT]"),
     click.option("--memt-prompts", type=click.Path(path_type=Path, file_okay=False), default=None,
                  help="a Mem-T checkout: drive memt with Mem-T's own templates [MEMAUDIT_MEMT_PROMPTS]"),
 ]
 OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir",
-                "embed_model", "memt_prompts")
+                "embed_model", "memt_prompts", "timeout")
 
 
 def global_options(fn):
@@ -73,7 +76,7 @@ def settings_from(ctx_obj: dict, **extra):
     return load_settings(db=o.get("db"), base_url=o.get("base_url"), model=o.get("model"), backend=o.get("backend"),
                          config=o.get("config_file"), concurrency=o.get("concurrency"), cache=o.get("cache"),
                          seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), embed_model=o.get("embed_model"),
-                         memt_prompts=o.get("memt_prompts"), **extra)
+                         memt_prompts=o.get("memt_prompts"), timeout=o.get("timeout"), **extra)
 
 
 def current_settings(**extra):
@@ -96,15 +99,28 @@ def split_list(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
+# File-system errors on a path the user chose (--out on a full or read-only disk, under a file …):
+# one line naming the path. Other OSErrors are bugs and keep their traceback.
+PATH_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EDQUOT,
+               errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST}
+
+
 def run(coro_fn, *args, **kwargs):
     """Run a command's coroutine. A store fault the store did not already name (a read-only file
-    or a full disk met outside its write path) still becomes a one-line error, not a traceback."""
+    or a full disk met outside its write path) still becomes a one-line error, not a traceback;
+    so does a file-system error on a path (PATH_ERRNOS)."""
+    from memaudit.errors import BadInput
+
     try:
         return anyio.run(functools.partial(coro_fn, *args, **kwargs))
-    except sqlite3.OperationalError as exc:
+    except sqlite3.DatabaseError as exc:
         from memaudit.store import store_fault
 
         fault = store_fault(exc, None)
         if fault is None:
             raise
         raise fault from None
+    except OSError as exc:
+        if exc.errno not in PATH_ERRNOS or exc.filename is None:
+            raise
+        raise BadInput(f"cannot write or read there: {exc.strerror}", file=str(exc.filename)) from None

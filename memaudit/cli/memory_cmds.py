@@ -11,6 +11,7 @@ import click
 import orjson
 
 from memaudit.adapters.base import AdapterContext
+from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import available, get_adapter
 from memaudit.cli.common import current_settings, global_options, run
 from memaudit.bench.files import read_json
@@ -49,7 +50,8 @@ def read_queries(path: Path) -> list[dict]:
 async def search_store(settings, system: str, memories: list[dict], queries: list[dict], k: int) -> list[dict]:
     # Only memt's search calls a model (its ReAct policy); the runtime starts a server on first use.
     async with open_runtime(settings) as rt:
-        adapter = get_adapter(system)(AdapterContext(rt.llm, rt.embedder, scope=f"search/{system}"))
+        adapter = open_adapter(system, AdapterContext(rt.llm, rt.embedder, scope=f"search/{system}"),
+                               rt.settings.db.parent)
         await adapter.load_items(memories)
         return [{"id": q["id"], "results": [item.to_json() for item in await adapter.search(q["query"], k)]}
                 for q in queries]
@@ -66,7 +68,7 @@ def memory():
               help="memories.json (published layout) or a JSON list of items")
 @click.option("--queries", "queries_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="JSONL, one {\"id\", \"query\"} per line")
-@click.option("--k", default=5, show_default=True, type=click.IntRange(min=1), help="results per query")
+@click.option("--k", default=5, show_default=True, type=click.IntRange(1, 100_000), help="results per query")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="write JSONL here")
 @global_options
 def search(system, store_path, queries_path, k, out):

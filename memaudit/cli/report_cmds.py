@@ -26,7 +26,7 @@ async def _view(settings, runs, out_dir):
     from memaudit.report.view import write_report
     from memaudit.store import open_store
 
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=False) as store:
         return await write_report(store, out_dir, runs)
 
 

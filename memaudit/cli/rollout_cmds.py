@@ -10,11 +10,11 @@ from memaudit.cli.common import current_settings, global_options, out, run, shar
 @click.option("--bench", "bench_ref", required=True, help="`sample`, a release-layout path, or an imported name")
 @click.option("--systems", required=True, help="comma-separated memory systems, e.g. nomem,longctx_full")
 @click.option("--users", default=None, help="`3` = the first three users, or `user_001,user_004`")
-@click.option("--tasks", type=int, default=None, help="only the first N tasks of each user")
-@click.option("--max-turns", type=int, default=None, help="assistant replies per episode  [default: 25]")
+@click.option("--tasks", type=click.IntRange(1, 1_000_000), default=None, help="only the first N tasks of each user")
+@click.option("--max-turns", type=click.IntRange(1, 1_000_000), default=None, help="assistant replies per episode  [default: 25]")
 @click.option("--tag", default=None, help="run id becomes <system>_<tag> (with --transcripts: default tf_<RUN>); "
               "a run id is a safe id: 1-128 letters, digits, '_', '-', '.', starting with a letter or a digit")
-@click.option("--k", type=int, default=5, show_default=True, help="memory items retrieved per reply")
+@click.option("--k", type=click.IntRange(1, 100_000), default=5, show_default=True, help="memory items retrieved per reply")
 @click.option("--transcripts", default=None, metavar="RUN",
               help="teacher-forced: replay the recorded episodes of RUN into each system's memory "
                    "(no assistant, simulator or judge calls)")
@@ -29,6 +29,7 @@ def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, qu
 
 
 async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
+    from memaudit.adapters.registry import get_adapter
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
     from memaudit.errors import BadInput
@@ -40,6 +41,8 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         raise BadInput("--max-turns does not apply with --transcripts: the episodes are the recorded ones",
                        field="max_turns")
     names = split_list(systems) or []
+    for name in names:
+        get_adapter(name)  # an unknown or broken system is refused before a store is opened
     async with open_runtime(settings, shard=shard) as rt:
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
@@ -50,7 +53,8 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
             row = await rt.store.episodes.outcomes(run_name)
             lost = total_write_failures((await memory_write_failures(rt.store, run_name)).values())
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
-                      f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks"
+                      f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks, "
+                      f"{row['judge_failures']} preference-judge failures"
                       + ("" if lost is None else f", {lost} memory write failures") + forced, highlight=False)
 
 

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import click
 
+from memaudit.cli.batch_cmds import batch_options, batched
 from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
 from memaudit.errors import BadInput
 from memaudit.types import DEFAULT_VARIANT
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
+MAX_K = 100_000  # far above any memory's size; a larger number would overflow the store's integers
 
 
 def _modes(mode: str) -> list[str]:
@@ -24,15 +26,20 @@ def _ks(text: str) -> tuple[int, ...]:
         ks = tuple(int(part) for part in split_list(text) or ())
     except ValueError:
         raise BadInput(f"--k expects integers such as 5 or 1,3,5,10, got {text!r}", field="k") from None
-    if not ks or min(ks) < 1:
-        raise BadInput("--k values must be at least 1", field="k")
+    if not ks or min(ks) < 1 or max(ks) > MAX_K:
+        raise BadInput(f"--k values must be from 1 to {MAX_K}", field="k")
     return ks
 
 
-async def _chosen_runs(store, runs: list[str] | None) -> list[str]:
+async def _chosen_runs(store, runs: list[str] | None, *, origin: str | None = None) -> list[str]:
+    """The runs named, or every run; a store with none is an error (never a silent exit 0)."""
     from memaudit.store import select_runs
 
-    return [r.run for r in await select_runs(store, runs)]
+    chosen = [r.run for r in await select_runs(store, runs, origin=origin)]
+    if not chosen:
+        raise BadInput("the store holds no runs; run `memaudit rollout` or `memaudit import-release` first",
+                       file=str(store.path))
+    return chosen
 
 
 async def _print_scores(store, runs: list[str], variant: str) -> None:
@@ -52,20 +59,23 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
               help="the reader's context window in tokens (default: the slot_fill role's configured window)")
 @click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
               help="targeted = only bank entries whose task ran (a partial score)")
+@batch_options
 @shard_option
 @global_options
-def score(mode, k_text, runs, context_window, dims, shard):
+def score(mode, k_text, runs, context_window, dims, use_batch, batch_file, shard):
     """Slot-fill and judge every bank entry of every user with episodes, from the final memory."""
-    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims, shard)
+    run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims,
+        use_batch, batch_file, shard)
 
 
-async def _score(settings, modes, ks, runs, context_window, dims, shard):
+async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None, shard=None):
     from memaudit.runtime import open_runtime
-    from memaudit.scoring.recovery import score_runs
+    from memaudit.scoring.recovery import BATCH_ROLES, score_runs
 
-    async with open_runtime(settings, shard=shard) as rt:
+    async with open_runtime(settings, create=False, shard=shard) as rt:
         chosen = await _chosen_runs(rt.store, runs)
-        skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+        async with batched(rt, BATCH_ROLES, use_batch, batch_file):
+            skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
         await _print_scores(rt.store, chosen, DEFAULT_VARIANT)
@@ -74,20 +84,22 @@ async def _score(settings, modes, ks, runs, context_window, dims, shard):
 @click.command("attribute")
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
+@batch_options
 @shard_option
 @global_options
-def attribute(mode, runs, shard):
+def attribute(mode, runs, use_batch, batch_file, shard):
     """Stages 0-2 of failure attribution for every target scored below 0.75."""
-    run(_attribute, current_settings(), _modes(mode), split_list(runs), shard)
+    run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file, shard)
 
 
-async def _attribute(settings, modes, runs, shard):
+async def _attribute(settings, modes, runs, use_batch=False, batch_file=None, shard=None):
     from memaudit.runtime import open_runtime
-    from memaudit.scoring.attribution import attribute_runs
+    from memaudit.scoring.attribution import BATCH_ROLES, attribute_runs
 
-    async with open_runtime(settings, shard=shard) as rt:
+    async with open_runtime(settings, create=False, shard=shard) as rt:
         chosen = await _chosen_runs(rt.store, runs)
-        await attribute_runs(rt, chosen, modes)
+        async with batched(rt, BATCH_ROLES, use_batch, batch_file):
+            await attribute_runs(rt, chosen, modes)
         for run_id in chosen:
             counts: dict = {}
             for r in await rt.store.attributions.label_counts(run_id, DEFAULT_VARIANT):
@@ -115,7 +127,7 @@ async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, r
     from memaudit.runtime import open_runtime
     from memaudit.scoring.rescore import rescore_runs
 
-    async with open_runtime(settings) as rt:
+    async with open_runtime(settings, create=False) as rt:
         chosen = await _chosen_runs(rt.store, runs) if runs is not None else await rt.store.scores.scored_runs()
         await rescore_runs(rt, chosen, variant, judge_model=judge_model, judge_prompt=judge_prompt,
                            reader_model=reader_model)
@@ -126,12 +138,14 @@ async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, r
 @click.option("--runs", default=None, help="comma-separated run ids (default: every recorded rollout run)")
 @global_options
 def replay(runs):
-    """Re-execute the recorded runs from the call cache only and compare every artifact."""
-    from memaudit.replay import replay_runs
+    """Re-execute the recorded runs from the call cache only and compare every artifact. The model
+    settings are the ones the runs recorded: no model option is needed, no model is contacted."""
+    from memaudit.replay import replay as replay_recorded
 
-    difference = run(replay_runs, current_settings(), split_list(runs))
-    if difference is not None:
-        click.echo(difference)
+    result = run(replay_recorded, current_settings(), split_list(runs))
+    click.echo(f"compared {result.summary()}", err=True)
+    if result.difference is not None:
+        click.echo(result.difference)
         sys.exit(1)  # click returns Exit codes from main() without exiting; a difference must fail the shell
     click.echo("identical")
 

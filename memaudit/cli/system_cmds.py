@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +33,37 @@ def serve_command(engine: str, *, port: int, threads: int, model_path: Path | No
     return server_command(port, threads=threads, model_path=model_path)
 
 
+def check_port_free(port: int) -> None:
+    """Refuse a loopback port another process holds, before saying "serving on" it."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise BadInput(f"port {port} on 127.0.0.1 is not free ({exc.strerror}); choose another with --port",
+                           field="port") from None
+
+
+def check_gguf(path: Path) -> None:
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise BadInput("not a GGUF model file (llama.cpp loads GGUF only)", file=str(path), field="model-path")
+
+
+def serve_fake(port: int) -> None:
+    """The scripted fake model on loopback until Ctrl-C (memaudit/testing/fake_openai.py)."""
+    import threading
+
+    from memaudit.testing.http_server import scripted_fake, serve as serve_loopback
+
+    with serve_loopback(scripted_fake(), port=port) as url:
+        click.echo(f"serving the scripted fake model on {url}  (use --base-url {url} --model fake; "
+                   "Ctrl-C stops it)", err=True)
+        threading.Event().wait()
+
+
 @click.command("serve")
-@click.option("--port", type=int, default=8080, show_default=True)
-@click.option("--threads", type=int, default=2, show_default=True, help="CPU threads for llama.cpp")
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True, help="CPU threads for llama.cpp")
 @click.option("--model-path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="another GGUF instead of the bundled SmolLM2-135M-Instruct")
 @click.option("--engine", type=click.Choice(["llamacpp", "vllm"]), default="llamacpp", show_default=True)
@@ -42,9 +71,15 @@ def serve_command(engine: str, *, port: int, threads: int, model_path: Path | No
               "(what `make install` ends with); exits non-zero naming the log when it fails")
 @click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="the server log of --smoke (default: memaudit-server.log next to --db)")
+@click.option("--fake", is_flag=True, help="serve the scripted fake model instead (no build, no key: answers "
+              "every role in the right shape, instantly; for trying memaudit, not for measuring anything)")
 @global_options
-def serve(port, threads, model_path, engine, smoke, log_path):
+def serve(port, threads, model_path, engine, smoke, log_path, fake):
     """Run an OpenAI-compatible model server on loopback in the foreground (Ctrl-C stops it)."""
+    if fake:
+        check_port_free(port)
+        serve_fake(port)
+        return
     if smoke:
         from memaudit.llm.server import smoke_check
         log_path = log_path or current_settings().db.parent / "memaudit-server.log"
@@ -55,7 +90,10 @@ def serve(port, threads, model_path, engine, smoke, log_path):
         click.echo(f"smoke check: the embedded model loaded and answered {answer!r}")
         return
     model = (click.get_current_context().obj or {}).get("model")
+    if model_path is not None:
+        check_gguf(model_path)
     cmd = serve_command(engine, port=port, threads=threads, model_path=model_path, model=model)
+    check_port_free(port)
     console.print(f"serving on http://127.0.0.1:{port}/v1  (use --base-url http://127.0.0.1:{port}/v1"
                   f"{' --backend llamacpp' if engine == 'llamacpp' else ' --backend vllm'})", highlight=False)
     proc = subprocess.Popen(cmd)
@@ -79,7 +117,7 @@ def cache():
 @global_options
 def stats(as_json):
     """Per role: calls stored, failures, bytes, tokens, and cache hits/misses of artifacts."""
-    rows = run(_with_store, current_settings(), _stats)
+    rows = run(_with_store, current_settings(), _stats, create=False)
     if as_json:
         click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
         return
@@ -100,9 +138,9 @@ def merge(sources):
                    f"replaced by answers, {r['embeddings_added']} embeddings added")
 
 
-async def _with_store(settings, fn, *args):
+async def _with_store(settings, fn, *args, create: bool = True):
     from memaudit.store import open_store
-    async with open_store(settings.db) as store:
+    async with open_store(settings.db, create=create) as store:
         return await fn(store, *args)
 
 

@@ -18,9 +18,9 @@ EXTENSIONS = {"md": "md", "latex": "tex", "json": "json"}
 
 async def _tables(db: Path, runs, fmt: str, out_dir: Path | None, only: str | None, compare: str | None,
                   bootstrap: int, seed: int) -> None:
-    if not Path(db).exists():
-        raise BadInput("no store here; run a rollout or import-release first, or pass --db", file=str(db))
-    async with open_store(db) as store:
+    async with open_store(db, create=False) as store:
+        if not await select_runs(store, runs):
+            raise BadInput("the store holds no runs; run a rollout or import-release first", file=str(db))
         tables = await compute_tables(store, runs, bootstrap=bootstrap, seed=seed)
         if compare:
             tables["robustness"] = await compare_variants(store, [r.run for r in await select_runs(store, runs)], compare)
@@ -33,12 +33,15 @@ async def _tables(db: Path, runs, fmt: str, out_dir: Path | None, only: str | No
 
 
 def _write_all(tables: dict, out_dir: Path) -> None:
-    """Every format, one CSV per table, and the plots."""
+    """Every format, one CSV per table, and the plots; never through a symlink leading out."""
+    from memaudit.ids import inside, refuse_links_out
+
+    refuse_links_out(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for fmt, ext in EXTENSIONS.items():
-        (out_dir / f"tables.{ext}").write_text(render(tables, fmt))
+        inside(out_dir, out_dir / f"tables.{ext}").write_text(render(tables, fmt))
     for name, rows in csv_sections(tables):
-        (out_dir / f"{name}.csv").write_text(render_csv_section(rows))
+        inside(out_dir, out_dir / f"{name}.csv").write_text(render_csv_section(rows))
     if "table3" in tables and "gap" in tables:
         from memaudit.scoring.plots import write_plots  # matplotlib takes seconds to import: only when plotting
         write_plots(tables, out_dir)

@@ -11,7 +11,7 @@ from memaudit.utilization.act import KNOW_THRESHOLD
 
 @click.command("utilization")
 @click.option("--runs", default=None, help="comma-separated run ids (default: every run with retrieve scores at k)")
-@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True,
+@click.option("--k", type=click.IntRange(1, 100_000), default=5, show_default=True,
               help="retrieve k of Know (its recovery pass) and of the assistant's context()")
 @click.option("--threshold", type=float, default=KNOW_THRESHOLD, show_default=True,
               help="recovery score at or above which an entry counts as known")

@@ -76,6 +76,7 @@ class LLM:
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})
         self.refusals = Refusals(store)
+        self.batch = None  # a BatchCollector while a stage runs with --batch (memaudit/llm/batch.py)
 
     def role_config(self, role: str) -> RoleConfig:
         """The settings of `role`, resolved once per settings object (a hot path: every call)."""
@@ -187,6 +188,9 @@ class LLM:
             raise ContextOverflow(role, estimate, window, "estimated before the call")
         if mode == "replay":
             raise CacheMiss(role, key)
+        if self.batch is not None and role in self.batch.roles:
+            # Batch collecting (memaudit/llm/batch.py): the request is sent in a batch, not now.
+            raise await self.batch.pending(role, record, key, request_json, schema)
         if not rc.base_urls and self._start_server is not None:
             rc = await self._server_role(role)
         stats.calls += 1
@@ -198,18 +202,12 @@ class LLM:
             # unreachable endpoint) ends the command and is never recorded.
             stats.failures += 1
             if mode != "off":
-                self.store.put_call(key=key, role=role, model=rc.model, request=request_json,
-                                    response=_failure_json(exc, (rc.api_key,)), ok=False, created=_now())
+                self.store.put_call(**failure_row(key, role, rc.model, request_json, exc, (rc.api_key,)))
                 await self.store.maybe_flush()
             raise
         self._count(stats, usage)
         if mode != "off":
-            self.store.put_call(key=key, role=role, model=rc.model, request=request_json,
-                                response=orjson.dumps({"text": text, "usage": usage}).decode(), ok=True,
-                                prompt_tokens=usage.get("prompt_tokens", 0),
-                                completion_tokens=usage.get("completion_tokens", 0),
-                                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now(),
-                                reasoning_tokens=usage.get("reasoning_tokens", 0))
+            self.store.put_call(**ok_row(key, role, rc.model, request_json, text, usage, latency))
             await self.store.maybe_flush()
         return CallResult(text, data, usage, key, False)
 
@@ -231,10 +229,10 @@ class LLM:
 
     async def _call_with_repair(self, role, rc, record, schema, check):
         messages = list(record["messages"])
-        total = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "reasoning_tokens": 0}
+        total = empty_usage()
         latency = 0.0
         attempts = self.settings.repair_attempts + 1
-        raw, found = "", ""
+        outcome = None
         for attempt in range(attempts):
             body = request_body(backend=rc.backend, model=rc.model, messages=messages,
                                 temperature=record["temperature"], top_p=record["top_p"],
@@ -243,41 +241,106 @@ class LLM:
                                 refused=await self.refusals.of(rc.model, rc.backend))
             response, took = await self.transport.post_chat(rc.base_urls, rc.api_key, body, role)
             latency += took
-            raw, finish, usage = _parse_choice(response)
-            for name in total:
-                total[name] += usage.get(name, 0)
-            if finish == "refusal":
-                raise Refusal(role, raw)
-            found, data = _validate(raw, finish, schema, check)
-            if found is None:
-                if finish == "length":
-                    total["truncated"] = 1
-                return raw, data, total, latency
-            if schema is None:
-                continue  # free text: an empty answer is retried as is
-            messages = list(record["messages"]) + [
-                {"role": "assistant", "content": raw},
-                {"role": "user", "content": REPAIR_MESSAGE.format(problem=found)}]
-        raise InvalidOutput(role, raw, found)
+            outcome = read_attempt(role, record["messages"], messages, response, schema, check, total)
+            if outcome.problem is None:
+                return outcome.raw, outcome.data, total, latency
+            messages = outcome.next_messages
+        raise InvalidOutput(role, outcome.raw, outcome.problem)
+
+
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
+
+
+def empty_usage() -> dict:
+    return {name: 0 for name in USAGE_FIELDS}
+
+
+@dataclass
+class Attempt:
+    """What one answer to a call's request means: usable (`problem` None), or the problem and the
+    messages of the next (repair) attempt."""
+    raw: str
+    data: object
+    problem: str | None
+    next_messages: list | None
+
+
+def read_attempt(role: str, first_messages: list, messages: list, response: dict, schema: dict | None, check,
+                 total: dict) -> Attempt:
+    """Read one chat-completions response of a call (live, or a batch's output line): its usage is
+    added to `total`; a refusal raises Refusal. Shared by both paths so that they record the same."""
+    raw, finish, usage = _parse_choice(response)
+    for name in USAGE_FIELDS:
+        total[name] += usage.get(name, 0)
+    if finish == "refusal":
+        raise Refusal(role, raw)
+    found, data = _validate(raw, finish, schema, check)
+    if found is None:
+        if finish == "length":
+            total["truncated"] = 1
+        return Attempt(raw, data, None, None)
+    if schema is None:  # free text: an empty answer is asked again as is
+        return Attempt(raw, data, found, messages)
+    return Attempt(raw, data, found, list(first_messages) + [
+        {"role": "assistant", "content": raw}, {"role": "user", "content": REPAIR_MESSAGE.format(problem=found)}])
+
+
+def ok_row(key: str, role: str, model: str, request_json: str, text: str, usage: dict, latency: float) -> dict:
+    """The cache row of a usable answer (the live path and batch collection store the same)."""
+    return dict(key=key, role=role, model=model, request=request_json,
+                response=orjson.dumps({"text": text, "usage": usage}).decode(), ok=True,
+                prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
+                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now(),
+                reasoning_tokens=usage.get("reasoning_tokens", 0))
+
+
+def failure_row(key: str, role: str, model: str, request_json: str, exc: InvalidOutput | ContextOverflow,
+                secrets) -> dict:
+    """The cache row of a request that failed as itself (invalid output, overflow, refusal)."""
+    return dict(key=key, role=role, model=model, request=request_json, response=_failure_json(exc, secrets),
+                ok=False, created=_now())
 
 
 def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
     try:
         choice = response["choices"][0]
         message = choice["message"]
-        text = message.get("content") or ""
+        text = _content_text(message.get("content"))
         finish = choice.get("finish_reason")
     except (KeyError, IndexError, TypeError, AttributeError):
         return "", "malformed", {}
     if message.get("refusal") or finish == "content_filter":  # OpenAI's refusal field, a content filter
         text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
-    usage = response.get("usage") or {}
-    details = usage.get("prompt_tokens_details") or {}
-    completion = usage.get("completion_tokens_details") or {}
-    return text, finish, {"prompt_tokens": usage.get("prompt_tokens", 0) or 0,
-                          "completion_tokens": usage.get("completion_tokens", 0) or 0,
-                          "cached_tokens": details.get("cached_tokens", 0) or 0,
-                          "reasoning_tokens": completion.get("reasoning_tokens", 0) or 0}
+    usage = _fields(response.get("usage"))
+    details, completion = _fields(usage.get("prompt_tokens_details")), _fields(usage.get("completion_tokens_details"))
+    return text, finish, {"prompt_tokens": _tokens(usage.get("prompt_tokens")),
+                          "completion_tokens": _tokens(usage.get("completion_tokens")),
+                          "cached_tokens": _tokens(details.get("cached_tokens")),
+                          "reasoning_tokens": _tokens(completion.get("reasoning_tokens"))}
+
+
+# The server controls every field below: an odd one must never crash the client.
+def _content_text(content) -> str:
+    """A message's text: a string, or (a valid OpenAI shape) a list of parts whose text parts are
+    joined; anything else is no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content
+                       if isinstance(part, dict) and part.get("type") in ("text", "output_text", None)
+                       and isinstance(part.get("text"), str))
+    return ""
+
+
+def _fields(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _tokens(value) -> int:
+    """A token count as reported, or 0 when it is not a whole non-negative number ("abc", -1, null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        return 0
+    return int(value) if float(value).is_integer() else 0
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:

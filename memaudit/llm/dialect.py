@@ -30,6 +30,10 @@ REFUSABLE = ("max_tokens", "temperature", "top_p")
 # models 8192 completion tokens on every call; a role's `max_tokens` in the config still wins.
 REASONING_BUDGET = 8192
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# Where a chat request goes, below the base URL (which ends in /v1), and the same endpoint as a
+# batch input line names it (OpenAI's Batch API and vLLM's batch runner both take `/v1/...`).
+CHAT_PATH = "/chat/completions"
+BATCH_CHAT_URL = "/v1" + CHAT_PATH
 
 
 class ParameterRefused(EndpointError):

@@ -1,6 +1,6 @@
 """Just enough HTTP/1.1 for memaudit's own loopback servers — the recording proxy
 (memaudit/llm/proxy.py) and the mock model's server (memaudit/testing/http_server.py): keep-alive
-connections, requests with a content-length body, JSON responses."""
+connections, requests with a content-length body, JSON (or raw file) responses."""
 from __future__ import annotations
 
 import asyncio
@@ -32,7 +32,12 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str
 
 def write_json(writer: asyncio.StreamWriter, status: int, payload, extra: dict | None = None) -> None:
     """Queue one JSON response (the caller drains the writer)."""
-    data = orjson.dumps(payload)
-    head = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "content-type: application/json",
+    write_body(writer, status, orjson.dumps(payload), "application/json", extra)
+
+
+def write_body(writer: asyncio.StreamWriter, status: int, data: bytes, content_type: str,
+               extra: dict | None = None) -> None:
+    """Queue one response with a body of any type (a file's content)."""
+    head = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", f"content-type: {content_type}",
             f"content-length: {len(data)}", *(f"{k}: {v}" for k, v in (extra or {}).items())]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)

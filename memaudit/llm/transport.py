@@ -29,7 +29,7 @@ import orjson
 from yarl import URL
 
 from memaudit.errors import ContextOverflow, EndpointError, Refusal, redact_url
-from memaudit.llm.dialect import refusal
+from memaudit.llm.dialect import CHAT_PATH, refusal
 
 RETRYABLE = {408, 409, 425, 429}
 OVERFLOW_PATTERN = re.compile(
@@ -165,7 +165,7 @@ class Transport:
             try:
                 async with ep.limiter:
                     start = time.perf_counter()
-                    status, headers, data = await ep.session.post("/chat/completions", content)
+                    status, headers, data = await ep.session.post(CHAT_PATH, content)
                     latency = time.perf_counter() - start
             except Unreachable as exc:
                 if ep.base_url in self.watched:
@@ -178,15 +178,10 @@ class Transport:
                     except orjson.JSONDecodeError:
                         last = "response body is not JSON"
                 else:
-                    message, code = _server_message(data)
-                    said = f"{message} {code}"
-                    if status in (400, 413, 422, 500) and OVERFLOW_PATTERN.search(said):
-                        raise ContextOverflow(role, None, None, message[:200])
-                    if status in (400, 403, 422) and REFUSAL_PATTERN.search(said):
-                        raise Refusal(role, message[:300])
-                    if status not in RETRYABLE and status < 500:
-                        raise refusal(status, data, message, ep.base_url, secrets)
-                    last = f"HTTP {status}: {message[:200]}"
+                    error = answer_error(status, data, role, ep.base_url, secrets)
+                    if error is not None:
+                        raise error
+                    last = f"HTTP {status}: {_server_message(data)[0][:200]}"
                     wait = _retry_after(headers)
             finally:
                 ep.in_flight -= 1
@@ -198,6 +193,21 @@ class Transport:
         where = ", ".join(redact_url(u) for u in base_urls)
         raise EndpointError(f"unreachable: gave up after {self.max_retries + 1} attempts for role {role} "
                             f"({where}): {last}", secrets=secrets)
+
+
+def answer_error(status: int, data: bytes, role: str, url: str, secrets=()) -> Exception | None:
+    """What a non-200 answer to a chat request means (live, or a batch's error line): the request's
+    own outcome (ContextOverflow, Refusal), a refusal of its form (ParameterRefused, EndpointError),
+    or None: a retryable status, to be asked again."""
+    message, code = _server_message(data)
+    said = f"{message} {code}"
+    if status in (400, 413, 422, 500) and OVERFLOW_PATTERN.search(said):
+        return ContextOverflow(role, None, None, message[:200])
+    if status in (400, 403, 422) and REFUSAL_PATTERN.search(said):
+        return Refusal(role, message[:300])
+    if status not in RETRYABLE and status < 500:
+        return refusal(status, data, message, url, secrets)
+    return None
 
 
 def _server_message(data: bytes) -> tuple[str, str]:

@@ -8,34 +8,29 @@ followed) must stay under it."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from memaudit.bench.files import write_json
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
 from memaudit.errors import BadInput
-from memaudit.ids import check_id, inside
+from memaudit.ids import check_id, inside, refuse_links_out
 from memaudit.llm.cache import text_hash
+from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.scoring.metrics import user_recovery
 from memaudit.store import Store, select_runs
 from memaudit.types import CATEGORIES, Benchmark, Reconstruction
 
 EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
 EXPORT_TASKS_DIR = "tasks"
+# The top-level entries an export writes: a folder holding only these is an earlier export.
+EXPORT_TOP = {BANKS_FILE.split("/")[0], TASKS_ROOT, "history", "pref_judge", "memory", "output"}
 
 
 def _write(out: Path, relative: str, data) -> None:
     write_json(inside(out, out / relative, label=relative), data)
-
-
-def _refuse_links_out(out: Path) -> None:
-    """Before writing: any symlink already in `out` that leads outside it is refused, so a refused
-    export leaves no half-written tree behind (`_write` checks each file again)."""
-    for folder, dirs, files in os.walk(out):
-        for name in (*dirs, *files):
-            path = Path(folder) / name
-            if path.is_symlink():
-                inside(out, path, label=str(path.relative_to(out)))
 
 
 def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
@@ -43,7 +38,7 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
     out = Path(out_dir)
     for user in bench.users:
         check_id(user.id, "user id", file=f"benchmark {bench.name}", user=user.id[:40])
-    _refuse_links_out(out)
+    refuse_links_out(out)
     users = []
     for user in bench.users:
         bank: dict[str, list] = {c: [] for c in CATEGORIES}
@@ -66,8 +61,51 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
 
 
 async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path) -> list[str]:
-    """Write `runs` (default: every run in the store) and their benchmark; returns the run ids."""
+    """Write `runs` (default: every run in the store) and their benchmark; returns the run ids.
+
+    Atomic: the release is written into a hidden sibling folder and renamed into place once whole,
+    so a killed export never leaves a partial tree at `out_dir` (a published release carries no
+    completeness marker: import cannot tell). An earlier export there is replaced whole, so the
+    files of runs not exported this time do not linger."""
     out = Path(out_dir)
+    _check_replaceable(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{out.name}.partial-"
+    remove_stale(out.parent, prefix)
+    staging = Path(tempfile.mkdtemp(prefix=owned_prefix(prefix), dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would make the release private once renamed
+    try:
+        exported = await _export_into(store, runs, staging)
+        _swap_in(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return exported
+
+
+def _check_replaceable(out: Path) -> None:
+    """`out` may be new, empty, or an earlier export; anything else is not ours to replace."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise BadInput("--out exists and is not a folder; give a new or empty folder", file=str(out))
+    if out.is_dir():
+        refuse_links_out(out)  # a planted link says someone meant the export to land elsewhere
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_TOP)
+        if foreign:
+            raise BadInput(f"--out holds {foreign[0]!r}, which no export writes: give a new or empty folder (an "
+                           "earlier export there is replaced whole)", file=str(out))
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Put the finished release at `out`, moving an earlier one aside first and deleting it after."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=owned_prefix(f".{out.name}.partial-"), dir=out.parent))
+        os.rename(out, old / "old")
+    os.rename(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+async def _export_into(store: Store, runs: list[str] | None, out: Path) -> list[str]:
     rows = await store.runs.rows() if not runs else \
         [await store.runs.row(r.run) for r in await select_runs(store, runs)]
     if not rows:

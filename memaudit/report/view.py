@@ -22,6 +22,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from memaudit.ids import inside, refuse_links_out
 from memaudit.report import data, utilization
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
@@ -45,6 +46,7 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
     selected = await data.report_runs(store, runs)
     summary = await data.load_summary(store, selected)
     tables = await compute_tables(store, [r["run"] for r in selected])
+    refuse_links_out(out)
     writer = _Writer(out)
     writer.copy_assets()
     writer.write(INDEX, _index_page(summary, tables))
@@ -80,12 +82,12 @@ class _Writer:
         source = resources.files("memaudit.report") / "assets"
         for item in sorted(source.iterdir(), key=lambda i: i.name):
             if item.is_file():
-                (target / item.name).write_bytes(item.read_bytes())
+                inside(self.root, target / item.name).write_bytes(item.read_bytes())
 
     def write(self, rel: str, text: str) -> None:
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        inside(self.root, path, label=rel).write_text(text, encoding="utf-8")
         self.written.add(path)
 
     def remove_stale(self) -> None:

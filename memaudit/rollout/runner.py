@@ -15,7 +15,8 @@ from contextlib import ExitStack, suppress
 import anyio
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
-from memaudit.adapters.registry import get_adapter
+from memaudit.adapters.boundary import open_adapter
+from memaudit.adapters.registry import BUILTIN_ORIGIN, get_adapter, origin_of
 from memaudit.errors import BadInput, MemauditError
 from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
@@ -82,6 +83,15 @@ async def _open_run(store: Store, run: str, system: str, bench: Benchmark, confi
     await store.ensure_run(run, system, bench.name, config=config, prompt_hashes=hashes)
 
 
+def with_adapter_origin(config: dict, system: str) -> dict:
+    """A plugin's package and version go into the run's provenance, so a resume under another
+    version is refused like a model change (a built-in's version is memaudit's: the protocol)."""
+    origin = origin_of(system)
+    if origin == BUILTIN_ORIGIN:
+        return config
+    return {**config, "provenance": {**config.get("provenance", {}), "adapter": origin}}
+
+
 def episode_artifact(ep: Episode) -> str:
     """How call_uses names an episode."""
     return f"episode:{ep.user_id}:{ep.task_index}"
@@ -108,8 +118,9 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
     pending = [t for t in tasks if t.index not in done]
     if not pending:
         return
-    adapter = get_adapter(system)(AdapterContext(rt.llm, rt.embedder, scope=f"{run}/{user.id}",
-                                                 agent_context_window=rt.settings.role("agent").context_window))
+    adapter = open_adapter(system, AdapterContext(rt.llm, rt.embedder, scope=f"{run}/{user.id}",
+                                                  agent_context_window=rt.settings.role("agent").context_window),
+                           rt.settings.db.parent)
     snapshot = await rt.store.last_snapshot(run, user.id)
     if snapshot is not None:
         await adapter.restore(snapshot["state"])
@@ -191,7 +202,7 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
                           progress: ProgressSink | None) -> None:
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*prompts, *get_adapter(system).prompts), rt.settings.prompts_dir)
-        await _open_run(rt.store, run, system, bench, recorded, hashes)
+        await _open_run(rt.store, run, system, bench, with_adapter_origin(recorded, system), hashes)
         mine = [u for u in chosen if rt.shard.holds(system, u.id)]
         finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in mine]
         if progress:

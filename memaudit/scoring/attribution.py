@@ -2,12 +2,13 @@
 
     score >= 0.75                     -> ok
     overflow                          -> overflow
-    no task targets the dimension     -> no_targeted_task
+    no task targets the dimension, or its task never ran in the run (a partial rollout)
+                                      -> no_targeted_task
     Stage 0 oracle says the task cannot invite the value   -> task_design_failure
     Stage 1 the targeted episode disclosed it              -> memory_failure
     Stage 2 who stalled               -> agent_elicitation_failure | simulator_too_strict
     a stage that fails                -> unclassified (the error in the note)
-    a failed reconstruction, or a targeted task with no episode in the run -> unclassified (noted)
+    a failed reconstruction           -> unclassified (noted)
 
 The oracle sees only the task text, dimension, short and explanation, so one verdict (one model
 call) is shared by every system and mode; verdicts are recorded in the `oracle` table keyed by
@@ -27,6 +28,7 @@ from memaudit.types import DEFAULT_VARIANT, Attribution, Episode, Reconstruction
 
 RECOVERED = 0.75
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
+BATCH_ROLES = ("oracle", "disclosure", "elicitation")  # the calls `attribute --batch` sends in batches
 
 
 class StageFailed(Exception):
@@ -84,13 +86,13 @@ async def classify(rt: Runtime, target: Target, stages: list) -> tuple[str, str]
         return "unclassified", f"reconstruction failed: {recon.error}"
     if target.task is None:
         return "no_targeted_task", ""
+    if target.episode is None:  # scored with --dims all after a partial rollout: no task played
+        return "no_targeted_task", f"the targeted task {target.task.index} never ran in this run"
     try:
         verdict = await oracle_verdict(rt, target.bench, recon, target.task)
         stages.append({"stage": 0, "name": "oracle", **verdict})
         if not verdict["can_invite"]:
             return "task_design_failure", ""
-        if target.episode is None:
-            return "unclassified", f"the targeted task {target.task.index} has no episode in this run"
         text = transcript(target.episode)
         seed = (recon.user_id, recon.dimension)
         disclosed = await _ask(rt, "disclosure", seed, transcript=text, **_about(recon))

@@ -33,6 +33,7 @@ class UserMetrics:
     chars: float | None
     failed_episodes: int
     simulator_fallbacks: int
+    pref_judge_failures: int  # turns the preference judge could not rate (D is over the others)
     memory_write_failures: int | None  # None: the system keeps no count (or the run was imported)
 
 
@@ -90,7 +91,9 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
         by_user.setdefault(e["user_id"], []).append(e)
     scores: dict[str, list[float]] = {}
     fallbacks: dict[str, int] = {}
+    judge_failures: dict[str, int] = {}
     for t in turns:
+        judge_failures[t["user_id"]] = judge_failures.get(t["user_id"], 0) + int(t["judge_failed"])
         if t["preference_score"] is not None:
             scores.setdefault(t["user_id"], []).append(t["preference_score"])
         fallbacks[t["user_id"]] = fallbacks.get(t["user_id"], 0) + int(t["fallback"])
@@ -110,6 +113,7 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
             items=items, chars=chars,
             failed_episodes=sum(e["end_reason"] == "failed" for e in eps),
             simulator_fallbacks=fallbacks.get(user, 0),
+            pref_judge_failures=judge_failures.get(user, 0),
             memory_write_failures=write_failures.get(user))
     return out
 

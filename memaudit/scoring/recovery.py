@@ -21,10 +21,12 @@ from typing import Awaitable, Callable
 import anyio
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
+from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import role_group
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
+from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import Prompt, load_prompt
@@ -43,6 +45,8 @@ UNKNOWN_REASON = "the reader answered unknown: scored 0 without a judge call"
 MEMORY_JSON = "indent2-native-order"
 EMPTY_MEMORY = dumps_indented([])
 EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
+# The calls `score --batch` sends in batches (the memory systems' own calls, made by retrieve, stay live).
+BATCH_ROLES = ("slot_fill", "recovery_judge")
 
 
 # -- running many jobs -----------------------------------------------------------------------
@@ -53,7 +57,7 @@ async def run_all(store: Store, jobs: list[Callable[[], Awaitable[None]]]) -> No
     try:
         async with anyio.create_task_group() as tg:
             for job in jobs:
-                tg.start_soon(job)
+                tg.start_soon(_unless_pending, job)
     except BaseExceptionGroup as group:
         first = _first_memaudit_error(group)
         if first is None:
@@ -62,6 +66,15 @@ async def run_all(store: Store, jobs: list[Callable[[], Awaitable[None]]]) -> No
     finally:
         with anyio.CancelScope(shield=True):  # finished rows are kept even when the command fails
             await store.flush()
+
+
+async def _unless_pending(job: Callable[[], Awaitable[None]]) -> None:
+    """Under `--batch` a job whose call waits for a batch result writes nothing: it is not a
+    failure, and a later run scores the target from the cache (memaudit/llm/batch.py)."""
+    try:
+        await job()
+    except BatchPending:
+        pass
 
 
 def _first_memaudit_error(group: BaseExceptionGroup) -> MemauditError | None:
@@ -159,7 +172,8 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
     items = snapshot["items"] if snapshot else []
     adapter = None
     if with_adapter:
-        adapter = get_adapter(run.system)(AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"))
+        adapter = open_adapter(run.system, AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"),
+                               rt.settings.db.parent)
         if run.origin == "import":
             await adapter.load_items(items)
         elif snapshot is not None:
@@ -303,6 +317,7 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
     have = await rt.store.scores.keys(run_id, variant)
     jobs = []
     ready, skipped = await ready_users(rt.store, run, bench, rt.shard)
+    skipped += unplayed_note(run_id, bench, ready, dims)
     for r in ready:
         user = r.user
         todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, r.done, dims)
@@ -314,6 +329,22 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
             row = replace(blank_row(run_id, mode, k, variant, user.id, entry), snapshot_task=r.snapshot_task)
             jobs.append(partial(_score_target, rt, scorer, memory, row, window, answer_tokens))
     return jobs, skipped
+
+
+def unplayed_note(run_id: str, bench: Benchmark, ready: list[ReadyUser], dims: str) -> list[str]:
+    """With --dims all after a partial rollout, the line saying how many entries had no task played."""
+    if dims != "all":
+        return []
+    unplayed, total = 0, 0
+    for r in ready:
+        targeted = {t.target_dimension for t in bench.tasks.get(r.user.id, ()) if t.index not in r.done}
+        played = {e.dimension for e in targets(bench, r.user, r.done, "targeted")}
+        unplayed += sum(1 for e in r.user.bank if e.dimension in targeted - played)
+        total += len(r.user.bank)
+    if not unplayed:
+        return []
+    return [f"{run_id}: {unplayed} of {total} bank entries had no task played (a partial rollout): attribution "
+            "labels them no_targeted_task; `--dims targeted` scores only the entries whose task ran"]
 
 
 async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction,

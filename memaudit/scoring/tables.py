@@ -165,6 +165,7 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     row["chars"], row["chars_std"] = stats.mean_std([u.chars for u in users])
     row["failed_episodes"] = sum(u.failed_episodes for u in users)
     row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
+    row["pref_judge_failures"] = sum(u.pref_judge_failures for u in users)
     row["memory_write_failures"] = metrics.total_write_failures(u.memory_write_failures for u in users)
     row["tokens"] = tokens
     row["models"] = d.models
@@ -323,14 +324,16 @@ def _mode_label(row: dict) -> str:
 
 def _table2(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["run", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "memory write failures",
+              "overflow dump/top-k", "failed dump/top-k", "failed episodes", "fallbacks", "judge failures",
+              "memory write failures",
               "tokens", "B/Mtok dump/top-k", "models"]
     body = [[r["run"] + (" (partial)" if r["partial"] else "") + teacher_forced_mark(r), _pm(r, "A", 1),
              _pm(r, "D", 2), _pm(r, "C", 2), _pm(r, "B_dump_all"), _pm(r, "B_retrieve"), _num(r["items"], 1),
              _num(r["chars"], 1),
              f"{_num(r['overflow_dump_all'])}/{_num(r['overflow_retrieve'])}",
              f"{_num(r['failed_dump_all'])}/{_num(r['failed_retrieve'])}",
-             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["memory_write_failures"]),
+             _num(r["failed_episodes"]), _num(r["simulator_fallbacks"]), _num(r["pref_judge_failures"]),
+             _num(r["memory_write_failures"]),
              _num(r["tokens"]),
              f"{_num(r['B_dump_all_per_Mtok'])}/{_num(r['B_retrieve_per_Mtok'])}",
              models_text(r["models"])] for r in rows]

@@ -12,6 +12,7 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
     store.plans         cost estimates made before a run (memaudit plan)  (store/plans.py)
+    store.batches       calls waiting for a Batch API result, batches     (store/batches.py)
 
 Rows, not rules: the store reads and writes rows; what they mean lives in the stages.
 All writes go through one lock (one writer). Cache rows and other rows that may be lost on a
@@ -24,7 +25,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Iterable
 
@@ -35,6 +36,7 @@ from memaudit.canonical import dumps_indented
 from memaudit.errors import BadInput
 from memaudit.resources import data_dir
 from memaudit.store.attributions import Attributions
+from memaudit.store.batches import Batches
 from memaudit.store.benchmarks import Benchmarks
 from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
@@ -49,6 +51,10 @@ __all__ = ["Store", "open_store", "store_fault", "Statement", "dumps", "dumps_in
            "RunConfig", "PassConfig", "Rescore", "ScorePass", "select_runs"]
 
 SCHEMA_DIR = data_dir("db")
+# Which migrations a store records as applied; created with the first migration applied after it.
+MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS schema_migrations (number INTEGER PRIMARY KEY, name TEXT NOT NULL);"
+# The migrations that existed while only user_version recorded progress (all numbers up to it).
+LEDGERLESS_MIGRATIONS = (1, 2, 3, 5, 6)
 BATCH = 256
 FLUSH_SECONDS = 1.0
 
@@ -60,18 +66,32 @@ STORE_FAULTS = {
     "disk is full": "the disk holding the store is full",
     "disk I/O error": "the disk holding the store failed to read or write",
     "database is locked": "another process held the store locked for too long; retry when it is done",
+    "database disk image is malformed": "the store file is damaged; restore it from a copy",
+    "file is not a database": "the file is not a memaudit store (or is damaged); check --db",
 }
 
 
 def store_fault(exc: BaseException, path) -> BadInput | None:
     """The one-line error for a store fault (read-only file, full disk …), or None when `exc` is
     not one of them (a bug keeps its traceback)."""
-    if not isinstance(exc, sqlite3.OperationalError):
+    if not isinstance(exc, sqlite3.DatabaseError):
         return None
     for phrase, advice in STORE_FAULTS.items():
         if phrase in str(exc):
             return BadInput(f"{exc}: {advice}", file=str(path) if path is not None else None)
     return None
+
+
+def _check_place(path: Path, create: bool) -> None:
+    """A path that cannot hold a store file, or (without `create`) holds none, is one line."""
+    if path.is_dir():
+        raise BadInput("is a directory, not a store file; give --db a file path", file=str(path))
+    if not create and not path.exists():
+        raise BadInput("no store here (nothing has been run or imported into it); check --db", file=str(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot create the store's folder: {exc.strerror}", file=str(path)) from None
 
 
 class Store:
@@ -95,13 +115,16 @@ class Store:
         self.vectors = Vectors(self)
         self.utilization = Utilization(self)
         self.plans = Plans(self)
+        self.batches = Batches(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
-    async def open(cls, path: str | Path) -> "Store":
+    async def open(cls, path: str | Path, *, create: bool = True) -> "Store":
+        """Open (with `create`, make) the store at `path`. Commands that only read pass
+        create=False: on a path holding no store they fail in one line and leave no file behind."""
         path = Path(path)
         if str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _check_place(path, create)
         try:
             conn = await aiosqlite.connect(str(path), isolation_level=None)
         except sqlite3.Error as exc:
@@ -122,13 +145,18 @@ class Store:
         except sqlite3.DatabaseError as exc:
             await conn.close()
             raise store_fault(exc, path) or BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
+        except BaseException:
+            await conn.close()
+            raise
         return store
 
     async def close(self) -> None:
-        await self.flush()
-        if self._reader is not None:
-            self._reader.close()
-        await self.conn.close()
+        try:
+            await self.flush()
+        finally:  # a flush that fails (a full disk) still closes the connections
+            if self._reader is not None:
+                self._reader.close()
+            await self.conn.close()
 
     async def __aenter__(self) -> "Store":
         return self
@@ -137,12 +165,42 @@ class Store:
         await self.close()
 
     async def _migrate(self) -> None:
+        """Apply every migration this store has not recorded, in number order, each in its own
+        transaction with its record; user_version holds the highest number applied. Numbers need
+        not arrive in order (a lower-numbered file merged after a higher one is still applied)."""
         (version,) = (await self.conn.execute_fetchall("PRAGMA user_version"))[0]
-        for script in sorted(SCHEMA_DIR.glob("[0-9][0-9][0-9]_*.sql")):
-            number = int(script.name[:3])
-            if number > version:
-                await self.conn.executescript(
-                    f"BEGIN;\n{script.read_text()}\nPRAGMA user_version={number};\nCOMMIT;")
+        scripts = {int(p.name[:3]): p for p in SCHEMA_DIR.glob("[0-9][0-9][0-9]_*.sql")}
+        applied = await self._applied_migrations(version)
+        newer = sorted(applied - set(scripts)) or ([version] if version > max(scripts) else [])
+        if newer:
+            raise BadInput(f"the store was written by a newer memaudit (schema {max(newer)}; this one knows up to "
+                           f"{max(scripts)}); upgrade memaudit to open it", file=str(self.path))
+        for number in sorted(set(scripts) - applied):
+            await self.conn.executescript(
+                f"BEGIN;\n{MIGRATIONS_TABLE}\n{scripts[number].read_text()}\n"
+                f"INSERT INTO schema_migrations VALUES ({number}, '{scripts[number].name}');\n"
+                f"PRAGMA user_version={max(version, number)};\nCOMMIT;")
+            version = max(version, number)
+
+    async def _applied_migrations(self, version: int) -> set[int]:
+        rows = await self.conn.execute_fetchall(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name='schema_migrations'")
+        if rows:
+            return {n for (n,) in await self.conn.execute_fetchall("SELECT number FROM schema_migrations")}
+        # A store from before the ledger: user_version counted the migrations that existed then.
+        return {n for n in LEDGERLESS_MIGRATIONS if n <= version}
+
+    async def is_empty(self) -> bool:
+        """No row in any table but the migrations' record (queued rows count as rows)."""
+        if self._pending:
+            return False
+        with anyio.CancelScope(shield=True):
+            tables = [r[0] for r in await self.fetchall("SELECT name FROM sqlite_master WHERE type='table' "
+                                                        "AND name NOT LIKE 'sqlite_%' AND name != 'schema_migrations'")]
+            for table in tables:
+                if await self.fetchone(f'SELECT 1 FROM "{table}" LIMIT 1') is not None:
+                    return False
+        return True
 
     # -- generic access --------------------------------------------------------------------
     async def fetchall(self, sql: str, params: Iterable = ()) -> list[sqlite3.Row]:
@@ -155,9 +213,13 @@ class Store:
     async def write(self, statements: list[Statement]) -> None:
         """Commit the statements (and any pending cache rows) in one transaction."""
         async with self._lock, self._faults():
-            queued, self._pending = self._pending, []
+            queued = list(self._pending)
             committing = list(self._pending_calls)
             await self._commit(queued, list(statements))
+            # Only a commit that completed takes rows off the queue: a failed one (a full disk)
+            # leaves them for the next, so nothing committed later can point at a lost cache row.
+            # Rows queued during the commit stay queued after those it took.
+            del self._pending[:len(queued)]
             # Only now are the queued cache rows readable from the table: dropping them earlier
             # would let a lookup during the commit miss a call that was already made.
             for key in committing:
@@ -179,8 +241,7 @@ class Store:
                     for sql, rows in groups.items():
                         await self.conn.executemany(sql, rows)
             except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await self.conn.execute("ROLLBACK")
+                await self._rollback()
                 raise
             await self.conn.execute("COMMIT")
 
@@ -209,7 +270,7 @@ class Store:
         """Store faults raised inside become one-line errors naming the store."""
         try:
             yield
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             fault = store_fault(exc, self.path)
             if fault is None:
                 raise
@@ -232,10 +293,16 @@ class Store:
             for sql, rows in [*groups.items(), *runs]:
                 await self.conn.executemany(sql, rows)
         except BaseException:
-            with anyio.CancelScope(shield=True):  # a cancelled write must still roll back
-                await self.conn.execute("ROLLBACK")
+            await self._rollback()
             raise
         await self.conn.execute("COMMIT")
+
+    async def _rollback(self) -> None:
+        """Roll back the open transaction, if SQLite has not already (it does itself on a full
+        disk), even when the write was cancelled."""
+        with anyio.CancelScope(shield=True):
+            if self.conn.in_transaction:
+                await self.conn.execute("ROLLBACK")
 
     async def insert_rows(self, rows: dict[str, list[tuple]]) -> None:
         """Bulk positional rows, table -> rows in column order: one executemany per table, all in
@@ -305,9 +372,22 @@ class Store:
 
 
 @asynccontextmanager
-async def open_store(path: str | Path):
-    store = await Store.open(path)
+async def open_store(path: str | Path, *, create: bool = True):
+    """The store for one command. A command that fails having written nothing into a store it
+    created (an unknown system, a bad benchmark) leaves no store file behind."""
+    created = str(path) != ":memory:" and not Path(path).exists()
+    store = await Store.open(path, create=create)
     try:
         yield store
-    finally:
-        await store.close()
+    except BaseException:
+        # The command's own failure is what the user needs to see, not one met while cleaning up.
+        empty = False
+        with suppress(Exception):
+            empty = created and await store.is_empty()
+        with suppress(Exception):
+            await store.close()
+        if empty:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        raise
+    await store.close()

@@ -167,6 +167,13 @@ class Vectors:
     def __init__(self, db: "Store"):
         self.db = db
 
+    async def by_model(self) -> list[dict]:
+        """Per embedding model: the vectors cached and their bytes (embeddings are not calls)."""
+        await self.db.flush()
+        rows = await self.db.fetchall("SELECT model, COUNT(*) AS vectors, SUM(LENGTH(vector)) AS bytes "
+                                      "FROM embeddings GROUP BY model ORDER BY model")
+        return [dict(r) for r in rows]
+
     async def get_vectors(self, model: str, hashes: list[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         for i in range(0, len(hashes), 500):

@@ -10,6 +10,12 @@ if TYPE_CHECKING:
     from memaudit.store import Store
 
 
+# A turn the preference judge failed to rate: its per-preference records carry the error
+# (memaudit/rollout/pref_judge.py). Its score is None and D leaves it out, so it is counted.
+JUDGE_FAILED = ("EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(t.per_pref) THEN t.per_pref ELSE '[]' END) "
+                "WHERE json_type(value, '$.error') IS NOT NULL)")
+
+
 class Episodes:
     def __init__(self, db: "Store"):
         self.db = db
@@ -55,11 +61,13 @@ class Episodes:
             "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=?", (run,))}
 
     async def outcomes(self, run: str) -> dict:
-        """Counts of the run's episodes: all, satisfied, failed, and turns that were simulator fallbacks."""
+        """Counts of the run's episodes: all, satisfied, failed, turns that were simulator fallbacks,
+        and turns the preference judge failed to rate."""
         row = await self.db.fetchone(
             "SELECT COUNT(*) AS episodes, COALESCE(SUM(end_reason='satisfied'), 0) AS satisfied, "
             "COALESCE(SUM(end_reason='failed'), 0) AS failed, "
-            "(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND t.fallback=1) AS fallbacks "
+            "(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND t.fallback=1) AS fallbacks, "
+            f"(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND {JUDGE_FAILED}) AS judge_failures "
             "FROM episodes e WHERE run=?", (run,))
         return dict(row)
 
@@ -73,10 +81,10 @@ class Episodes:
             "SELECT user_id, end_reason, n_turns FROM episodes WHERE run=? ORDER BY user_id, task_idx", (run,))
 
     async def turn_rows(self, run: str):
-        """(user_id, preference_score, fallback) of every turn, by user, task and turn."""
+        """(user_id, preference_score, fallback, judge_failed) of every turn, by user, task and turn."""
         return await self.db.fetchall(
-            "SELECT user_id, preference_score, fallback FROM turns WHERE run=? ORDER BY user_id, task_idx, turn",
-            (run,))
+            f"SELECT user_id, preference_score, fallback, {JUDGE_FAILED} AS judge_failed FROM turns t WHERE run=? "
+            "ORDER BY user_id, task_idx, turn", (run,))
 
     async def users_with_records(self, run: str) -> set[str]:
         """Users with an episode or a memory snapshot in the run."""

@@ -103,6 +103,11 @@ class FakeOpenAI:
         status, payload, headers = reply
         return httpx.Response(status, json=payload, headers=headers)
 
+    def reply_http(self, method: str, path: str, headers: dict, content: bytes) -> tuple[int, object, dict] | None:
+        """The loopback server's entry point (headers with lower-case names); a sibling fake with
+        more routes (memaudit/testing/fake_batches.py) answers them here."""
+        return self.reply(path, headers.get("authorization"), content)
+
     def reply(self, path: str, authorization: str | None, content: bytes) -> tuple[int, dict, dict] | None:
         """(status, JSON payload, headers) for one request, or None for a timeout. Shared by the
         httpx transport and the loopback HTTP server, so both answer alike."""

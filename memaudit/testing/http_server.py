@@ -24,7 +24,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from memaudit.llm.http1 import read_request, write_json
+from memaudit.llm.http1 import read_request, write_body, write_json
 from memaudit.testing.fake_openai import FakeOpenAI
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
@@ -34,6 +34,14 @@ def rate_every_preference(body: dict) -> dict:
     prompt = body["messages"][-1]["content"]
     count = len(PREFERENCE_LINE.findall(prompt))
     return {"ratings": {str(i): str(1 + (len(prompt) + i) % 5) for i in range(1, count + 1)}, "summary": "rated"}
+
+
+def scripted_fake() -> FakeOpenAI:
+    """The model `memaudit serve --fake` serves: every structured role answered in its schema's
+    shape (deterministic in the prompt), ratings for every preference line, and a plain reply for
+    the assistant. Instant and free; its numbers mean nothing."""
+    return (FakeOpenAI().on("pref_judge", rate_every_preference)
+            .on_text(lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages."))
 
 
 class LoopbackServer:
@@ -74,13 +82,16 @@ class LoopbackServer:
         try:
             if self.latency and method == "POST":
                 await asyncio.sleep(self.latency)
-            reply = self.fake.reply(path, headers.get("authorization"), body)
+            reply = self.fake.reply_http(method, path, headers, body)
         finally:
             self.in_flight -= 1
         if reply is None:
             return False
         status, payload, extra = reply
-        write_json(writer, status, payload, extra)
+        if isinstance(payload, bytes):  # a file's content (the Files API fake)
+            write_body(writer, status, payload, "application/octet-stream", extra)
+        else:
+            write_json(writer, status, payload, extra)
         await writer.drain()
         return True
 

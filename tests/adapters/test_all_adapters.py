@@ -6,11 +6,18 @@ import anyio
 import pytest
 
 from memaudit.adapters.base import AgentContext, Event
-from memaudit.adapters.registry import BUILTIN
+from memaudit.adapters.registry import builtin_names
+from memaudit.testing.adapter_contract import CHECKS, QUERIES, check_adapter
 from tests.adapters.conftest import EPISODES, adapter_runtime, play, script, system_params
 
-SYSTEMS = sorted(BUILTIN)
-QUERIES = ["knee injury from running", "how does the user like answers", "Python data analysis", "Munich"]
+SYSTEMS = builtin_names()
+
+
+@pytest.mark.parametrize("system", system_params(SYSTEMS))
+def test_the_adapter_contract_holds(system, tmp_path):
+    """What `memaudit check-adapter` runs (memaudit/testing/adapter_contract.py), for every built-in."""
+    results = anyio.run(check_adapter, system, tmp_path)
+    assert [(c.name, c.problem) for c in results] == [(name, None) for name, _ in CHECKS]
 
 
 @pytest.mark.parametrize("system", system_params(SYSTEMS))

@@ -220,3 +220,64 @@ async def test_published_runs_import_despite_task_coverage_gaps_that_validate_re
     assert any("no task targets" in p for p in problems)
     assert any("targeted by several tasks" in p for p in problems)
     assert any("target_short" in p for p in problems)
+
+
+async def test_export_is_atomic_and_replaces_an_earlier_export_whole(tmp_path, monkeypatch):
+    """A killed export leaves nothing at --out (it is written beside it and renamed when whole);
+    exporting fewer runs into an old export leaves none of the other runs' files."""
+    from memaudit.release import exporter
+
+    root = write_release(tmp_path / "pub", users=2, runs=("amem_pooled_50", "nomem_pooled_50"))
+    out = tmp_path / "out"
+    async with open_store(tmp_path / "a.db") as store:
+        await import_release(store, root)
+        real = exporter._export_run
+        calls = []
+
+        async def dies_on_the_second_run(*args):
+            if calls:
+                raise KeyboardInterrupt  # what a kill in the middle of the tree does to the command
+            calls.append(args)
+            await real(*args)
+        monkeypatch.setattr(exporter, "_export_run", dies_on_the_second_run)
+        with pytest.raises(KeyboardInterrupt):
+            await export_runs(store, None, out)
+        monkeypatch.setattr(exporter, "_export_run", real)
+        assert not out.exists() and list(tmp_path.glob(".out.*")) == []  # nothing at --out, nothing left beside
+        await export_runs(store, None, out)
+        assert (out / "history/nomem_pooled_50").is_dir()
+        await export_runs(store, ["amem_pooled_50"], out)
+    assert not (out / "history/nomem_pooled_50").exists() and (out / "history/amem_pooled_50").is_dir()
+    assert not list(out.rglob("*nomem*")) and list(tmp_path.glob(".out.*")) == []
+
+
+async def test_export_refuses_a_folder_that_is_not_an_export(tmp_path):
+    root = write_release(tmp_path / "pub", users=1, runs=("nomem_pooled_50",))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    async with open_store(tmp_path / "a.db") as store:
+        await import_release(store, root)
+        with pytest.raises(BadInput, match="'thesis.tex', which no export writes"):
+            await export_runs(store, None, mine)
+    assert (mine / "thesis.tex").read_text() == "years of work"
+
+
+@pytest.mark.parametrize("plant", ["fifo", "loop"])
+def test_a_release_holding_a_fifo_or_a_symlink_loop_is_refused_in_one_line(tmp_path, capsys, plant):
+    import os
+
+    from memaudit.cli import main
+
+    root = write_release(tmp_path / "pub", users=1, runs=("nomem_pooled_50",))
+    target = root / "history/nomem_pooled_50/user_001/episode_1.json"
+    target.unlink()
+    if plant == "fifo":
+        os.mkfifo(target)  # a read would block for ever
+    else:
+        target.symlink_to(target)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["import-release", str(root), "--db", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert "episode_1.json" in err and ("not a regular file" in err or "symlink loop" in err or "cannot be read" in err)

@@ -98,3 +98,19 @@ def test_memory_side_calls_of_a_real_rollout(tmp_path, capsys, monkeypatch):
     assert expected and sorted(line["key"] for line in lines) == expected
     assert all(line["role"].startswith("memory:") and line["request"]["messages"] for line in lines)
     assert "sk-secret" not in text
+
+
+def test_embeddings_are_listed_apart_from_calls(tmp_path, capsys):
+    """A system that only embeds makes no calls: `calls --embeddings` shows what it cached."""
+    db = tmp_path / "s.db"
+    seed_store(db)
+
+    async def embed():
+        async with open_store(db) as store:
+            store.put_vectors("all-MiniLM-L6-v2", {"h1": b"\0" * 1536, "h2": b"\0" * 1536})
+            store.put_vectors("bge-m3", {"h1": b"\0" * 4096})
+    anyio.run(embed)
+    assert calls(db, capsys, "--embeddings") == [{"model": "all-MiniLM-L6-v2", "vectors": 2, "bytes": 3072},
+                                                 {"model": "bge-m3", "vectors": 1, "bytes": 4096}]
+    main(["--db", str(db), "calls", "--embeddings"])
+    assert "3 cached vector(s)" in capsys.readouterr().out

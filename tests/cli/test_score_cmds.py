@@ -17,11 +17,24 @@ def test_bad_k_list_is_one_line(capsys):
     assert code == 2 and err.count("\n") == 1 and "--k expects integers" in err
 
 
-def test_rescore_without_a_change_is_one_line(capsys):
+@pytest.fixture
+def store():
+    """An empty store at m.db (the tests run in their own temp dir): the commands get past opening it."""
+    import anyio
+
+    from memaudit.store import open_store
+
+    async def make():
+        async with open_store("m.db"):
+            pass
+    anyio.run(make)
+
+
+def test_rescore_without_a_change_is_one_line(capsys, store):
     code, err = run_cli(["rescore", "--variant", "v2"], capsys)
     assert code == 2 and "nothing to change" in err
 
 
-def test_unknown_run_is_one_line(capsys):
+def test_unknown_run_is_one_line(capsys, store):
     code, err = run_cli(["score", "--mode", "dump_all", "--runs", "ghost"], capsys)
     assert code == 2 and "unknown run 'ghost'" in err

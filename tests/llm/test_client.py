@@ -603,3 +603,26 @@ def test_credentials_in_a_base_url_become_basic_auth_beside_or_instead_of_a_key(
         run_with_llm(replace(settings, base_url=with_userinfo, api_key="sk-key-000000"), None,
                      lambda llm: call(llm, seed_parts=(2,)))
     assert seen[0].startswith("Basic ") and seen[1] == "Bearer sk-key-000000"
+
+
+class OddFields(FakeOpenAI):
+    """A server whose answers carry fields in shapes a client must survive: content as a list of
+    parts (valid OpenAI), usage counts that are not numbers."""
+
+    def completion(self, body, text):
+        answer = super().completion(body, text)
+        answer["choices"][0]["message"]["content"] = [{"type": "text", "text": text[:3]},
+                                                      {"type": "image_url", "image_url": {"url": "x"}},
+                                                      {"type": "text", "text": text[3:]}]
+        answer["usage"] = {"prompt_tokens": "abc", "completion_tokens": None,
+                           "prompt_tokens_details": "n/a", "completion_tokens_details": {"reasoning_tokens": -4}}
+        return answer
+
+
+def test_server_controlled_fields_in_odd_shapes_never_crash_the_client(settings):
+    fake = OddFields().on("agent", lambda body: {"answer": "4"})
+    with serve(fake) as url:
+        result = run_with_llm(replace(settings, base_url=url), None, lambda llm: call(llm))
+    assert result.data == {"answer": "4"}  # the text parts joined, the image part left out
+    assert result.usage["prompt_tokens"] == 0 and result.usage["completion_tokens"] == 0
+    assert result.usage["reasoning_tokens"] == 0

@@ -99,3 +99,17 @@ def test_view_command(tmp_path, capsys):
         main(["view", "--db", str(tmp_path / "audit.db"), "--runs", "nope", "--out", str(tmp_path / "x")])
     assert exit_info.value.code == 2
     assert "unknown run" in capsys.readouterr().err
+
+
+def test_view_and_tables_never_write_through_a_symlink_leading_out(tmp_path, capsys):
+    anyio.run(_report, tmp_path)
+    victim = tmp_path / "victim.html"
+    victim.write_text("keep me")
+    for command, planted in (("view", "index.html"), ("tables", "tables.md")):
+        out = tmp_path / f"{command}-out"
+        out.mkdir()
+        (out / planted).symlink_to(victim)
+        with pytest.raises(SystemExit) as exit_info:
+            main([command, "--db", str(tmp_path / "audit.db"), "--out", str(out)])
+        assert exit_info.value.code == 2 and "resolves outside" in capsys.readouterr().err
+    assert victim.read_text() == "keep me"

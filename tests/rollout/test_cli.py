@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,21 +53,40 @@ def artifacts(db: Path) -> dict:
                 for table in ("episodes", "turns", "snapshots")}
 
 
+class HeldAfter(FakeOpenAI):
+    """Answers until `db` holds `episodes` episodes, then holds every later request until released:
+    the victim stops mid-run whatever the scheduling, so the kill always lands mid-run."""
+
+    def __init__(self, db: Path, episodes: int):
+        super().__init__()
+        self.db, self.episodes, self.release = db, episodes, threading.Event()
+        self.armed = False
+
+    def reply(self, path, authorization, content):
+        if self.armed and count_episodes(self.db) >= self.episodes:
+            self.release.wait()  # blocks the server's loop: no request is answered until then
+        return super().reply(path, authorization, content)
+
+
 def test_killed_rollout_resumes_to_the_same_result(tmp_path):
+    whole, partial = tmp_path / "whole.db", tmp_path / "partial.db"
     # Replies depend on how much history the assistant saw, so a wrongly restored memory shows.
-    fake = FakeOpenAI().on_text(lambda body: f"A plan written after reading {len(body['messages'])} messages.")
+    fake = HeldAfter(partial, 4).on_text(lambda body: f"A plan written after reading {len(body['messages'])} messages.")
     with serve(fake, latency=0.02) as url:
-        whole, partial = tmp_path / "whole.db", tmp_path / "partial.db"
         done = subprocess.run(command(url, whole), capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         assert "nomem: 12 episodes" in done.stdout and "longctx_full: 12 episodes" in done.stdout
 
+        fake.armed = True
         victim = subprocess.Popen(command(url, partial), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while count_episodes(partial) < 4 and victim.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(victim.pid, signal.SIGKILL)
-        victim.wait()
+        try:
+            while count_episodes(partial) < 4 and victim.poll() is None:
+                time.sleep(0.05)
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.wait()
+        finally:
+            fake.armed = False
+            fake.release.set()
         interrupted = count_episodes(partial)
         assert 4 <= interrupted < 24
 

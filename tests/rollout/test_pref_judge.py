@@ -45,3 +45,24 @@ async def test_missing_ratings_are_repaired_then_recorded_as_failure(open_rt, fa
     assert result.score is None
     assert len(result.per_pref) == 5 and all(p["score"] is None and "error" in p for p in result.per_pref)
     assert len(fake.requests) == 3  # first answer plus the repair attempts
+
+
+async def test_judge_failures_are_counted_in_the_summary_and_table2(open_rt, fake, bench):
+    """The judge invalid on some turns: D is over the turns left, and the failures are counted
+    (the rollout summary, Table 2), never silently dropped."""
+    from memaudit.rollout.runner import run_rollout
+    from memaudit.scoring.tables import compute_tables, render
+
+    # Invalid on every attempt (repairs included) for user_002, whose preferences the prompt quotes.
+    fake.on("pref_judge", lambda body: "{broken" if "of user_002" in str(body["messages"])
+            else ratings("5", "4", "3", "2", "1")(body))
+    fake.on("simulator", lambda body: {"feedback_type": "continue", "text": "More, please.", "reason": "r"})
+    async with open_rt() as rt:
+        await rt.store.save_benchmark(bench)
+        await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=4, progress=False)
+        outcome = await rt.store.episodes.outcomes("nomem")
+        [row] = (await compute_tables(rt.store, ["nomem"], bootstrap=0))["table2"]
+        text = render({"table2": [row]}, "md")
+    assert outcome["judge_failures"] == 4 and row["pref_judge_failures"] == 4  # user_002's four turns
+    assert row["D"] == 3.0  # over user_001's rated turns only
+    assert "judge failures" in text

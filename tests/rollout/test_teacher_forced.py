@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import replace
 
+import anyio
 import orjson
 import pytest
 
@@ -122,14 +123,25 @@ async def test_users_and_tasks_select_among_the_recorded_episodes(open_rt, fake,
 
 @contextmanager
 def killed_after(monkeypatch, episodes: int):
-    """Within the block, the runner commits `episodes` episodes, then dies as a kill would."""
-    real_commit, commits = runner.commit_episode, []
+    """Within the block, the runner commits `episodes` episodes, then dies as a kill would.
+
+    Users run in parallel: a commit counts once it has completed, and the kill waits for the
+    commits already under way, so another user's kill can never cancel one of the first
+    `episodes` half-way (which made the count depend on scheduling)."""
+    real_commit, started, finished = runner.commit_episode, [], []
+    all_finished = anyio.Event()
 
     async def commit_then_die(store, ep, adapter, uses):
-        if len(commits) == episodes:
+        if len(started) == episodes:
+            await all_finished.wait()
             raise RuntimeError("killed")
-        commits.append(ep.task_index)
-        await real_commit(store, ep, adapter, uses)
+        started.append(ep.task_index)
+        try:
+            await real_commit(store, ep, adapter, uses)
+        finally:
+            finished.append(ep.task_index)
+            if len(finished) == episodes:
+                all_finished.set()
     monkeypatch.setattr(runner, "commit_episode", commit_then_die)
     try:
         yield

@@ -84,3 +84,25 @@ async def test_attribution_resumes(settings, fake):
         before = len(fake.requests)
         await attribute_runs(rt, ["nomem"], ["dump_all"])
     assert len(fake.requests) == before
+
+
+async def test_after_a_partial_rollout_entries_whose_task_never_ran_are_no_targeted_task(settings, fake):
+    """3 of 31 tasks-worth of a user played, `--dims all`: the entries whose task never ran are
+    not task design or unclassified failures; score says how many there were and what to do."""
+    from memaudit.rollout.runner import run_rollout
+    from tests.rollout.conftest import make_bench
+
+    scripted(fake)
+    bench = make_bench(n_users=1, n_tasks=6)
+    async with runtime(settings, fake) as rt:
+        await rt.store.save_benchmark(bench)
+        await run_rollout(rt, bench, ["nomem"], tasks=2, max_turns=2, progress=False)
+        notes = await score_runs(rt, ["nomem"], ["dump_all"])
+        await attribute_runs(rt, ["nomem"], ["dump_all"])
+        labels = {a.dimension: a.label for a in await rt.store.load_attributions("nomem")}
+    assert notes == ["nomem: 4 of 31 bank entries had no task played (a partial rollout): attribution labels them "
+                     "no_targeted_task; `--dims targeted` scores only the entries whose task ran"]
+    assert all(labels[f"skill_memory_dim_{i}"] == "no_targeted_task" for i in range(3, 7))
+    assert {s for s in labels.values()} - {"no_targeted_task"} <= {"simulator_too_strict", "memory_failure",
+                                                                  "task_design_failure"}
+    assert len(requests_for(fake, "oracle")) == 2  # only the tasks that ran were asked about

@@ -1,6 +1,6 @@
 """`memaudit cost` and `memaudit plan`: tokens priced on demand and in batch from a TOML price list,
 an unpriced model named (never priced 0), and a plan from a pilot within 20% of the calls of the
-run it predicts, shown beside the actual by `cost`."""
+run it predicts (the fake's users differ: one user alone is too small a pilot), shown beside the actual by `cost`."""
 from __future__ import annotations
 
 import subprocess
@@ -100,7 +100,7 @@ async def test_a_plan_from_a_pilot_is_within_20_percent_and_cost_shows_it_beside
         settings, fake, tmp_path):
     script(fake)
     pilot, study_db = tmp_path / "pilot.db", tmp_path / "study.db"
-    await sample_study(settings, fake, pilot, users=1)
+    await sample_study(settings, fake, pilot, users=2)  # the pilot: two users of the three the study runs
     prices_file = tmp_path / "prices.toml"
     prices_file.write_text(PRICES)
     async with open_store(study_db) as store, open_store(pilot) as pilot_store:

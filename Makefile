@@ -27,7 +27,9 @@ run: install
 
 # The main gate runs in file order; test-random runs the fast suite shuffled (pytest-randomly) with
 # the seed printed first, so a failing order can be rerun: make test-random SEED=<printed seed>.
-SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+ifndef SEED
+SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+endif
 
 test: install
 	$(VENV)/bin/pytest -q -p no:randomly

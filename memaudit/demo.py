@@ -14,6 +14,7 @@ from memaudit.rollout.progress import ProgressSink
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import Runtime
 from memaudit.scoring.attribution import attribute_runs
+from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.tables import compute_tables
 
@@ -49,6 +50,7 @@ async def run_demo(rt: Runtime, size: DemoSize, report_dir: Path, *, progress: P
     runs = await run_rollout(rt, bench, list(size.systems), users=users, tasks=size.tasks,
                              max_turns=size.max_turns, tag="demo", progress=progress)
     await score_runs(rt, runs, MODES, ks=(5,), dims="targeted")
+    await score_evolving(rt, runs, MODES, ks=(5,))
     await attribute_runs(rt, runs, MODES)
     tables = await compute_tables(rt.store, runs)
     await write_report(rt.store, report_dir, runs)

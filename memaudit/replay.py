@@ -20,6 +20,7 @@ from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.scoring.attribution import attribute_runs
+from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.scoring.tables import compute_tables
@@ -130,6 +131,7 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     for signature, group in scoring.items():
         modes, ks, window, dims = loads(signature)
         await score_runs(rt, group, modes, ks=tuple(ks), context_window=window, dims=dims)
+        await score_evolving(rt, group, modes, ks=tuple(ks), context_window=window)
     for run, found in passes.items():
         variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):

@@ -23,13 +23,27 @@ class PoolEntry:
     source: str
 
 
+VERSION_OPS = ("add", "update", "delete")
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of an evolving bank entry (memaudit/bench/history.py): its value from task
+    `valid_from_task` (1-based) on; a `delete` says the entry is no longer true."""
+    short: str
+    valid_from_task: int
+    op: str  # add | update | delete
+    explanation: str = ""
+
+
 @dataclass(frozen=True)
 class BankEntry:
     category: str
     dimension: str
-    short: str
+    short: str  # the current value: the last version's short when the entry has a history
     explanation: str
     source: str = ""
+    history: tuple[Version, ...] = ()  # empty: a static entry
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class Turn:
     preference_score: float | None
     per_pref: list = field(default_factory=list)
     fallback: bool = False  # simulator output stayed invalid: placeholder followup recorded
+    change: dict | None = None  # {"dimension", "version"}: the bank change the user disclosed on this turn
 
 
 @dataclass
@@ -140,3 +155,27 @@ class Attribution:
     stages: list
     ep_index: int | None
     note: str = ""
+
+
+EVOLVING_CRITERIA = ("current_present", "stale_absent", "stale_in_store")
+STORE_MODE = "store"  # the mode of `stale_in_store` judgments: the full final store, whatever the access mode
+
+
+@dataclass
+class EvolvingJudgment:
+    """A yes/no criterion of an evolving target (memaudit/scoring/evolving.py): `current_present` and
+    `stale_absent` on a reconstruction of (mode, k); `stale_in_store` on the full store (STORE_MODE)."""
+    run: str
+    mode: str
+    k: int
+    variant: str
+    user_id: str
+    category: str
+    dimension: str
+    criterion: str
+    version: int  # the history position the criterion is about
+    verdict: bool | None  # the criterion holds; None unless status is ok
+    reason: str
+    status: str  # ok | overflow | failed
+    error: str | None = None
+    snapshot_task: int | None = None

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 MEMAUDIT = [sys.executable, str(REPO / "memaudit.py")]
 TOUR = [
-    ["rollout", "--bench", "sample", "--systems", "nomem,longctx_full", "--users", "2", "--tasks", "2",
+    ["rollout", "--bench", "sample", "--systems", "nomem,bm25", "--users", "2", "--tasks", "2",
      "--max-turns", "3", "--quiet"],
     ["score", "--mode", "both", "--dims", "targeted"],
     ["tables", "--only", "table2"],

@@ -26,7 +26,9 @@ from typing import Callable
 
 import anyio
 
+from memaudit.bench.evolve import bank_record, change_check, check_count, pick_entries, write_change
 from memaudit.bench.files import read_json, write_json
+from memaudit.bench.history import parse_history
 from memaudit.bench.instances import TASKS_ROOT, read_release
 from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
 from memaudit.canonical import canonical_pretty
@@ -83,6 +85,7 @@ class GenerationOptions:
     hints: bool = True         # give the task writer the category's hint (CATEGORY_HINTS)
     edits: int = 1             # editor rewrites per task at most
     recheck: bool = False      # review each rewrite again (needed for more than one edit)
+    evolving: int = 0          # entries per user that change at a later task (memaudit/bench/evolve.py)
 
     def __post_init__(self):
         if self.order not in ORDERS:
@@ -92,11 +95,13 @@ class GenerationOptions:
         if self.edits > 1 and not self.recheck:
             raise BadInput("more than one edit needs --recheck: without a new review nothing asks for a "
                            "second edit", field="edits")
+        check_count(self.evolving)
 
     def describe(self) -> str:
         review = "each rewrite re-reviewed" if self.recheck else "rewrites not re-reviewed"
+        evolving = f", {self.evolving} evolving entries per user" if self.evolving else ""
         return (f"tasks {self.order}, {'with' if self.hints else 'no'} category hints, "
-                f"at most {self.edits} edit(s), {review}")
+                f"at most {self.edits} edit(s), {review}{evolving}")
 
 
 def _strings(lo: int, hi: int) -> dict:
@@ -236,10 +241,26 @@ class UserGenerator:
         bank = await self.bank(persona)
         self.stage = "tasks"
         tasks = await self.tasks(persona, bank)
-        return {"user_id": self.uid, "persona": persona,
-                "bank": [{"category": e.category, "dimension": e.dimension, "short": e.short,
-                          "explanation": e.explanation, "source": e.source} for e in bank],
-                "tasks": tasks, "generation": self.options.describe()}
+        reviews = None
+        if self.options.evolving:
+            self.stage = "changes"
+            bank, reviews = await self.changes(persona, bank, tasks)
+        record = {"user_id": self.uid, "persona": persona, "bank": [bank_record(e) for e in bank],
+                  "tasks": tasks, "generation": self.options.describe()}
+        return record if reviews is None else {**record, "change_reviews": reviews}
+
+    async def changes(self, persona: dict, bank: list[BankEntry], tasks: list[dict]) -> tuple[list, dict]:
+        """The bank with `evolving` entries changed at a later task, and every review of a change."""
+        task_of = {t["target_dimension"]: i for i, t in enumerate(tasks, start=1)}
+        picked = pick_entries(bank, task_of, len(tasks), self.options.evolving, self.llm.settings.seed, self.uid)
+        changed, reviews = {}, {}
+        for entry, task in picked:
+            check = change_check(entry, words, sentences, SHORT_MAX_WORDS)
+            new, reviews[entry.dimension] = await write_change(self.llm, self.uid, _json(persona), entry, task,
+                                                               len(tasks), check)
+            if new is not None:
+                changed[entry.dimension] = new
+        return [changed.get(e.dimension, e) for e in bank], reviews
 
     async def persona(self) -> dict:
         result = await ask(self.llm, "persona_gen", schema=PERSONA_SCHEMA, seed_parts=(self.uid,),
@@ -396,7 +417,8 @@ async def generate(rt, n_users: int, out_dir: str | Path, *, tasks_dir: str = EX
 def _benchmark(name: str, records: list[dict], pool, source: str) -> Benchmark:
     users, tasks = [], {}
     for r in records:
-        bank = tuple(BankEntry(e["category"], e["dimension"], e["short"], e["explanation"], e.get("source", ""))
+        bank = tuple(BankEntry(e["category"], e["dimension"], e["short"], e["explanation"], e.get("source", ""),
+                               parse_history(e.get("history"), f"{WORK_DIR}/{r['user_id']}.json")[0])
                      for e in r["bank"])
         users.append(User(r["user_id"], r["persona"], bank))
         tasks[r["user_id"]] = tuple(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from memaudit.bench.act import load_act_scenarios, read_act_dir, save_act_scenarios
 from memaudit.bench.files import read_json
+from memaudit.bench.history import parse_history
 from memaudit.bench.pool import BUNDLED_POOL, load_pool, parse_pool
 from memaudit.bench.validate import check_benchmark, unknown_categories
 from memaudit.errors import BadInput
@@ -146,8 +147,11 @@ def _read_users(banks, pool, problems: list[str]) -> list[User]:
                     problems.append(f"{where}: memory_bank.{category}[{j}]: expected an object")
                     continue
                 dimension = _text(entry, "dimension")
+                history, history_problems = parse_history(entry.get("history"),
+                                                          f"{where}: memory_bank.{category}[{j}] ({dimension})")
+                problems += history_problems
                 bank.append(BankEntry(category, dimension, _text(entry, "short"), _text(entry, "explanation"),
-                                      sources.get((category, dimension), "")))
+                                      sources.get((category, dimension), ""), history))
         users.append(User(user_id, persona, tuple(bank)))
     return users
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from memaudit.bench.history import history_problems, value_at
 from memaudit.ids import id_problem
 from memaudit.types import BANK_COUNTS, CATEGORIES, Benchmark, PoolEntry, User
 
@@ -18,6 +19,7 @@ def check_benchmark(bench: Benchmark, pool: dict[str, list[PoolEntry]] | None, *
     problems: list[str] = []
     for user in bench.users:
         problems += _check_bank(user, pool if coverage else None, bank_file)
+        problems += _check_histories(user, bench.tasks.get(user.id), bank_file)
         if user.id in bench.tasks:
             problems += _check_tasks(user, bench.tasks[user.id], task_files.get(user.id, bank_file), coverage)
     return problems
@@ -62,6 +64,17 @@ def _check_bank(user: User, pool: dict[str, list[PoolEntry]] | None, file: str) 
     return problems
 
 
+def _check_histories(user: User, tasks, file: str) -> list[str]:
+    n_tasks = len(tasks) if tasks else None
+    problems: list[str] = []
+    position: Counter = Counter()
+    for entry in user.bank:
+        field = f"memory_bank.{entry.category}[{position[entry.category]}]"
+        position[entry.category] += 1
+        problems += history_problems(entry, n_tasks, f"{file}: user {user.id}: {field}")
+    return problems
+
+
 def _check_tasks(user: User, tasks, file: str, coverage: bool) -> list[str]:
     where = f"{file}: user {user.id}"
     problems: list[str] = []
@@ -83,9 +96,11 @@ def _check_tasks(user: User, tasks, file: str, coverage: bool) -> list[str]:
         if task.target_category != entry.category:
             problems.append(f"{where}: {field}.target_category: {task.target_category!r} but the bank has "
                             f"{task.target_dimension!r} under {entry.category!r}")
-        if _normal(task.target_short) != _normal(entry.short):
+        valid = value_at(entry, task.index)  # an evolving entry's task targets the value of its time
+        if _normal(task.target_short) != _normal(valid.short if valid else entry.short):
             problems.append(f"{where}: {field}.target_short: differs from the bank's short for "
-                            f"{task.target_dimension!r}")
+                            f"{task.target_dimension!r}" + (f" (the value valid at task {task.index})"
+                                                            if entry.history else ""))
     for entry in user.bank if coverage else ():
         indices = targeted.get(entry.dimension, [])
         if not indices:

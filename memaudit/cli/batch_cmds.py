@@ -37,11 +37,8 @@ async def batched(rt, roles, use_batch: bool, batch_file: Path | None):
     if batch_file is None:
         for role in roles:
             endpoint_of(rt.settings, role)
-    collector = rt.llm.batch = BatchCollector(rt.store, frozenset(roles), rt.llm.refusals)
-    try:
+    with rt.llm.batching(BatchCollector(rt.store, frozenset(roles), rt.llm.refusals)) as collector:
         yield
-    finally:
-        rt.llm.batch = None
     for line in await submit(rt.store, rt.settings, batch_file):
         click.echo(f"memaudit: batch: {line}", err=True)
     await _say_waiting(rt.store, collector.keys)

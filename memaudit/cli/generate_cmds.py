@@ -24,14 +24,17 @@ from memaudit.errors import MemauditError
               help="editor rewrites per fishing task at most (published: 1)")
 @click.option("--recheck/--no-recheck", default=False, show_default=True,
               help="review every rewrite again, needed for --edits above 1 (published: no)")
+@click.option("--evolving", type=int, default=0, show_default=True,
+              help="bank entries per user that change at a later task (written by the generator, passed by "
+                   "a reviewer); 0: a static benchmark, as published")
 @global_options
-def generate(n_users, out_dir, tasks_dir, pool_path, order, hints, edits, recheck):
+def generate(n_users, out_dir, tasks_dir, pool_path, order, hints, edits, recheck, evolving):
     """Generate benchmark users with the anti-fishing critic/editor pass (--seed sets the base seed).
 
     memaudit's earlier way: --order interleaved --no-hints --edits 3 --recheck."""
     from memaudit.bench.generate import GenerationOptions
 
-    options = GenerationOptions(order, hints=hints, edits=edits, recheck=recheck)
+    options = GenerationOptions(order, hints=hints, edits=edits, recheck=recheck, evolving=evolving)
     report = run(_generate, current_settings(), n_users, out_dir, tasks_dir, pool_path, options)
     out.print(f"{out_dir}: {len(report.written)} users written ({len(report.generated)} new, "
               f"{len(report.resumed)} resumed); {report.edits} editor rewrite(s), "

@@ -70,12 +70,15 @@ def score(mode, k_text, runs, context_window, dims, use_batch, batch_file, shard
 
 async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None, shard=None):
     from memaudit.runtime import open_runtime
+    from memaudit.scoring.evolving import score_evolving
     from memaudit.scoring.recovery import BATCH_ROLES, score_runs
 
     async with open_runtime(settings, create=False, shard=shard) as rt:
         chosen = await _chosen_runs(rt.store, runs)
         async with batched(rt, BATCH_ROLES, use_batch, batch_file):
             skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+        # evolving targets only (a static run makes no call here); judged on the rows scored so far
+        await score_evolving(rt, chosen, modes, ks=ks, context_window=context_window)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
         await _print_scores(rt.store, chosen, DEFAULT_VARIANT)

@@ -5,7 +5,7 @@ runner) instead of being made live, at the batch price, and come back into the c
                       live path would POST (`batch_requests`) and raises BatchPending, which the
                       stage treats as "not yet available" (no row, no failure). Then the recorded
                       requests are sent: JSONL input files (custom_id = the cache key), uploaded and
-                      made batches, split at 50,000 requests or 200 MB.
+                      made batches, one model per file, split at 50,000 requests or 200 MB.
     batch collect     downloads output and error files and stores every result in the call cache as
                       the live path stores the same response (memaudit/llm/client.py read_attempt,
                       ok_row, failure_row). A retryable answer (429, 5xx, an expired batch's undone
@@ -65,7 +65,7 @@ def _json(obj) -> str:
 
 @dataclass
 class BatchCollector:
-    """The client's batch mode (`llm.batch`): misses of `roles` are recorded, not called."""
+    """The client's batch mode (`llm.batching`): misses of `roles` are recorded, not called."""
     store: Store
     roles: frozenset[str]
     refusals: Refusals
@@ -130,11 +130,14 @@ def endpoint_of(settings: Settings, role: str) -> tuple[str, str | None]:
     return rc.base_urls[0], rc.api_key
 
 
-def by_endpoint(settings: Settings, rows: list) -> dict[tuple[str, str | None], list]:
-    groups: dict = {}
+def groups(settings: Settings, rows: list, *, by_endpoint: bool) -> dict[tuple, list]:
+    """The requests per input-file group: one model per file (the Batch API and vLLM's batch runner
+    both take one), and with `by_endpoint` one endpoint and credentials per group."""
+    out: dict = {}
     for row in rows:
-        groups.setdefault(endpoint_of(settings, row["role"]), []).append(row)
-    return groups
+        endpoint = endpoint_of(settings, row["role"]) if by_endpoint else (None, None)
+        out.setdefault((*endpoint, row["model"]), []).append(row)
+    return out
 
 
 async def submit(store: Store, settings: Settings, directory: Path | None = None) -> list[str]:
@@ -142,24 +145,14 @@ async def submit(store: Store, settings: Settings, directory: Path | None = None
     await store.flush()
     said = await recover(store, settings)
     queued = await store.batches.queued()
-    if directory is not None:
-        return said + [await _write_file(store, directory, keys, content)
-                       for keys, content, role in _files_by_model(queued)]
-    for (base_url, api_key), rows in by_endpoint(settings, queued).items():
+    for (base_url, api_key, _), rows in groups(settings, queued, by_endpoint=directory is None).items():
+        if directory is not None:
+            said += [await _write_file(store, directory, keys, content) for keys, content in split_files(rows)]
+            continue
         async with BatchAPI(base_url, api_key, timeout=settings.timeout) as api:
             for keys, content in split_files(rows):
                 said.append(await _send(store, api, rows[0]["role"], keys, content))
     return said
-
-
-def _files_by_model(rows: list):
-    """vLLM's batch runner serves one model: one set of files per model."""
-    models: dict = {}
-    for row in rows:
-        models.setdefault(row["model"], []).append(row)
-    for group in models.values():
-        for keys, content in split_files(group):
-            yield keys, content, group[0]["role"]
 
 
 async def _write_file(store: Store, directory: Path, keys: list[str], content: bytes) -> str:

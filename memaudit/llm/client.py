@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 # results from them records which calls it used (token accounting per run and role, traceability).
 _collector: contextvars.ContextVar[list | None] = contextvars.ContextVar("memaudit_calls", default=None)
 
+# Inside `llm.batching(collector)`, misses of the collector's roles are recorded for a batch instead
+# of called (memaudit/llm/batch.py). A context variable, like the collector above, so every client
+# of the command (a judge panel's per-model clones too) and every task it starts follows it.
+_batching: contextvars.ContextVar = contextvars.ContextVar("memaudit_batching", default=None)
+
 REPAIR_MESSAGE = ("Your previous answer could not be used: {problem}. Answer again with only a JSON object "
                   "that follows the required format.")
 
@@ -76,7 +81,6 @@ class LLM:
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})
         self.refusals = Refusals(store)
-        self.batch = None  # a BatchCollector while a stage runs with --batch (memaudit/llm/batch.py)
 
     def role_config(self, role: str) -> RoleConfig:
         """The settings of `role`, resolved once per settings object (a hot path: every call)."""
@@ -99,6 +103,15 @@ class LLM:
             yield uses
         finally:
             _collector.reset(token)
+
+    @contextmanager
+    def batching(self, collector):
+        """Record the calls of `collector.roles` that miss the cache for a batch (`--batch`)."""
+        token = _batching.set(collector)
+        try:
+            yield collector
+        finally:
+            _batching.reset(token)
 
     def seed(self, role: str, *parts) -> int:
         return derive_seed(self.settings.seed, role, *parts)
@@ -188,9 +201,10 @@ class LLM:
             raise ContextOverflow(role, estimate, window, "estimated before the call")
         if mode == "replay":
             raise CacheMiss(role, key)
-        if self.batch is not None and role in self.batch.roles:
+        batch = _batching.get()
+        if batch is not None and role in batch.roles:
             # Batch collecting (memaudit/llm/batch.py): the request is sent in a batch, not now.
-            raise await self.batch.pending(role, record, key, request_json, schema)
+            raise await batch.pending(role, record, key, request_json, schema)
         if not rc.base_urls and self._start_server is not None:
             rc = await self._server_role(role)
         stats.calls += 1

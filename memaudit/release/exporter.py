@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from memaudit.bench.files import write_json
+from memaudit.bench.history import history_json, user_at
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
 from memaudit.errors import BadInput
@@ -43,8 +44,10 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
     for user in bench.users:
         bank: dict[str, list] = {c: [] for c in CATEGORIES}
         for e in user.bank:
-            bank.setdefault(e.category, []).append({"dimension": e.dimension, "short": e.short,
-                                                    "explanation": e.explanation})
+            record = {"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
+            if e.history:  # a static entry is written exactly as published
+                record["history"] = history_json(e)
+            bank.setdefault(e.category, []).append(record)
         users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
     _write(out, BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
                              "users": users})
@@ -141,7 +144,7 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> N
         if ep.error is not None:
             record["error"] = ep.error
         _write(out, f"history/{run}/{name}", record)
-        prefs = [e for e in users[ep.user_id].bank if e.category == "assistance_preference"]
+        prefs = user_at(users[ep.user_id], ep.task_index).entries("assistance_preference")  # as judged then
         _write(out, f"pref_judge/{run}/{name}", {
             "user_id": ep.user_id, "task": ep.task,
             "prefs": [{"idx": i, "dimension": e.dimension, "short": e.short, "explanation": e.explanation}
@@ -211,5 +214,8 @@ def _turn_record(t) -> dict:
     simulator = {"feedback_type": t.feedback_type, "text": t.user_text, "is_done": t.feedback_type == "satisfied"}
     if t.fallback:
         simulator["fallback"] = True
-    return {"turn": t.index, "agent_response": t.assistant, "user_simulator": simulator,
-            "preference_evaluator": {"score": t.preference_score}}
+    record = {"turn": t.index, "agent_response": t.assistant, "user_simulator": simulator,
+              "preference_evaluator": {"score": t.preference_score}}
+    if t.change is not None:  # evolving banks: the bank change the user disclosed on this turn
+        record["change"] = {"dimension": t.change["dimension"], "version": t.change["version"]}
+    return record

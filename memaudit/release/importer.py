@@ -171,7 +171,18 @@ def _turn(raw, position: int, label: str, user: str, per_pref: dict[int, list]) 
     evaluator = raw.get("preference_evaluator") or {}
     return Turn(index, agent, simulator.get("feedback_type"), simulator.get("text"),
                 _number(evaluator.get("score"), label, user, f"{field}.preference_evaluator.score"),
-                per_pref.get(index, []), bool(simulator.get("fallback", False)))
+                per_pref.get(index, []), bool(simulator.get("fallback", False)), _change(raw, label, user, field))
+
+
+def _change(raw: dict, label: str, user: str, field: str) -> dict | None:
+    """The bank change disclosed on a turn of an evolving benchmark's export (published: none)."""
+    change = raw.get("change")
+    if change is None:
+        return None
+    if not (isinstance(change, dict) and isinstance(change.get("dimension"), str)
+            and isinstance(change.get("version"), int) and not isinstance(change.get("version"), bool)):
+        raise BadInput("expected {dimension, version}", file=label, user=user, field=f"{field}.change")
+    return {"dimension": change["dimension"], "version": change["version"]}
 
 
 def _per_pref(root: Path, label: str, user: str) -> dict[int, list]:

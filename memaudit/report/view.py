@@ -23,9 +23,9 @@ from importlib import resources
 from pathlib import Path
 
 from memaudit.ids import inside, refuse_links_out
-from memaudit.report import data, utilization
+from memaudit.report import data, evolving, utilization
 from memaudit.report.data import Pass, Summary
-from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, link, mean_std, num, page,
+from memaudit.report.html import (LABEL_COLOURS, bar_chart, dl, esc, href, link, mean_std, num, page,
                                   score_class, slug, stacked_chart, table)
 from memaudit.scoring.tables import compute_tables, models_text
 from memaudit.store import RunConfig, Store, dumps
@@ -149,6 +149,8 @@ def _index_page(summary: Summary, tables: dict) -> str:
                        ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B")):
         parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(summary, tables.get(key) or []))
     parts.append(utilization.index_sections(tables))
+    if tables.get("evolving"):
+        parts.append(evolving.index_section(tables))
     parts.append(_users_section(summary))
     return page(INDEX, "memaudit audit report", "\n".join(parts))
 
@@ -401,10 +403,14 @@ async def _write_user(store: Store, writer: _Writer, summary: Summary, bench: st
     for task in user["tasks"]:
         tasks_by_dim.setdefault(task["target_dimension"], []).append(task)
     entries = {e["dimension"]: e for e in user["bank"]}
+
+    def episode_href(run: str, task_idx: int, turn: int, dimension: str) -> str:
+        return href(_target_page(bench, uid, dimension), _episodes_page(run, uid), _turn_anchor(run, task_idx, turn))
+    history = await evolving.target_sections(store, bench, uid, [r["run"] for r in runs], episode_href)
     for dimension in sorted(set(entries) | set(tasks_by_dim)):
         writer.write(_target_page(bench, uid, dimension),
                      _target(summary, bench, runs, user, entries.get(dimension), dimension,
-                             tasks_by_dim.get(dimension, []), detail))
+                             tasks_by_dim.get(dimension, []), detail, history.get(dimension, "")))
 
 
 def _grid_cell(path: str, bench: str, uid: str, p: Pass, dimension: str, row: dict | None,
@@ -510,7 +516,8 @@ def _item(item) -> str:
 
 # -- target page -------------------------------------------------------------------------------
 def _target(summary: Summary, bench: str, runs: list[dict], user: dict, entry: dict | None, dimension: str,
-            tasks: list[dict], detail: dict) -> str:
+            tasks: list[dict], detail: dict, history: str = "") -> str:
+    """`history`: the section of an evolving entry (report/evolving.py); empty for a static one."""
     uid = user["user_id"]
     path = _target_page(bench, uid, dimension)
     head = [("dimension", esc(dimension))]
@@ -525,7 +532,8 @@ def _target(summary: Summary, bench: str, runs: list[dict], user: dict, entry: d
             head.append(("rationale", esc(task["rationale"])))
     if not tasks:
         head.append(("task", '<span class="muted">no task targets this dimension</span>'))
-    parts = [f'<div class="card">{dl(head)}</div>', _target_summary(path, runs, summary, uid, dimension)]
+    parts = [f'<div class="card">{dl(head)}</div>', *([history] if history else []),
+             _target_summary(path, runs, summary, uid, dimension)]
     recons = detail["recons"].get(dimension, [])
     for run in runs:
         parts.append(f'<h2 id="{slug(run["run"])}">{esc(run["run"])} <span class="muted">({esc(run["system"])})'

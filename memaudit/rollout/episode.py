@@ -10,9 +10,11 @@ offered after the episode. The live loop (`run_episode`) and a replayer of recor
 from __future__ import annotations
 
 from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
+from memaudit.bench.history import Change, user_at
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.rollout.assistant import reply as assistant_reply
+from memaudit.rollout.changes import change_note, event
 from memaudit.rollout.pref_judge import judge_reply
 from memaudit.rollout.simulator import respond
 from memaudit.types import Episode, Task, Turn, User
@@ -71,7 +73,10 @@ async def feed_transcript(adapter: MemoryAdapter, task: Task, turns: list[Turn],
 
 
 async def run_episode(llm: LLM, adapter: MemoryAdapter, user: User, task: Task, *, run: str,
-                      max_turns: int, k: int) -> Episode:
+                      max_turns: int, k: int, pending: list[Change] = ()) -> Episode:
+    """`pending`: bank changes to disclose, one per user turn, in order (rollout/changes.py)."""
+    notes = [(change, change_note(llm.settings.prompts_dir, user, change)) for change in pending]
+    user = user_at(user, task.index)  # the person as they are at this task (the same user when static)
     prefs = user.entries("assistance_preference")
     memory = EpisodeMemory(adapter, task, k)
     turns: list[Turn] = []
@@ -88,14 +93,16 @@ async def run_episode(llm: LLM, adapter: MemoryAdapter, user: User, task: Task, 
         await memory.replied(turn, answer)
         preference = await judge_reply(llm, prefs, task.text, answer, seed_parts=seed_parts)
         try:
-            user_reply = await respond(llm, user, task, [*exchanges, (answer, None)], turn)
+            user_reply = await respond(llm, user, task, [*exchanges, (answer, None)], turn,
+                                       change_note=notes[0][1] if notes else None)
         except ContextOverflow as exc:
             turns.append(Turn(turn, answer, None, None, preference.score, preference.per_pref))
             end_reason, error = "failed", f"simulator: {exc}"
             break
         memory.user_said(turn, user_reply.text, placeholder=user_reply.fallback)
+        disclosed = event(notes.pop(0)[0]) if notes and not user_reply.fallback else None
         turns.append(Turn(turn, answer, user_reply.feedback_type, user_reply.text, preference.score,
-                          preference.per_pref, user_reply.fallback))
+                          preference.per_pref, user_reply.fallback, disclosed))
         if user_reply.satisfied:
             end_reason = "satisfied"
             break

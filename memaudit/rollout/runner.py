@@ -21,6 +21,7 @@ from memaudit.errors import BadInput, MemauditError
 from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.provenance import differences, rollout_provenance
+from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.progress import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
                                        UserDone)
@@ -124,12 +125,15 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
     snapshot = await rt.store.last_snapshot(run, user.id)
     if snapshot is not None:
         await adapter.restore(snapshot["state"])
+    disclosures = await Disclosures.load(rt.store, run, user)
     for task in pending:
         with rt.llm.collect() as uses:
             if transcripts is None:
-                ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k)
+                ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k,
+                                       pending=disclosures.pending(task.index))
             else:
                 ep = await transcripts.replay(adapter, run, task, k=k)
+        disclosures.record(ep)
         await commit_episode(rt.store, ep, adapter, uses)
         if progress:
             tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep))
@@ -170,7 +174,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
         recorded = RunConfig([u.id for u in chosen], tasks, max_turns, k, tag,  # users resolved
                              provenance=rollout_provenance(rt.settings))
-        prompts = PROMPTS
+        prompts = PROMPTS + ((NOTE_PROMPT,) if any(e.history for u in chosen for e in u.bank) else ())
     else:
         source_run = check_id(config.transcripts, "run id", field="transcripts")
         with rt.store.runs.lock(source_run):  # its episodes are final: no rollout is writing them now

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from memaudit.config import EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.errors import InvalidOutput
 from memaudit.llm.client import LLM
+from memaudit.prompts import load_prompt
 from memaudit.roles import ROLE_SPECS, ask
 from memaudit.store import dumps_indented
 from memaudit.types import CATEGORIES, Task, User
@@ -61,15 +62,21 @@ def _says_something(data) -> str | None:
 
 
 async def respond(llm: LLM, user: User, task: Task, exchanges: list[tuple[str, str | None]],
-                  turn: int) -> UserReply:
+                  turn: int, *, change_note: str | None = None) -> UserReply:
     """The user's reaction to the latest assistant reply (the last exchange's reply).
+    `change_note` (evolving banks, rollout/changes.py) is added to the end of the user message.
     ContextOverflow and EndpointError propagate; invalid output becomes a recorded fallback."""
     own = [text for _, text in exchanges if text is not None][-RECENT_REPLIES:]
+    values = dict(persona=dumps_indented(user.persona), bank=render_bank(user), task=task.text,
+                  conversation=render_conversation(task.text, exchanges), turn=turn,
+                  recent_replies="\n".join(f"- {t}" for t in own) or "(none yet)")
+    messages = None
+    if change_note is not None:
+        messages = load_prompt(ROLE_SPECS["simulator"].prompt, llm.settings.prompts_dir).render(**values)
+        messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{change_note}"}
     try:
         result = await ask(llm, "simulator", seed_parts=(user.id, task.index, turn), check=_says_something,
-                           schema=reply_schema(llm), persona=dumps_indented(user.persona), bank=render_bank(user),
-                           task=task.text, conversation=render_conversation(task.text, exchanges), turn=turn,
-                           recent_replies="\n".join(f"- {t}" for t in own) or "(none yet)")
+                           schema=reply_schema(llm), messages=messages, **values)
     except InvalidOutput:
         return UserReply("followup", FALLBACK_TEXT, fallback=True)
     return UserReply(result.data["feedback_type"], result.data["text"].strip())

@@ -49,7 +49,7 @@ class Transcripts:
     def digest(self) -> str:
         """What was replayed, episode by episode: a resume over a source whose transcripts changed
         (re-imported, or resumed with other episodes) is refused."""
-        rows = [[user, task.index, asdict(self.episodes[user][task.index])]
+        rows = [[user, task.index, _digestible(self.episodes[user][task.index])]
                 for user, tasks in self.plan.items() for task in tasks]
         return text_hash(dumps(rows))
 
@@ -63,6 +63,16 @@ class Transcripts:
         recorded = self.episodes[task.user_id][task.index]
         await feed_transcript(adapter, task, recorded.turns, k=k)
         return replace(recorded, run=run)
+
+
+def _digestible(ep: Episode) -> dict:
+    """The episode as digested: a turn without a bank change (every turn of a static bank) has no
+    `change` key, so digests of static runs are what they were before evolving banks existed."""
+    record = asdict(ep)
+    for turn in record["turns"]:
+        if turn["change"] is None:
+            del turn["change"]
+    return record
 
 
 async def load_transcripts(store: Store, source: str, bench: Benchmark, *, users: list[str] | None = None,

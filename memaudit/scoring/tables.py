@@ -16,7 +16,7 @@ import orjson
 
 from memaudit.errors import BadInput
 from memaudit.provenance import run_models
-from memaudit.scoring import metrics, stats
+from memaudit.scoring import evolving_tables as evolving, metrics, stats
 from memaudit.scoring.metrics import ModeRecovery
 from memaudit.store import Run, Store, select_runs
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
@@ -25,7 +25,7 @@ from memaudit.utilization import carryover, summary as utilization
 DEFAULT_K = 5
 ALPHA = 0.05
 SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "utilization", "carryover",
-            "robustness")
+            "evolving", "evolving_targets", "robustness")
 
 
 @dataclass
@@ -62,7 +62,7 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
     selected = await select_runs(store, runs)
     data = [await run_data(store, run, variant) for run in selected]
     boot = Bootstrap(bootstrap, seed)
-    return {
+    tables = {
         "table2": [table2_row(d, boot) for d in data],
         "table3": [row for d in data for row in table3_rows(d, boot)],
         "table4": [row for d in data for row in table4_rows(d)],
@@ -73,6 +73,9 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
         "utilization": await utilization.utilization_rows(store, [r.run for r in selected], boot),
         "carryover": await carryover.carryover_rows(store, [r.run for r in selected], boot),
     }
+    # Evolving banks only (issue 25): a store without evolving targets gets no such section.
+    tables.update(await evolving.evolving_sections(store, [r.run for r in selected], boot, variant))
+    return tables
 
 
 async def check_fresh(store: Store, run: str, variant: str = DEFAULT_VARIANT) -> None:
@@ -416,6 +419,10 @@ TITLES = {
                     lambda rows: utilization.table(rows, _num, _ci)),
     "carryover": ("Preference carry-over and bother rate (per-user means [95% CI])",
                   lambda rows: carryover.table(rows, _num, _ci)),
+    "evolving": ("Evolving targets — FAMA, MPA, FAA, stale in store / in recovery (category-balanced per-user means "
+                 "[95% CI])", lambda rows: evolving.table(rows, _num, _ci)),
+    "evolving_targets": ("Evolving targets — criteria per target (present: current value; absent: each superseded "
+                         "value)", lambda rows: evolving.targets_table(rows, _num, _ci)),
     "robustness": ("Robustness — frozen rescoring", _robustness),
 }
 
@@ -457,7 +464,9 @@ def _flat(row: dict) -> dict:
     """A CSV row: intervals become `_low`/`_high` columns; nested per-user maps stay in the JSON."""
     out = {}
     for key, value in row.items():
-        if isinstance(value, list):
+        if key in evolving.VERDICT_LISTS:  # lists of yes/no criteria, not intervals
+            out[key] = ";".join(str(int(v)) for v in value)
+        elif isinstance(value, list):
             out[f"{key}_low"], out[f"{key}_high"] = (value if value else (None, None))
         elif not isinstance(value, dict):
             out[key] = value

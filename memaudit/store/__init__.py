@@ -9,6 +9,7 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.episodes      episodes, turns, memory snapshots                 (store/episodes.py)
     store.scores        scoring passes (PassConfig), reconstructions      (store/scores.py)
     store.attributions  attributions, oracle verdicts                     (store/attributions.py)
+    store.evolving      criteria of evolving targets                      (store/evolving.py)
     store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
     store.plans         cost estimates made before a run (memaudit plan)  (store/plans.py)
@@ -40,6 +41,7 @@ from memaudit.store.batches import Batches
 from memaudit.store.benchmarks import Benchmarks
 from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
+from memaudit.store.evolving import Evolving
 from memaudit.store.plans import Plans
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
@@ -114,6 +116,7 @@ class Store:
         self.calls = Calls(self)
         self.vectors = Vectors(self)
         self.utilization = Utilization(self)
+        self.evolving = Evolving(self)
         self.plans = Plans(self)
         self.batches = Batches(self)
 

@@ -11,18 +11,21 @@ if TYPE_CHECKING:
     from memaudit.store import Store
 
 # What a scratch store starts from: the inputs and the caches, never an artifact.
-INPUTS = ("benchmarks", "users", "bank_entries", "tasks", "calls", "embeddings", "param_refusals", "act_scenarios")
+INPUTS = ("benchmarks", "users", "bank_entries", "bank_history", "tasks", "calls", "embeddings", "param_refusals",
+          "act_scenarios")
 # What a teacher-forced run reads of its source run (RunConfig.transcripts): copied as an input
 # when replay does not re-execute the source (an imported release, a run not asked for).
-TRANSCRIPTS = ("runs", "episodes", "turns")
+TRANSCRIPTS = ("runs", "episodes", "turns", "turn_changes")
 # Artifact tables and their keys, in comparison order (the first difference is reported).
 ARTIFACTS = {
     "episodes": ("run", "user_id", "task_idx"),
     "turns": ("run", "user_id", "task_idx", "turn"),
+    "turn_changes": ("run", "user_id", "dimension", "version"),
     "snapshots": ("run", "user_id", "task_idx"),
     "score_passes": ("run", "mode", "k", "variant"),
     "reconstructions": ("run", "mode", "k", "variant", "user_id", "dimension"),
     "attributions": ("run", "mode", "k", "variant", "user_id", "dimension"),
+    "evolving_judgments": ("run", "mode", "k", "variant", "user_id", "dimension", "criterion", "version"),
     "utilization_passes": ("run", "k"),
     "act_cases": ("run", "k", "user_id", "dimension"),
 }

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from memaudit.canonical import dumps_native
 from memaudit.errors import BadInput
 from memaudit.store.rows import Statement, dumps, loads
-from memaudit.types import BankEntry, Benchmark, PoolEntry, Task, User
+from memaudit.types import BankEntry, Benchmark, PoolEntry, Task, User, Version
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -40,6 +40,9 @@ class Benchmarks:
             for i, e in enumerate(user.bank):
                 st.append(("INSERT INTO bank_entries VALUES (?,?,?,?,?,?,?,?)",
                            (bench.name, user.id, i, e.category, e.dimension, e.short, e.explanation, e.source)))
+                st += [("INSERT INTO bank_history VALUES (?,?,?,?,?,?,?,?)",
+                        (bench.name, user.id, e.dimension, j, v.short, v.explanation, v.valid_from_task, v.op))
+                       for j, v in enumerate(e.history)]
             for t in bench.tasks.get(user.id, ()):
                 st.append(("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
                            (bench.name, user.id, t.index, t.text, t.target_category, t.target_dimension,
@@ -57,9 +60,11 @@ class Benchmarks:
         if row is None:
             return None
         bank: dict[str, list[BankEntry]] = {}
+        histories = await self.histories(name)
         for r in await self._bank_rows(name):
             bank.setdefault(r["user_id"], []).append(
-                BankEntry(r["category"], r["dimension"], r["short"], r["explanation"], r["source"]))
+                BankEntry(r["category"], r["dimension"], r["short"], r["explanation"], r["source"],
+                          histories.get((r["user_id"], r["dimension"]), ())))
         tasks: dict[str, list[Task]] = {}
         for r in await self._task_rows(name):
             tasks.setdefault(r["user_id"], []).append(
@@ -72,6 +77,15 @@ class Benchmarks:
             pool = {c: [PoolEntry(c, p["name"], p["axis"], tuple(p.get("answer_space", ())), p.get("source", ""))
                         for p in entries] for c, entries in loads(row["pool"]).items()}
         return Benchmark(name, users, {u: tuple(t) for u, t in tasks.items()}, pool, row["source"])
+
+    async def histories(self, name: str) -> dict[tuple[str, str], tuple[Version, ...]]:
+        """(user, dimension) -> the versions of every evolving entry of the benchmark."""
+        found: dict[tuple[str, str], list[Version]] = {}
+        for r in await self.db.fetchall("SELECT * FROM bank_history WHERE bench=? ORDER BY user_id, dimension, "
+                                        "version", (name,)):
+            found.setdefault((r["user_id"], r["dimension"]), []).append(
+                Version(r["short"], r["valid_from_task"], r["op"], r["explanation"]))
+        return {key: tuple(versions) for key, versions in found.items()}
 
     async def user_rows(self, name: str) -> list[dict]:
         """Users as plain rows for the report: persona decoded, bank entries and tasks as row dicts."""

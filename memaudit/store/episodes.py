@@ -30,6 +30,9 @@ class Episodes:
             st.append(("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?,?)",
                        (ep.run, ep.user_id, ep.task_index, t.index, t.assistant, t.feedback_type, t.user_text,
                         t.preference_score, dumps(t.per_pref), int(t.fallback))))
+            if t.change is not None:  # evolving banks only: the bank change disclosed on this turn
+                st.append(("INSERT INTO turn_changes VALUES (?,?,?,?,?,?)",
+                           (ep.run, ep.user_id, ep.task_index, t.index, t.change["dimension"], t.change["version"])))
         return st
 
     @staticmethod
@@ -46,14 +49,27 @@ class Episodes:
     async def load(self, run: str, user_id: str | None = None) -> list[Episode]:
         where, params = ("run=?", (run,)) if user_id is None else ("run=? AND user_id=?", (run, user_id))
         turns: dict[tuple, list[Turn]] = {}
+        changes = {(r["user_id"], r["task_idx"], r["turn"]): {"dimension": r["dimension"], "version": r["version"]}
+                   for r in await self.db.fetchall(f"SELECT * FROM turn_changes WHERE {where}", params)}
         for r in await self.db.fetchall(f"SELECT * FROM turns WHERE {where} ORDER BY user_id, task_idx, turn", params):
             turns.setdefault((r["user_id"], r["task_idx"]), []).append(
                 Turn(r["turn"], r["assistant"], r["feedback_type"], r["user_text"], r["preference_score"],
-                     loads(r["per_pref"]), bool(r["fallback"])))
+                     loads(r["per_pref"]), bool(r["fallback"]), changes.get((r["user_id"], r["task_idx"], r["turn"]))))
         return [Episode(r["run"], r["user_id"], r["task_idx"], r["task"], turns.get((r["user_id"], r["task_idx"]), []),
                         r["end_reason"], r["error"])
                 for r in await self.db.fetchall(f"SELECT * FROM episodes WHERE {where} ORDER BY user_id, task_idx",
                                                 params)]
+
+    async def disclosed_changes(self, run: str, user_id: str) -> set[tuple[str, int]]:
+        """(dimension, version) of every bank change a turn of the user's episodes disclosed."""
+        return {(r["dimension"], r["version"]) for r in await self.db.fetchall(
+            "SELECT dimension, version FROM turn_changes WHERE run=? AND user_id=?", (run, user_id))}
+
+    async def change_rows(self, run: str) -> list[dict]:
+        """Every disclosed change of the run: user, task (episode), turn, dimension, version."""
+        return [dict(r) for r in await self.db.fetchall(
+            "SELECT user_id, task_idx, turn, dimension, version FROM turn_changes WHERE run=? "
+            "ORDER BY user_id, task_idx, turn", (run,))]
 
     async def final_preferences(self, run: str) -> dict[tuple[str, int], float | None]:
         """(user, task index) -> the episode's final preference score as stored."""

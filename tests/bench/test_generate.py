@@ -272,3 +272,41 @@ def test_generate_command_takes_the_earlier_way_as_options(settings, fake, tmp_p
     assert exit_info.value.code == 2 and "--recheck" in capsys.readouterr().err
     main([*argv, "--order", "interleaved", "--no-hints", "--edits", "3", "--recheck"])
     assert "tasks interleaved, no category hints, at most 3 edit(s)" in load(tmp_path / "g").source
+
+
+def change(body):
+    dim = field(user_text(body), "Dimension")
+    return {"op": "update", "short": f"Lately switched approach on {dim} after a course",
+            "explanation": "A short course changed the habit. It shows in how plans are made now."}
+
+
+def test_evolving_entries_are_written_reviewed_and_spread_over_categories(settings, fake, tmp_path):
+    rejected = []
+
+    def change_critic(body):  # the first change of all is sent back once, with the review
+        if not rejected:
+            rejected.append(user_text(body))
+            return {"verdict": "reject", "reason": "too generic"}
+        return {"verdict": "accept", "reason": "a real change"}
+    out = tmp_path / "gen"
+    fake = scripted(fake).on("bank_gen_change", change).on("critic_change", change_critic)
+    report = run_generate(settings, fake, 2, out, options=GenerationOptions(evolving=6))
+    assert report.problems == [] and not report.failures
+    bench = load(out)
+    for user in bench.users:
+        evolving = [e for e in user.bank if e.history]
+        assert len(evolving) == 6 and len({e.category for e in evolving}) == 5
+        task_of = {t.target_dimension: t.index for t in bench.tasks[user.id]}
+        for e in evolving:
+            first, new = e.history
+            assert (first.op, first.valid_from_task) == ("add", 1) and new.op == "update"
+            assert new.valid_from_task > task_of[e.dimension] and e.short == new.short
+    records = [orjson.loads((out / "generation" / f"{uid}.json").read_bytes()) for uid in ("user_001", "user_002")]
+    verdicts = [r["verdict"] for record in records for reviews in record["change_reviews"].values() for r in reviews]
+    assert sorted(verdicts) == ["accept"] * 12 + ["reject"]
+    assert "6 evolving entries per user" in bench.source
+
+
+def test_evolving_count_is_checked():
+    with pytest.raises(BadInput, match="--evolving"):
+        GenerationOptions(evolving=32)

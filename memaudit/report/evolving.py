@@ -1,0 +1,110 @@
+"""Evolving targets in the HTML report (issue 25): the `evolving` tables on the index, and on each
+evolving target's page its history on a timeline, the episode where each change was disclosed and
+what each run's memory kept of each version. Nothing is written for a static benchmark."""
+from __future__ import annotations
+
+from memaudit.report.html import esc, num, table
+from memaudit.scoring.evolving_tables import MEASURES
+from memaudit.types import DEFAULT_VARIANT, STORE_MODE
+
+WIDTH, HEIGHT, PAD = 640, 56, 16
+
+
+def _ci(value, interval) -> str:
+    text = num(value)
+    return text if interval is None else f"{text} [{num(interval[0])}, {num(interval[1])}]"
+
+
+def _verdicts(values: list[bool]) -> str:
+    return " ".join("✓" if v else "✗" for v in values) or "–"
+
+
+def index_section(tables: dict) -> str:
+    """The run-level and per-target evolving tables, or nothing when the runs have no evolving target."""
+    if not tables.get("evolving"):
+        return ""
+    rows = [[esc(r["run"]), esc(r["mode"]), f'<td class="n">{r["users"]}</td>', f'<td class="n">{r["targets"]}</td>',
+             *(f'<td class="n">{_ci(r[m], r[f"{m}_ci95"])}</td>' for m in MEASURES)] for r in tables["evolving"]]
+    targets = [[esc(r["run"]), esc(r["mode"]), esc(r["user"]), esc(r["dimension"]), esc(_verdicts(r["present"])),
+                esc(_verdicts(r["absent"])), f'<td class="n">{num(r["FAMA"])}</td>']
+               for r in tables["evolving_targets"]]
+    return ("<h2>Evolving targets: FAMA and stale memory</h2>"
+            '<p class="muted">Category-balanced per-user means [95% user-bootstrap CI]. Stale in store: a '
+            "superseded value still held by the full final memory; stale in recovery: asserted by the "
+            "reconstruction.</p>"
+            + table(["run", "mode", "users", "targets", *MEASURES], rows)
+            + "<h3>Per target</h3>"
+            + table(["run", "mode", "user", "dimension", "present", "absent", "FAMA"], targets))
+
+
+async def target_sections(store, bench: str, user_id: str, runs: list[str], episode_href) -> dict[str, str]:
+    """dimension -> the evolving section of its target page, for every evolving entry of the user.
+    `episode_href(run, task, turn, dimension)` links a turn from that dimension's target page."""
+    histories = {dim: h for (uid, dim), h in (await store.benchmarks.histories(bench)).items() if uid == user_id}
+    if not histories:
+        return {}
+    disclosed = {}
+    for run in runs:
+        for r in await store.episodes.change_rows(run):
+            if r["user_id"] == user_id:
+                disclosed[(run, r["dimension"], r["version"])] = (r["task_idx"], r["turn"])
+    judgments = [j for j in await store.evolving.load(runs, DEFAULT_VARIANT) if j.user_id == user_id]
+    n_tasks = max(await store.benchmarks.most_tasks(bench) or 1, max(v.valid_from_task for h in histories.values()
+                                                                      for v in h))
+    return {dim: _section(dim, history, runs, disclosed, judgments, n_tasks, episode_href)
+            for dim, history in histories.items()}
+
+
+def _section(dimension: str, history, runs: list[str], disclosed: dict, judgments, n_tasks: int,
+             episode_href) -> str:
+    rows = [[f'<td class="n">{i}</td>', esc(v.op), f'<td class="n">{v.valid_from_task}</td>', esc(v.short)]
+            for i, v in enumerate(history)]
+    parts = ["<h2>History of this entry</h2>", _timeline(history, n_tasks),
+             table(["version", "op", "valid from task", "value"], rows)]
+    for run in runs:
+        parts.append(f"<h3>{esc(run)}: disclosure and what memory kept</h3>")
+        parts.append(_kept(run, dimension, history, disclosed, judgments, episode_href))
+    return "\n".join(parts)
+
+
+def _x(task: int, n_tasks: int) -> float:
+    return PAD + (WIDTH - 2 * PAD) * (task - 1) / max(n_tasks - 1, 1)
+
+
+def _timeline(history, n_tasks: int) -> str:
+    """Tasks 1..n on a line, a marker where each version takes effect."""
+    marks = [f'<line x1="{PAD}" y1="{HEIGHT // 2}" x2="{WIDTH - PAD}" y2="{HEIGHT // 2}" stroke="#888"/>']
+    for i, v in enumerate(history):
+        x = _x(v.valid_from_task, n_tasks)
+        colour = "#d1495b" if v.op == "delete" else "#1f5f8b"
+        marks.append(f'<circle cx="{x:.1f}" cy="{HEIGHT // 2}" r="6" fill="{colour}"><title>version {i} '
+                     f'({esc(v.op)}) from task {v.valid_from_task}: {esc(v.short)}</title></circle>')
+        marks.append(f'<text x="{x:.1f}" y="{HEIGHT // 2 - 10}" font-size="11" text-anchor="middle">'
+                     f'v{i} · task {v.valid_from_task}</text>')
+    marks.append(f'<text x="{PAD}" y="{HEIGHT - 4}" font-size="10">task 1</text>'
+                 f'<text x="{WIDTH - PAD}" y="{HEIGHT - 4}" font-size="10" text-anchor="end">task {n_tasks}</text>')
+    return (f'<svg class="timeline" role="img" aria-label="history timeline" width="{WIDTH}" height="{HEIGHT}" '
+            f'viewBox="0 0 {WIDTH} {HEIGHT}">{"".join(marks)}</svg>')
+
+
+def _kept(run: str, dimension: str, history, disclosed: dict, judgments, episode_href) -> str:
+    mine = [j for j in judgments if j.run == run and j.dimension == dimension]
+    last = len(history) - 1
+    rows = []
+    for i, v in enumerate(history):
+        where = disclosed.get((run, dimension, i))
+        if where:
+            episode = (f'<td><a href="{episode_href(run, where[0], where[1], dimension)}">'
+                       f"episode {where[0]}, turn {where[1]}</a></td>")
+        else:
+            episode = esc("task 1 (initial)" if v.valid_from_task == 1 else "not disclosed")
+        store = [j.verdict for j in mine if j.mode == STORE_MODE and j.version == i]
+        held = "current value" if i == last else (_yes_no(store[0], "still held", "not held") if store else "–")
+        asserted = [f"{j.mode}@{j.k}: " + _yes_no(j.verdict if i == last else not j.verdict, "asserted", "not asserted")
+                    for j in mine if j.mode != STORE_MODE and j.version == i]
+        rows.append([f'<td class="n">{i}</td>', esc(v.short), episode, esc(held), esc("; ".join(asserted) or "–")])
+    return table(["version", "value", "disclosed", "in the final store", "in the reconstruction"], rows)
+
+
+def _yes_no(value: bool | None, yes: str, no: str) -> str:
+    return "not judged" if value is None else (yes if value else no)

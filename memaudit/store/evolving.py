@@ -1,0 +1,45 @@
+"""Evolving targets: the yes/no criteria judged on reconstructions and on final stores."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memaudit.store.rows import Statement, marks
+from memaudit.types import EvolvingJudgment
+
+if TYPE_CHECKING:
+    from memaudit.store import Store
+
+KEY = ("run", "mode", "k", "variant", "user_id", "dimension", "criterion", "version")
+
+
+class Evolving:
+    def __init__(self, db: "Store"):
+        self.db = db
+
+    @staticmethod
+    def statement(j: EvolvingJudgment) -> Statement:
+        verdict = None if j.verdict is None else int(j.verdict)
+        return ("INSERT OR REPLACE INTO evolving_judgments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (j.run, j.mode, j.k, j.variant, j.user_id, j.category, j.dimension, j.criterion, j.version, verdict,
+                 j.reason, j.status, j.error, j.snapshot_task))
+
+    @staticmethod
+    def drop_stale_statements(run: str) -> list[Statement]:
+        """Judgments of a memory that is no longer the user's final one are judged again."""
+        return [("DELETE FROM evolving_judgments WHERE run=? AND snapshot_task IS NOT "
+                 "(SELECT MAX(s.task_idx) FROM snapshots s WHERE s.run=evolving_judgments.run AND "
+                 "s.user_id=evolving_judgments.user_id)", (run,))]
+
+    async def keys(self, run: str, variant: str) -> set[tuple]:
+        """(mode, k, user, dimension, criterion, version) of every stored judgment."""
+        rows = await self.db.fetchall("SELECT mode, k, user_id, dimension, criterion, version FROM "
+                                      "evolving_judgments WHERE run=? AND variant=?", (run, variant))
+        return {tuple(r) for r in rows}
+
+    async def load(self, runs: list[str], variant: str) -> list[EvolvingJudgment]:
+        rows = await self.db.fetchall(f"SELECT * FROM evolving_judgments WHERE run IN ({marks(runs)}) AND variant=? "
+                                      f"ORDER BY {', '.join(KEY)}", [*runs, variant])
+        return [EvolvingJudgment(r["run"], r["mode"], r["k"], r["variant"], r["user_id"], r["category"],
+                                 r["dimension"], r["criterion"], r["version"],
+                                 None if r["verdict"] is None else bool(r["verdict"]), r["reason"], r["status"],
+                                 r["error"], r["snapshot_task"]) for r in rows]

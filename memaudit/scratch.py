@@ -14,13 +14,18 @@ def owned_prefix(prefix: str) -> str:
 
 
 def remove_stale(parent: Path, prefix: str) -> None:
-    """Remove the folders under `parent` named `<prefix><pid>-…` whose process is gone."""
+    """Remove the folders (or files: an archive being written) under `parent` named `<prefix><pid>-…`
+    whose process is gone."""
     if not parent.is_dir():
         return
     for folder in parent.glob(f"{prefix}*"):
         owner = folder.name[len(prefix):].split("-", 1)[0]
-        if owner.isdigit() and not _alive(int(owner)) and folder.is_dir() and not folder.is_symlink():
+        if not owner.isdigit() or _alive(int(owner)) or folder.is_symlink():
+            continue
+        if folder.is_dir():
             shutil.rmtree(folder, ignore_errors=True)
+        elif folder.is_file():
+            folder.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:

@@ -43,6 +43,7 @@ COMMANDS = {
                             "nothing."),
     "plan": ("study_cmds", "Estimate the calls, tokens and cost of a study before it runs; recorded in the store "
                            "for `cost`."),
+    "prompts": ("prompts_cmds", "Prompt directories: build the published pack; list the prompts in effect."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact. "
                              "The model settings are the ones the runs recorded: no model option is needed, no "
                              "model is contacted."),

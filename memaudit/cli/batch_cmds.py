@@ -75,7 +75,10 @@ async def _status(settings, as_json: bool) -> None:
     async with open_store(settings.db) as store:
         await refresh(store, settings)
         pending = await store.batches.pending_counts()
-        for b in await store.batches.batches():
+        batches = await store.batches.batches()
+        if not batches and not pending and not as_json:
+            click.echo("no batches in this store (`score --batch` or `attribute --batch` sends some)")
+        for b in batches:
             row = {"batch": b["batch_id"] or b["name"], "status": b["status"], "requests": b["requests"],
                    "counts": b["counts"], "collected": bool(b["collected"]), "waiting": pending.get(b["name"], 0),
                    "endpoint": b["endpoint"]}

@@ -1,6 +1,8 @@
 """`export`: a benchmark and our runs written in the published release layout, so published tooling
-(and our own `import-release`) can read them. Deterministic bytes: sorted keys, stable order, and a
-fixed value where the layout asks for a time, so identical runs export identical files.
+(and our own `import-release`) can read them: into a directory, or into one compressed archive
+(release/sinks.py). Deterministic bytes: sorted keys, stable order, and a fixed value where the
+layout asks for a time, so identical runs export identical files. Memory is bounded by one user:
+runs are read and written one user at a time.
 
 A shared store may hold ids nobody checked: every run and user id is checked as a safe id before
 anything is written, and every file's resolved path (symlinks already in the output directory
@@ -12,12 +14,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from memaudit.bench.files import write_json
 from memaudit.bench.history import history_json, user_at
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
 from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
+from memaudit.release.sinks import ArchiveSink, DirectorySink
 from memaudit.errors import BadInput
-from memaudit.ids import check_id, inside, refuse_links_out
+from memaudit.ids import check_id, refuse_links_out
 from memaudit.llm.cache import text_hash
 from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.scoring.metrics import user_recovery
@@ -30,16 +32,19 @@ EXPORT_TASKS_DIR = "tasks"
 EXPORT_TOP = {BANKS_FILE.split("/")[0], TASKS_ROOT, "history", "pref_judge", "memory", "output"}
 
 
-def _write(out: Path, relative: str, data) -> None:
-    write_json(inside(out, out / relative, label=relative), data)
-
-
 def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
     """Banks, pool (if the benchmark has one) and one task file per user, in the release layout."""
-    out = Path(out_dir)
+    _check_users(bench)
+    refuse_links_out(Path(out_dir))
+    _write_benchmark(bench, DirectorySink(Path(out_dir)))
+
+
+def _check_users(bench: Benchmark) -> None:
     for user in bench.users:
         check_id(user.id, "user id", file=f"benchmark {bench.name}", user=user.id[:40])
-    refuse_links_out(out)
+
+
+def _write_benchmark(bench: Benchmark, sink) -> None:
     users = []
     for user in bench.users:
         bank: dict[str, list] = {c: [] for c in CATEGORIES}
@@ -49,27 +54,31 @@ def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
                 record["history"] = history_json(e)
             bank.setdefault(e.category, []).append(record)
         users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
-    _write(out, BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
+    sink.write(BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
                              "users": users})
     if bench.pool:
         pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
                     for p in entries] for c, entries in bench.pool.items()}
-        _write(out, POOL_FILE, {"meta": {"benchmark": bench.name}, **pool})
+        sink.write(POOL_FILE, {"meta": {"benchmark": bench.name}, **pool})
     for user in bench.users:
         tasks = bench.tasks.get(user.id, ())
         records = [{**t.review, "task": t.text, "rationale": t.rationale, "target_category": t.target_category,
                     "target_dimension": t.target_dimension, "target_short": t.target_short} for t in tasks]
-        _write(out, f"{TASKS_ROOT}/{EXPORT_TASKS_DIR}/{user.id}.json",
+        sink.write(f"{TASKS_ROOT}/{EXPORT_TASKS_DIR}/{user.id}.json",
                {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
 
 
-async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path) -> list[str]:
-    """Write `runs` (default: every run in the store) and their benchmark; returns the run ids.
+async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path, *,
+                      archive: bool = False) -> list[str]:
+    """Write `runs` (default: every run in the store) and their benchmark into the folder `out_dir`,
+    or with `archive` into that one .tar.gz file; returns the run ids.
 
-    Atomic: the release is written into a hidden sibling folder and renamed into place once whole,
-    so a killed export never leaves a partial tree at `out_dir` (a published release carries no
-    completeness marker: import cannot tell). An earlier export there is replaced whole, so the
-    files of runs not exported this time do not linger."""
+    Atomic: the release is written into a hidden sibling (folder or file) and renamed into place
+    once whole, so a killed export never leaves a partial release at `out_dir` (a published release
+    carries no completeness marker: import cannot tell). An earlier export there is replaced whole,
+    so the files of runs not exported this time do not linger."""
+    if archive:
+        return await _export_archive(store, runs, Path(out_dir))
     out = Path(out_dir)
     _check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -78,10 +87,24 @@ async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path)
     staging = Path(tempfile.mkdtemp(prefix=owned_prefix(prefix), dir=out.parent))
     staging.chmod(0o755)  # mkdtemp's 0700 would make the release private once renamed
     try:
-        exported = await _export_into(store, runs, staging)
+        exported = await _export_into(store, runs, DirectorySink(staging))
         _swap_in(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    return exported
+
+
+async def _export_archive(store: Store, runs: list[str] | None, file: Path) -> list[str]:
+    if file.is_symlink() or file.is_dir():
+        raise BadInput("--archive names a folder or a link; give a new file or an earlier archive", file=str(file))
+    file.parent.mkdir(parents=True, exist_ok=True)
+    sink = ArchiveSink(file)
+    try:
+        exported = await _export_into(store, runs, sink)
+    except BaseException:
+        sink.abort()
+        raise
+    sink.close()
     return exported
 
 
@@ -108,7 +131,7 @@ def _swap_in(staging: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-async def _export_into(store: Store, runs: list[str] | None, out: Path) -> list[str]:
+async def _export_into(store: Store, runs: list[str] | None, sink) -> list[str]:
     rows = await store.runs.rows() if not runs else \
         [await store.runs.row(r.run) for r in await select_runs(store, runs)]
     if not rows:
@@ -118,74 +141,84 @@ async def _export_into(store: Store, runs: list[str] | None, out: Path) -> list[
         raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
                        "at a time with --runs", field="runs")
     bench = await store.load_benchmark(benches[0])
-    known = {u.id for u in bench.users}  # their ids are checked by write_benchmark
+    known = {u.id for u in bench.users}  # their ids are checked by _check_users
     for row in rows:
         check_id(row["run"], "run id", field="runs")
         stray = await store.episodes.users_with_records(row["run"]) - known
         if stray:
             raise BadInput(f"run {row['run']} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
                            f"e.g. {sorted(stray)[0][:40]!r}", field="runs")
-    write_benchmark(bench, out)
+    _check_users(bench)
+    _write_benchmark(bench, sink)
     for row in rows:
-        await _export_run(store, row, bench, out)
-    await _export_oracle(store, bench, out)
+        await _export_run(store, row, bench, sink)
+    await _export_oracle(store, bench, sink)
     return [row["run"] for row in rows]
 
 
-async def _export_run(store: Store, row: dict, bench: Benchmark, out: Path) -> None:
+async def _export_run(store: Store, row: dict, bench: Benchmark, sink) -> None:
     run = row["run"]
-    users = {u.id: u for u in bench.users}
-    final_scores = await store.episodes.final_preferences(run)
-    for ep in await store.load_episodes(run):
+    with_records = await store.episodes.users_with_records(run)
+    for user in bench.users:
+        if user.id in with_records:
+            await _export_episodes(store, run, user, sink)
+    for user_id in await store.episodes.snapshot_users(run):
+        items = (await store.last_snapshot(run, user_id))["items"]
+        sink.write(f"memory/{run}/{user_id}/memories.json", {"num_memories": len(items), "memories": items})
+    k = (row["config"] or {}).get("k", RETRIEVE_K)
+    for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
+        for user in bench.users:
+            await _export_mode(store, run, mode, mode_k, user, sink, f"output/{out_dir}")
+
+
+async def _export_episodes(store: Store, run: str, user, sink) -> None:
+    final_scores = await store.episodes.final_preferences(run, user.id)
+    for ep in await store.load_episodes(run, user.id):
         name = f"{ep.user_id}/episode_{ep.task_index}.json"
         record = {"user_id": ep.user_id, "task": ep.task, "ground_truth": None, "end_reason": ep.end_reason,
                   "final_preference_score": final_scores[(ep.user_id, ep.task_index)],
                   "turns": [_turn_record(t) for t in ep.turns]}
         if ep.error is not None:
             record["error"] = ep.error
-        _write(out, f"history/{run}/{name}", record)
-        prefs = user_at(users[ep.user_id], ep.task_index).entries("assistance_preference")  # as judged then
-        _write(out, f"pref_judge/{run}/{name}", {
+        sink.write(f"history/{run}/{name}", record)
+        prefs = user_at(user, ep.task_index).entries("assistance_preference")  # as judged then
+        sink.write(f"pref_judge/{run}/{name}", {
             "user_id": ep.user_id, "task": ep.task,
             "prefs": [{"idx": i, "dimension": e.dimension, "short": e.short, "explanation": e.explanation}
                       for i, e in enumerate(prefs)],
             "turns": [{"turn": t.index, "agent_response": t.assistant, "score": t.preference_score, "summary": "",
                        "per_pref": t.per_pref} for t in ep.turns]})
-    for user_id in await store.episodes.snapshot_users(run):
-        items = (await store.last_snapshot(run, user_id))["items"]
-        _write(out, f"memory/{run}/{user_id}/memories.json", {"num_memories": len(items), "memories": items})
-    k = (row["config"] or {}).get("k", RETRIEVE_K)
-    for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
-        await _export_mode(store, run, mode, mode_k, bench, out, f"output/{out_dir}")
 
 
-async def _export_mode(store: Store, run: str, mode: str, k: int, bench: Benchmark, out: Path, folder: str) -> None:
-    recons = await store.load_reconstructions(run, mode, k=k)
-    attributions = {(a.user_id, a.dimension): a for a in await store.load_attributions(run, mode) if a.k == k}
-    by_user: dict[str, list[Reconstruction]] = {}
-    for r in recons:
-        by_user.setdefault(r.user_id, []).append(r)
-    for user in bench.users:
-        if user.id not in by_user:
-            continue
-        order = {e.dimension: i for i, e in enumerate(user.bank)}
-        records = sorted(by_user[user.id], key=lambda r: (order.get(r.dimension, len(order)), r.dimension))
-        details = [_recon_detail(r) for r in records]
-        recovery = user_recovery(user.id, [(r.category, r.score, r.status) for r in records])
-        _write(out, f"{folder}/recon_judge/{user.id}.json", {
-            "user_id": user.id, "per_category": recovery.categories, "overall": recovery.B, "details": details})
-        attributed = []
-        for r, detail in zip(records, details):
-            a = attributions.get((user.id, r.dimension))
-            if a is not None:
-                attributed.append({**detail, "attribution": {"category": a.label, "score": a.score, "stages": a.stages,
-                                                             "ep_index": a.ep_index, "note": a.note}})
-        if attributed:
-            counts: dict[str, int] = {}
-            for d in attributed:
-                counts[d["attribution"]["category"]] = counts.get(d["attribution"]["category"], 0) + 1
-            _write(out, f"{folder}/attribution/{user.id}.json", {
-                "user_id": user.id, "tasks_dir": EXPORT_TASKS_DIR, "counts": counts, "details": attributed})
+async def _export_mode(store: Store, run: str, mode: str, k: int, user, sink, folder: str) -> None:
+    """One user's recon_judge (and attribution) file of one pass."""
+    recons = await store.load_reconstructions(run, mode, k=k, user_id=user.id)
+    if not recons:
+        return
+    attributions = {a.dimension: a for a in await store.load_attributions(run, mode, user_id=user.id) if a.k == k}
+    order = {e.dimension: i for i, e in enumerate(user.bank)}
+    records = sorted(recons, key=lambda r: (order.get(r.dimension, len(order)), r.dimension))
+    details = [_recon_detail(r) for r in records]
+    recovery = user_recovery(user.id, [(r.category, r.score, r.status) for r in records])
+    sink.write(f"{folder}/recon_judge/{user.id}.json", {
+        "user_id": user.id, "per_category": recovery.categories, "overall": recovery.B, "details": details})
+    _write_attributions(user.id, records, details, attributions, sink, folder)
+
+
+def _write_attributions(user_id: str, records: list[Reconstruction], details: list[dict], attributions: dict,
+                        sink, folder: str) -> None:
+    attributed = []
+    for r, detail in zip(records, details):
+        a = attributions.get(r.dimension)
+        if a is not None:
+            attributed.append({**detail, "attribution": {"category": a.label, "score": a.score, "stages": a.stages,
+                                                         "ep_index": a.ep_index, "note": a.note}})
+    if attributed:
+        counts: dict[str, int] = {}
+        for d in attributed:
+            counts[d["attribution"]["category"]] = counts.get(d["attribution"]["category"], 0) + 1
+        sink.write(f"{folder}/attribution/{user_id}.json", {
+            "user_id": user_id, "tasks_dir": EXPORT_TASKS_DIR, "counts": counts, "details": attributed})
 
 
 def _recon_detail(r: Reconstruction) -> dict:
@@ -199,7 +232,7 @@ def _recon_detail(r: Reconstruction) -> dict:
     return detail
 
 
-async def _export_oracle(store: Store, bench: Benchmark, out: Path) -> None:
+async def _export_oracle(store: Store, bench: Benchmark, sink) -> None:
     for user in bench.users:
         verdicts = {}
         for task in bench.tasks.get(user.id, ()):
@@ -207,7 +240,7 @@ async def _export_oracle(store: Store, bench: Benchmark, out: Path) -> None:
             if verdict is not None:
                 verdicts[task.target_dimension] = verdict
         if verdicts:
-            _write(out, f"output/{ORACLE_DIR}/{user.id}.json", verdicts)
+            sink.write(f"output/{ORACLE_DIR}/{user.id}.json", verdicts)
 
 
 def _turn_record(t) -> dict:

@@ -33,8 +33,9 @@ EPISODE_FILE = re.compile(r"episode_(\d+)\.json")
 
 
 async def import_release(store: Store, path: str | Path, *, name: str | None = None,
-                         tasks_dir: str | None = None) -> list[str]:
-    """Import the benchmark and every run of a release directory; returns the run ids."""
+                         tasks_dir: str | None = None, commit_every: int | None = None) -> list[str]:
+    """Import the benchmark and every run of a release directory; returns the run ids. One
+    transaction, unless `commit_every` (Store.write_stream) says the caller makes it atomic."""
     root = Path(path)
     # Published runs are imported as recorded: task coverage gaps are the protocol's `no_targeted_task`.
     bench = load_release_benchmark(root, name=name, tasks_dir=tasks_dir, coverage=False)
@@ -48,7 +49,8 @@ async def import_release(store: Store, path: str | Path, *, name: str | None = N
             raise BadInput(f"run {run!r} is already in the store", file=str(root))
     where: dict[str, str] = {}
     try:
-        await store.write_stream(_statements(store, root, bench, runs, where, save_bench=stored is None))
+        await store.write_stream(_statements(store, root, bench, runs, where, save_bench=stored is None),
+                                 commit_every=commit_every)
     except sqlite3.IntegrityError as exc:  # e.g. a turn number or a dimension given twice in one record
         raise BadInput(f"duplicate or inconsistent record ({exc})", file=where.get("file", str(root))) from None
     return runs
@@ -264,9 +266,10 @@ def _oracle_statements(store: Store, root: Path, label: str, user: str, bench: B
         if dimension not in task_of:
             continue  # a verdict is keyed by its task's text; without a targeted task it keys nothing
         can_invite = verdict.get("can_invite")
-        rows.append(store.attributions.oracle_statement(
-            bench.name, user, dimension, text_hash(task_of[dimension]),
-            can_invite if isinstance(can_invite, bool) else None, str(verdict.get("reason") or ""), replace=True))
+        key = (bench.name, user, dimension, text_hash(task_of[dimension]),
+               can_invite if isinstance(can_invite, bool) else None, str(verdict.get("reason") or ""))
+        rows.append(store.attributions.oracle_statement(*key, replace=True))
+        rows.append(store.attributions.imported_oracle_statement(*key))
     return rows
 
 

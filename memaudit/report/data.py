@@ -1,8 +1,9 @@
 """What the report reads from the store, through its repositories.
 
-Light rows (scores, labels, per-user episode counts) are read once for every selected run; the
-heavy ones (transcripts, retrieved items, attribution stages, memory dumps) are read one user
-at a time, so a 50-user × 5-system release never sits in memory at once."""
+Per-user figures (metrics, B per pass) are read once for every selected run; the rows of single
+targets (score, status, label) one pass at a time (`PassRows`); the heavy ones (transcripts,
+retrieved items, attribution stages, memory dumps) one user at a time. The report's memory is
+therefore bounded by one pass or one user, not by the study."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -40,23 +41,48 @@ class Summary:
     passes: list[Pass]
     metrics: dict = field(default_factory=dict)    # run -> user -> metrics.UserMetrics
     recovery: dict = field(default_factory=dict)   # pass -> user -> metrics.UserRecovery
-    scores: dict = field(default_factory=dict)     # pass -> user -> dimension -> {category, score, status, label}
-    labels: dict = field(default_factory=dict)     # pass -> user -> dimension -> attribution label
-    users: dict = field(default_factory=dict)      # bench -> [user rows with bank and tasks]
+    scored: dict = field(default_factory=dict)     # run -> users with a reconstruction in the run
+    users: dict = field(default_factory=dict)      # bench -> [user ids, in benchmark order]
+    _run_users: dict = field(default_factory=dict)
+    _user_sets: dict = field(default_factory=dict)
 
     def run_users(self, run: dict) -> list[str]:
         """Users of the run's benchmark with an episode or a reconstruction in the run, in bench order."""
-        present = set(self.metrics[run["run"]])
-        for p in self.run_passes(run["run"]):
-            present |= set(self.scores[p])
-        return [u["user_id"] for u in self.users[run["bench"]] if u["user_id"] in present]
+        if run["run"] not in self._run_users:
+            present = set(self.metrics[run["run"]]) | self.scored[run["run"]]
+            self._run_users[run["run"]] = [u for u in self.users[run["bench"]] if u in present]
+        return self._run_users[run["run"]]
+
+    def has_user(self, run: dict, uid: str) -> bool:
+        if run["run"] not in self._user_sets:
+            self._user_sets[run["run"]] = set(self.run_users(run))
+        return uid in self._user_sets[run["run"]]
 
     def run_passes(self, run: str) -> list[Pass]:
         return [p for p in self.passes if p.run == run]
 
     def find_pass(self, run: str, mode: str, k: int | None) -> Pass | None:
         want = Pass(run, mode, 0 if mode == "dump_all" else k)
-        return want if want in self.scores else None
+        return want if want in self.passes else None
+
+
+@dataclass
+class PassRows:
+    """The targets of one pass: user -> dimension -> {category, score, status, label}, and user ->
+    dimension -> attribution label."""
+    scores: dict
+    labels: dict
+
+
+async def pass_rows(store: Store, p: Pass) -> PassRows:
+    scores: dict = {}
+    for r in await store.scores.pass_rows(p.run, p.mode, p.k, VARIANT):
+        scores.setdefault(r["user_id"], {})[r["dimension"]] = {
+            "category": r["category"], "score": r["score"], "status": r["status"], "label": r["label"]}
+    labels: dict = {}
+    for r in await store.attributions.pass_labels(p.run, p.mode, p.k, VARIANT):
+        labels.setdefault(r["user_id"], {})[r["dimension"]] = r["label"]
+    return PassRows(scores, labels)
 
 
 async def report_runs(store: Store, runs: list[str] | None) -> list[dict]:
@@ -71,29 +97,17 @@ async def report_runs(store: Store, runs: list[str] | None) -> list[dict]:
 async def load_summary(store: Store, runs: list[dict]) -> Summary:
     names = [r["run"] for r in runs]
     passes = [Pass(*key) for key in await store.scores.scored_modes(names, VARIANT)]
-    summary = Summary(runs, passes, scores={p: {} for p in passes}, labels={p: {} for p in passes})
+    summary = Summary(runs, passes)
     for run in names:
         await check_fresh(store, run, VARIANT)
         summary.metrics[run] = await metrics.user_metrics(store, run)
+        summary.scored[run] = set(await store.scores.scored_users(run, VARIANT))
         for (mode, k), rec in (await metrics.recovery(store, run, variant=VARIANT)).items():
             summary.recovery[Pass(run, mode, k)] = rec.users
 
-    by_key = {(p.run, p.mode, p.k): p for p in passes}
-    for r in await store.scores.light_rows(names, VARIANT):
-        summary.scores[by_key[(r["run"], r["mode"], r["k"])]].setdefault(r["user_id"], {})[r["dimension"]] = {
-            "category": r["category"], "score": r["score"], "status": r["status"], "label": r["label"]}
-    for r in await store.attributions.labels(names, VARIANT):
-        p = by_key.get((r["run"], r["mode"], r["k"]))
-        if p is not None:
-            summary.labels[p].setdefault(r["user_id"], {})[r["dimension"]] = r["label"]
-
     for bench in sorted({r["bench"] for r in runs}):
-        summary.users[bench] = await load_users(store, bench)
+        summary.users[bench] = await store.benchmarks.user_ids(bench)
     return summary
-
-
-async def load_users(store: Store, bench: str) -> list[dict]:
-    return await store.benchmarks.user_rows(bench)
 
 
 async def load_user_detail(store: Store, runs: list[str], user_id: str) -> dict:

@@ -228,14 +228,17 @@ class Store:
             for key in committing:
                 self._pending_calls.pop(key, None)
 
-    async def write_stream(self, batches: Iterable[list[Statement]]) -> None:
+    async def write_stream(self, batches: Iterable[list[Statement]], *, commit_every: int | None = None) -> None:
         """Commit lazily produced batches (a large import) in one transaction: all land, or none do
         (an exception raised while producing a batch rolls everything back). Within a batch, the
         statements are grouped by SQL, in order of first appearance, and each group goes through one
-        executemany: a batch must not depend on interleaving (parents before children is kept)."""
+        executemany: a batch must not depend on interleaving (parents before children is kept).
+        `commit_every` rows, commit and go on in a new transaction: for a store whose writer makes
+        the whole write atomic otherwise (store/sidefile.py), so that the WAL stays small."""
         await self.flush()
         async with self._lock, self._faults():
             await self.conn.execute("BEGIN IMMEDIATE")
+            written = 0
             try:
                 for batch in batches:
                     groups: dict[str, list[tuple]] = {}
@@ -243,6 +246,11 @@ class Store:
                         groups.setdefault(sql, []).append(params)
                     for sql, rows in groups.items():
                         await self.conn.executemany(sql, rows)
+                    written += len(batch)
+                    if commit_every is not None and written >= commit_every:
+                        await self.conn.execute("COMMIT")
+                        await self.conn.execute("BEGIN IMMEDIATE")
+                        written = 0
             except BaseException:
                 await self._rollback()
                 raise

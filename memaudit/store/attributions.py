@@ -50,11 +50,11 @@ class Attributions:
         return [r["mode"] for r in await self.db.fetchall(
             "SELECT DISTINCT mode FROM attributions WHERE run=? ORDER BY mode", (run,))]
 
-    async def labels(self, runs: list[str], variant: str):
-        """(run, mode, k, user_id, dimension, label) of every attribution of the runs."""
+    async def pass_labels(self, run: str, mode: str, k: int, variant: str):
+        """(user_id, dimension, label) of every attribution of one pass."""
         return await self.db.fetchall(
-            f"SELECT run, mode, k, user_id, dimension, label FROM attributions WHERE variant=? AND run IN "
-            f"({marks(runs)})", [variant, *runs])
+            "SELECT user_id, dimension, label FROM attributions WHERE run=? AND mode=? AND k=? AND variant=?",
+            (run, mode, k, variant))
 
     async def user_rows(self, runs: list[str], user_id: str, variant: str) -> dict:
         """(run, mode, k, dimension) -> the attribution row of one user, stages decoded."""
@@ -79,3 +79,28 @@ class Attributions:
         if row is None:
             return None
         return {"can_invite": None if row["can_invite"] is None else bool(row["can_invite"]), "reason": row["reason"]}
+
+    @staticmethod
+    def imported_oracle_statement(bench: str, user_id: str, dimension: str, task_hash: str,
+                                  can_invite: bool | None, reason: str) -> Statement:
+        return ("INSERT OR REPLACE INTO imported_oracle VALUES (?,?,?,?,?,?)",
+                (bench, user_id, dimension, task_hash, None if can_invite is None else int(can_invite), reason))
+
+    async def imported_oracle(self, bench: str, user_id: str, dimension: str, task_hash: str) -> dict | None:
+        """{can_invite, reason} of a verdict imported with a release (None: none, or unparsable)."""
+        row = await self.db.fetchone("SELECT can_invite, reason FROM imported_oracle WHERE bench=? AND user_id=? "
+                                     "AND dimension=? AND task_hash=? AND can_invite IS NOT NULL",
+                                     (bench, user_id, dimension, task_hash))
+        return None if row is None else {"can_invite": bool(row["can_invite"]), "reason": row["reason"]}
+
+    # -- passes ----------------------------------------------------------------------------
+    async def record_pass(self, run: str, mode: str, k: int, variant: str, config: dict) -> None:
+        await self.db.write([("INSERT OR REPLACE INTO attribution_passes VALUES (?,?,?,?,?)",
+                              (run, mode, k, variant, dumps(config)))])
+
+    async def passes(self, run: str) -> list[dict]:
+        """{mode, k, variant, config} of every attribution pass of the run."""
+        return [{"mode": r["mode"], "k": r["k"], "variant": r["variant"], "config": loads(r["config"])}
+                for r in await self.db.fetchall("SELECT * FROM attribution_passes WHERE run=? ORDER BY mode, k, "
+                                                "variant", (run,))]
+

@@ -87,16 +87,20 @@ class Benchmarks:
                 Version(r["short"], r["valid_from_task"], r["op"], r["explanation"]))
         return {key: tuple(versions) for key, versions in found.items()}
 
-    async def user_rows(self, name: str) -> list[dict]:
-        """Users as plain rows for the report: persona decoded, bank entries and tasks as row dicts."""
-        bank: dict[str, list[dict]] = {}
-        tasks: dict[str, list[dict]] = {}
-        for r in await self._bank_rows(name):
-            bank.setdefault(r["user_id"], []).append(dict(r))
-        for r in await self._task_rows(name):
-            tasks.setdefault(r["user_id"], []).append(dict(r))
-        return [{"user_id": r["user_id"], "persona": loads(r["persona"]), "bank": bank.get(r["user_id"], []),
-                 "tasks": tasks.get(r["user_id"], [])} for r in await self._user_rows(name)]
+    async def user_ids(self, name: str) -> list[str]:
+        """The benchmark's user ids, in benchmark order."""
+        return [r["user_id"] for r in await self._user_rows(name)]
+
+    async def user_row(self, name: str, user_id: str) -> dict | None:
+        """One user as plain rows for the report: persona decoded, bank entries and tasks as row dicts."""
+        row = await self.db.fetchone("SELECT * FROM users WHERE bench=? AND user_id=?", (name, user_id))
+        if row is None:
+            return None
+        bank = await self.db.fetchall("SELECT * FROM bank_entries WHERE bench=? AND user_id=? ORDER BY position",
+                                      (name, user_id))
+        tasks = await self.db.fetchall("SELECT * FROM tasks WHERE bench=? AND user_id=? ORDER BY idx", (name, user_id))
+        return {"user_id": user_id, "persona": loads(row["persona"]), "bank": [dict(r) for r in bank],
+                "tasks": [dict(r) for r in tasks]}
 
     async def most_tasks(self, name: str) -> int | None:
         """The largest number of tasks any user of the benchmark has (None without tasks)."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memaudit.canonical import dumps_native
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.types import Episode, Turn, footprint
 
@@ -38,8 +39,10 @@ class Episodes:
     @staticmethod
     def snapshot_statement(run: str, user_id: str, task_idx: int, state: Any, items: list[dict]) -> Statement:
         n_items, avg_chars = footprint(items)
+        # Keys in their native order, not sorted: dump_all shows the reader the store's items as the
+        # system wrote them (the published order), and a restored system keeps that order too.
         return ("INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?)",
-                (run, user_id, task_idx, dumps(state), dumps(items), n_items, avg_chars))
+                (run, user_id, task_idx, dumps_native(state), dumps_native(items), n_items, avg_chars))
 
     # -- reading ---------------------------------------------------------------------------
     async def done(self, run: str, user_id: str) -> set[int]:
@@ -71,10 +74,11 @@ class Episodes:
             "SELECT user_id, task_idx, turn, dimension, version FROM turn_changes WHERE run=? "
             "ORDER BY user_id, task_idx, turn", (run,))]
 
-    async def final_preferences(self, run: str) -> dict[tuple[str, int], float | None]:
-        """(user, task index) -> the episode's final preference score as stored."""
+    async def final_preferences(self, run: str, user_id: str) -> dict[tuple[str, int], float | None]:
+        """(user, task index) -> the episode's final preference score as stored, for one user."""
         return {(r["user_id"], r["task_idx"]): r["final_preference_score"] for r in await self.db.fetchall(
-            "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=?", (run,))}
+            "SELECT user_id, task_idx, final_preference_score FROM episodes WHERE run=? AND user_id=?",
+            (run, user_id))}
 
     async def outcomes(self, run: str) -> dict:
         """Counts of the run's episodes: all, satisfied, failed, turns that were simulator fallbacks,

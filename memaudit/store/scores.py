@@ -166,11 +166,16 @@ class Scores:
             f"SELECT DISTINCT run, mode, k FROM reconstructions WHERE variant=? AND run IN ({marks(runs)}) "
             "ORDER BY run, mode, k", [variant, *runs])]
 
-    async def light_rows(self, runs: list[str], variant: str):
-        """Key, category, score, status and label of every row of the runs (no evidence)."""
+    async def pass_rows(self, run: str, mode: str, k: int, variant: str):
+        """User, dimension, category, score, status and label of every row of one pass (no evidence)."""
         return await self.db.fetchall(
-            "SELECT run, mode, k, user_id, category, dimension, score, status, label FROM reconstructions "
-            f"WHERE variant=? AND run IN ({marks(runs)})", [variant, *runs])
+            "SELECT user_id, category, dimension, score, status, label FROM reconstructions "
+            "WHERE run=? AND mode=? AND k=? AND variant=?", (run, mode, k, variant))
+
+    async def scored_users(self, run: str, variant: str) -> list[str]:
+        """Users with at least one row of `variant` in the run, sorted."""
+        return [r["user_id"] for r in await self.db.fetchall(
+            "SELECT DISTINCT user_id FROM reconstructions WHERE run=? AND variant=? ORDER BY user_id", (run, variant))]
 
     async def user_rows(self, runs: list[str], user_id: str, variant: str) -> list[dict]:
         """Every row of one user across the runs, evidence decoded, by run, mode and k."""

@@ -25,6 +25,7 @@ import time
 from contextlib import contextmanager
 
 from memaudit.llm.http1 import read_request, write_body, write_json
+from memaudit.testing.fake_batches import FakeBatchAPI
 from memaudit.testing.fake_openai import FakeOpenAI
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
@@ -39,8 +40,9 @@ def rate_every_preference(body: dict) -> dict:
 def scripted_fake() -> FakeOpenAI:
     """The model `memaudit serve --fake` serves: every structured role answered in its schema's
     shape (deterministic in the prompt), ratings for every preference line, and a plain reply for
-    the assistant. Instant and free; its numbers mean nothing."""
-    return (FakeOpenAI().on("pref_judge", rate_every_preference)
+    the assistant; the Files and Batches endpoints too (`--batch`: a batch completes on the second
+    look). Instant and free; its numbers mean nothing."""
+    return (FakeBatchAPI().on("pref_judge", rate_every_preference)
             .on_text(lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages."))
 
 

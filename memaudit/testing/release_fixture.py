@@ -19,6 +19,26 @@ def dimension(category: str, j: int) -> str:
     return f"{category.split('_')[0]}_axis_{j}"
 
 
+SYLLABLES = ("ka", "lo", "mi", "ten", "ar", "su", "ve", "ri", "dan", "po", "el", "nu", "sha", "qu", "ib", "or")
+
+
+def vocabulary(seed: int = 0, size: int = 3000) -> list[str]:
+    """Pseudo-words for text that compresses about as well as prose (a repeated letter compresses
+    a hundredfold and would flatter any compressed output)."""
+    rng = random.Random(seed)
+    return ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 4))) for _ in range(size)]
+
+
+def prose(rng: random.Random, words: list[str], chars: int) -> str:
+    """About `chars` characters of words drawn from `words` (gzip keeps about a third, as of prose)."""
+    out, n = [], 0
+    while n < chars:
+        word = rng.choice(words)
+        out.append(word)
+        n += len(word) + 1
+    return " ".join(out)[:chars]
+
+
 def _write(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(data))
@@ -32,13 +52,17 @@ PUBLISHED_RUNS = (("nomem_pooled_50", 0, 0), ("amem_pooled_50", 109, 430), ("lon
 
 def write_release(root: Path, *, users: int = 3, runs: tuple[str, ...] = (), tasks_dir: str = "CustomTasksPooledFinal",
                   pool: bool = True, turns: int = 2, reply_chars: int = 80, memories: int = 3,
-                  memory_chars: int = 60, seed: int = 0, transcript_stores: bool = False) -> Path:
+                  memory_chars: int = 60, seed: int = 0, transcript_stores: bool = False,
+                  wordy: bool = False) -> Path:
     """A release with `users` users (7/7/7/5/5 banks, one task per entry) and the given runs.
+
+    `wordy`: replies, user messages and memories are pseudo-word prose instead of a repeated letter.
 
     `transcript_stores`: every reply and user message is distinct, and a longctx_full run's
     memories.json holds what the published longctx_full stored of its transcripts (`longctx_store`)
     instead of `memories` filler items."""
     rng = random.Random(seed)
+    words = vocabulary() if wordy else None
     root = Path(root)
     user_ids = [f"user_{i:03d}" for i in range(1, users + 1)]
     if pool:
@@ -58,7 +82,7 @@ def write_release(root: Path, *, users: int = 3, runs: tuple[str, ...] = (), tas
                {"user_id": uid, "generated_at": "2025-01-01", "n_tasks": len(tasks), "tasks": tasks})
         for run in runs:
             _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memories, memory_chars,
-                            transcript_stores)
+                            transcript_stores, words)
     _write(root / BANKS, {"generated_at": "2025-01-01", "source": "fixture pool", "num_users": users, "users": bank_users})
     if runs:
         for uid in user_ids:
@@ -89,14 +113,17 @@ def longctx_store(episodes: list[dict]) -> list[dict]:
 
 
 def _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memories, memory_chars,
-                    transcript_stores) -> None:
+                    transcript_stores, words) -> None:
+    def text(letter: str, chars: int) -> str:
+        return letter * chars if words is None else prose(rng, words, chars)
+
     episodes = []
     for i, task in enumerate(tasks, start=1):
         n = rng.randint(1, turns)
         records = []
         for t in range(1, n + 1):
             done = t == n and rng.random() < 0.9
-            agent, user = "a" * reply_chars, "u" * (reply_chars // 4)
+            agent, user = text("a", reply_chars), text("u", reply_chars // 4)
             if transcript_stores:
                 agent, user = f"{uid} task {i} reply {t}: {agent}", f"{uid} task {i} message {t}: {user}"
             records.append({"turn": t, "agent_response": agent,
@@ -113,7 +140,8 @@ def _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memori
             "turns": [{"turn": r["turn"], "agent_response": r["agent_response"], "score": r["preference_evaluator"]["score"],
                        "summary": "", "per_pref": [{"idx": 0, "score": 4}]} for r in records]})
     is_nomem = run.startswith("nomem")
-    items = [] if is_nomem else [{"id": f"m{j}", "content": "m" * memory_chars, "tags": ["x"]} for j in range(memories)]
+    items = [] if is_nomem else [{"id": f"m{j}", "content": text("m", memory_chars), "tags": ["x"]}
+                                 for j in range(memories)]
     if transcript_stores and run.startswith("longctx_full"):
         items = longctx_store(episodes)
     _write(root / "memory" / run / uid / "memories.json", {"num_memories": len(items), "memories": items})

@@ -284,3 +284,8 @@ def test_collect_killed_half_way_loses_nothing(recorded, tmp_path, capsys):
     assert whole.keys() == resumed.keys() and all(whole[k] == resumed[k] for k in whole)
     assert [(r["key"], r["batch"]) for r in pending(dbs["killed"])] == [
         (r["key"], r["batch"]) for r in pending(dbs["whole"])]
+
+
+def test_status_of_a_store_without_batches_says_so(recorded, tmp_path, capsys):
+    code, out, _ = cli(capsys, copy(recorded, tmp_path, "none"), "http://127.0.0.1:9/v1", "batch", "status")
+    assert code == 0 and out.startswith("no batches in this store")

@@ -1,8 +1,10 @@
-"""The report in a real browser: headless Chromium renders the index and a target page from
-disk (file://), the dumped DOM shows the table numbers and the disclosing transcript line, and a
-screenshot is saved. Not skipped: Chromium is installed when missing (CI's .ci/run does the same)."""
+"""The report in a real browser: headless Chromium renders the index and follows the drill-down
+from disk (file://) down to the disclosing transcript line, which the user's page renders from its
+data file; a screenshot is saved. Not skipped: Chromium is installed when missing (CI's .ci/run does the same)."""
 from __future__ import annotations
 
+import html
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from memaudit.report.view import write_report
 from memaudit.store import open_store
 from tests.report import synthetic
+from tests.report.test_view import follow, link_to
 
 pytestmark = pytest.mark.browser
 
@@ -41,7 +44,14 @@ async def _report(tmp_path: Path) -> Path:
         return await write_report(store, tmp_path / "report")
 
 
-def test_report_renders_in_chromium(tmp_path):
+def rendered(profile: Path, url: str) -> str:
+    """The DOM after the page's scripts ran (the user views load and decode their data first)."""
+    return headless(profile, "--virtual-time-budget=10000", "--dump-dom", url)
+
+
+def test_drill_down_chain_renders_in_chromium(tmp_path):
+    """Table 2 cell -> pass page -> the user's grid -> the target -> its read, the judge's verdict,
+    the attribution and the cited transcript line, each step following a link of the page before."""
     index = anyio.run(_report, tmp_path)
     profile = tmp_path / "profile"
 
@@ -49,13 +59,26 @@ def test_report_renders_in_chromium(tmp_path):
     assert "Table 2" in dom and "0.600" in dom and "0.525" in dom and "90.0" in dom
     assert "<svg" in dom and "recovery rate" in dom
 
-    target = tmp_path / "report/users/synthetic/user_001/cooking_skill.html"
-    dom = headless(profile, "--dump-dom", target.as_uri() + "#mem0-retrieve_k5")
-    assert "<mark>I always burn the rice when I try to do two things at once</mark>" in dom
-    assert "memory_failure" in dom and "User cooks dinner while answering email &amp; burns it" in dom
+    pass_page = follow(index, "0.525")                      # B top-k of mem0
+    grid_page, fragment = link_to(pass_page, "user_001", "Per user")
+    dom = rendered(profile, f"{grid_page.as_uri()}#{fragment}")
+    assert "burns food when multitasking (user_001)" in dom and 'class="cell fail"' not in dom
+    cell = re.search(r'<td class="cell s50" title="memory_failure"><a href="#([^"]+)">0.50<span class="mark">M', dom)
+    assert cell, "the grid's mem0 retrieve cell of cooking_skill"
 
-    for name, page in (("index", index), ("target", target)):
-        shot = tmp_path / f"{name}.png"
-        headless(profile, f"--screenshot={shot}", "--window-size=1280,900", page.as_uri())
-        assert shot.stat().st_size > 10_000
-        print(f"screenshot: {shot}")
+    dom = rendered(profile, f"{grid_page.as_uri()}#{html.unescape(cell.group(1))}")
+    assert "user_001 · cooking_skill" in dom and "top-5 retrieved items (1)" in dom
+    assert "User cooks dinner while answering email &amp; burns it" in dom       # the read
+    assert "judge on cooking_skill" in dom and "<b>memory_failure</b>" in dom    # judge, attribution
+    assert "<mark>I always burn the rice when I try to do two things at once</mark> &lt;b&gt;" in dom
+    assert 'id="mem0-e1-t1"' in dom and "cited by retrieve stage 1 · disclosure" in dom
+
+    shot = tmp_path / "target.png"
+    headless(profile, "--virtual-time-budget=10000", f"--screenshot={shot}", "--window-size=1280,900",
+             f"{grid_page.as_uri()}#{html.unescape(cell.group(1))}")
+    assert shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")
+
+    user_002 = link_to(pass_page, "user_002", "Per user")[1]
+    dom = rendered(profile, f"{grid_page.as_uri()}#{user_002}")
+    assert 'class="cell fail"' in dom                      # a failed read is marked, not scored as 0

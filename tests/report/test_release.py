@@ -8,7 +8,7 @@ from memaudit.release.importer import import_release
 from memaudit.report.view import write_report
 from memaudit.store import open_store
 from memaudit.testing.release_fixture import write_release
-from tests.report.test_view import follow
+from tests.report.test_view import episode, follow, recons, user_view
 
 
 @pytest.mark.anyio
@@ -22,9 +22,8 @@ async def test_report_of_an_imported_release(tmp_path):
 
     pass_page = follow(index, "dump_all", "Table 3")  # the first row: amem_pooled_50
     assert pass_page.parent.name == "amem_pooled_50" and pass_page.name == "dump_all.html"
-    user_page = follow(pass_page, "user_001", "Per user")
-    target = follow(user_page, "skill_axis_0")
-    page = target.read_text()
-    assert "user_001 stance on skill_memory 0" in page                # ground truth
-    assert "transcript of episode 1" in page and "uuuu" in page       # the simulated user's reply
-    assert "retrieve k=5" in page and "top-5 retrieved items" in page
+    user, _ = user_view(pass_page, "user_001", "Per user")
+    assert user["bank"][0]["short"] == "user_001 stance on skill_memory 0"  # ground truth
+    assert "uuuu" in episode(user, "amem_pooled_50", 1)["turns"][0][3]       # the simulated user's reply
+    read = recons(user, "skill_axis_0", "amem_pooled_50", "retrieve")
+    assert read["k"] == 5 and read["evidence"]["items"]

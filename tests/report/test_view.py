@@ -4,12 +4,14 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import anyio
 import pytest
 
 from memaudit.cli import main
 from memaudit.errors import BadInput
+from memaudit.report import userdata
 from memaudit.report.view import write_report
 from memaudit.store import open_store
 from tests.report import synthetic
@@ -21,15 +23,38 @@ async def _report(tmp_path: Path, runs=None) -> Path:
         return await write_report(store, tmp_path / "report", runs)
 
 
-def follow(page: Path, text: str, section: str = "") -> Path:
-    """The page a link whose visible text starts with `text` points to (anchor dropped), looking
-    only after the heading that contains `section`."""
+def link_to(page: Path, text: str, section: str = "") -> tuple[Path, str]:
+    """(page, fragment) of the link whose visible text starts with `text`, looking only after the
+    heading that contains `section`."""
     content = page.read_text()
     content = content[content.index(section):]
     for target, inner in re.findall(r'<a href="([^"]+)"[^>]*>(.*?)</a>', content, re.S):
         if re.sub(r"<[^>]+>", "", inner).strip().startswith(text):
-            return (page.parent / html.unescape(target).split("#")[0]).resolve()
+            path, _, fragment = html.unescape(target).partition("#")
+            return (page.parent / path).resolve(), fragment
     raise AssertionError(f"no link {text!r} in {page}")
+
+
+def follow(page: Path, text: str, section: str = "") -> Path:
+    """The page a link whose visible text starts with `text` points to (fragment dropped)."""
+    return link_to(page, text, section)[0]
+
+
+def user_view(page: Path, text: str, section: str = "") -> tuple[dict, dict]:
+    """(the user's data, the view's parameters) behind a link into the user drill-down (user.html#…)."""
+    app, fragment = link_to(page, text, section)
+    assert app.name == userdata.APP, app
+    params = {k: v[0] for k, v in parse_qs(fragment).items()}
+    return userdata.decode((app.parent / f"{userdata.DATA_DIR}/{params['f']}.js").read_text()), params
+
+
+def recons(user: dict, dimension: str, run: str, mode: str) -> dict:
+    return next(r for r in user["recons"][dimension] if r["run"] == run and r["mode"] == mode)
+
+
+def episode(user: dict, run: str, idx: int) -> dict:
+    found = next(r for r in user["runs"] if r["run"] == run)
+    return next(e for e in found["episodes"] if e["idx"] == idx)
 
 
 @pytest.mark.anyio
@@ -40,16 +65,21 @@ async def test_table_numbers_drill_down_to_the_disclosing_transcript_line(tmp_pa
     assert "0.525" in text and "90.0" in text   # B top-k, A
     assert '<svg class="chart"' in text
 
-    # Table 2 B top-k -> the retrieve pass -> user_001 -> the cooking target -> the transcript turn
+    # Table 2 B top-k -> the retrieve pass -> user_001's drill-down: the cooking target's read,
+    # verdict, attribution and the transcript line it cites (rendered in Chromium: test_browser.py)
     pass_page = follow(index, "0.525")
     assert pass_page.name == "retrieve_k5.html"
-    user_page = follow(pass_page, "user_001")
-    assert user_page.name == "user_001.html" and "burns food when multitasking (user_001)" in user_page.read_text()
-    target = follow(user_page, "cooking_skill")
-    page = target.read_text()
-    assert "memory_failure" in page and "User cooks dinner while answering email &amp; burns it" in page
-    assert "<mark>I always burn the rice when I try to do two things at once</mark> &lt;b&gt;" in page
-    assert 'id="mem0-e1-t1"' in page and "cited by retrieve stage 1 · disclosure" in page
+    user, view = user_view(pass_page, "user_001")
+    assert view == {"f": "synthetic/user_001", "v": "grid", "a": "mem0-retrieve_k5"}
+    assert user["bank"][0]["short"] == "burns food when multitasking (user_001)"
+    read = recons(user, "cooking_skill", "mem0", "retrieve")
+    assert read["attribution"]["label"] == "memory_failure" and read["score"] == 0.5
+    memory = next(r for r in user["runs"] if r["run"] == "mem0")["memory"]["items"]
+    assert memory[read["evidence"]["items"][0][userdata.MEMORY_REF]]["content"] == synthetic.STORE_ITEM
+    assert read["evidence"]["items"][0]["score"] == 0.81  # what the read added to the stored item
+    assert ["retrieve stage 1 · disclosure", None, "I always burn the rice when I try to do two things at once"] \
+        in read["cites"]
+    assert episode(user, "mem0", 1)["turns"][0][3] == synthetic.DISCLOSURE
 
 
 @pytest.mark.anyio
@@ -58,15 +88,18 @@ async def test_table4_counts_open_the_targets_behind_them(tmp_path):
     listing = follow(index, "1", "Table 4")  # the only linked 1: mem0 retrieve memory_failure
     assert listing.name == "memory_failure.html"
     assert "cooking_skill" in listing.read_text() and "1 targets" in listing.read_text()
+    _, view = user_view(listing, "cooking_skill")
+    assert view == {"f": "synthetic/user_001", "v": "target", "d": "cooking_skill", "a": "mem0-retrieve_k5"}
 
 
 @pytest.mark.anyio
 async def test_failed_reconstructions_are_marked_not_scored_as_zero(tmp_path):
     await _report(tmp_path)
-    grid = (tmp_path / "report/users/synthetic/user_002.html").read_text()
-    assert 'class="cell fail"' in grid
-    failed = (tmp_path / "report/runs/mem0/retrieve_k5/status-failed.html").read_text()
-    assert "career_turning_point" in failed
+    listing = tmp_path / "report/runs/mem0/retrieve_k5/status-failed.html"
+    assert "career_turning_point" in listing.read_text()
+    user, _ = user_view(listing, "career_turning_point")
+    failed = recons(user, "career_turning_point", "mem0", "retrieve")
+    assert failed["status"] == "failed" and failed["score"] is None and failed["error"] == "invalid output"
 
 
 @pytest.mark.anyio
@@ -80,7 +113,9 @@ async def test_output_is_deterministic_and_limited_to_chosen_runs(tmp_path):
     only = await _report(tmp_path, ["nomem"])  # into the same directory: mem0's pages go
     assert "nomem" in only.read_text() and "mem0" not in only.read_text()
     assert not (only.parent / "runs/mem0.html").exists()
-    assert "mem0" not in (only.parent / "users/synthetic/user_001/cooking_skill.html").read_text()
+    user = userdata.decode((only.parent / "data/synthetic/user_001.js").read_text())
+    assert [r["run"] for r in user["runs"]] == ["nomem"]
+    assert {r["run"] for rows in user["recons"].values() for r in rows} == {"nomem"}
 
 
 @pytest.mark.anyio
@@ -94,6 +129,7 @@ def test_view_command(tmp_path, capsys):
     anyio.run(_report, tmp_path)
     main(["view", "--db", str(tmp_path / "audit.db"), "--runs", "mem0", "--out", str(tmp_path / "cli")])
     assert (tmp_path / "cli/index.html").exists() and (tmp_path / "cli/assets/style.css").exists()
+    assert (tmp_path / "cli/user.html").exists() and (tmp_path / "cli/assets/user.js").exists()
     assert "report written" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
         main(["view", "--db", str(tmp_path / "audit.db"), "--runs", "nope", "--out", str(tmp_path / "x")])

@@ -17,13 +17,16 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.bench.history import changes, value_at
 from memaudit.bench.instances import resolve_bench
 from memaudit.release.exporter import export_runs
+from memaudit.release.importer import import_release
 from memaudit.replay import replay_runs
+from memaudit.report import userdata
 from memaudit.report.view import write_report
 from memaudit.rollout.runner import run_rollout
 from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.evolving_tables import fama
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.tables import compute_tables, render
+from memaudit.store import open_store
 from memaudit.types import MemoryItem
 
 pytestmark = pytest.mark.anyio
@@ -154,14 +157,19 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
         user, task, dim, version = expected[0]
         episode = orjson.loads((tmp_path / "out" / f"history/keep_all/{user}/episode_{task}.json").read_bytes())
         assert episode["turns"][0]["change"] == {"dimension": dim, "version": version}
+        async with open_store(tmp_path / "imported.db") as other:  # the export reads back with its events
+            (imported,) = await import_release(other, tmp_path / "out", name="evo")
+            assert await other.episodes.change_rows(imported) == await rt.store.episodes.change_rows("keep_all")
+            assert sum(bool(e.history) for u in (await other.load_benchmark("evo")).users for e in u.bank) == 18
 
         await score_runs(rt, runs, ["dump_all", "retrieve"], ks=(5,))
         await score_evolving(rt, runs, ["dump_all", "retrieve"], ks=(5,))
         tables = await compute_tables(rt.store, runs, bootstrap=200)
         index = (await write_report(rt.store, tmp_path / "report", runs)).read_text()
     assert "Evolving targets: FAMA and stale memory" in index
-    page = (tmp_path / "report" / f"users/sample/{user}/{dim}.html").read_text()
-    assert "History of this entry" in page and "<svg" in page and f"episode {task}, turn 1" in page
+    data = userdata.decode((tmp_path / "report" / userdata.data_file("sample", user)).read_text())
+    section = data["sections"]["target"][dim]  # the target view shows it (report/assets/user.js)
+    assert "History of this entry" in section and "<svg" in section and f"episode {task}, turn 1" in section
     rows = {(r["run"], r["mode"]): r for r in tables["evolving"]}
     assert rows[("keep_all", "dump_all")]["stale_in_store"] == 1.0
     assert rows[("newest_only", "dump_all")]["stale_in_store"] == 0.0

@@ -75,7 +75,8 @@ def test_runs_episodes_and_scores_round_trip(tmp_path):
             await store.benchmarks.save(bench())
             assert (await store.benchmarks.load("b")) == bench()
             assert await store.benchmarks.most_tasks("b") == 1
-            assert [u["user_id"] for u in await store.benchmarks.user_rows("b")] == ["u1", "u2"]
+            assert await store.benchmarks.user_ids("b") == ["u1", "u2"]
+            assert (await store.benchmarks.user_row("b", "u2"))["user_id"] == "u2"
             await store.runs.ensure("r", "nomem", "b", config=RunConfig(["u1"], 1).to_json())
             typed = await store.runs.require("r")
             assert typed.config == RunConfig(["u1"], 1) and typed.origin == "rollout"

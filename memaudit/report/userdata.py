@@ -1,0 +1,121 @@
+"""The report's per-user drill-down as data: one compressed file per user holding everything the
+user's pages show (bank, tasks, transcripts, final memories, every read, prediction, judge verdict
+and attribution stage), rendered in the browser by one shared page (`user.html`, assets/user.js).
+
+Why data and not pages: a user's pages repeated the same transcripts, memory items and markup
+across ~40 files (3.7 MiB per user); the data says each thing once and compresses well. The file
+is a script (`memauditData(key, base64 of gzipped JSON)`) because a page opened from disk
+(file://) may load scripts but not fetch files. Output is deterministic (gzip without a time)."""
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import re
+from urllib.parse import quote
+
+import orjson
+
+from memaudit.report.html import slug
+
+APP = "user.html"
+DATA_DIR = "data"
+MEMORY_REF = "$m"
+# zlib's fastest level: a user's data (about 1 MB of transcripts and memories) compresses to about a
+# third in tens of milliseconds; level 6 saved another fifth of the bytes for seven times the time.
+LEVEL = 1  # a retrieved item that is also in the run's final store: {"$m": index, fields that differ}
+
+
+def data_key(bench: str, user: str) -> str:
+    return f"{slug(bench)}/{slug(user)}"
+
+
+def data_file(bench: str, user: str) -> str:
+    return f"{DATA_DIR}/{data_key(bench, user)}.js"
+
+
+def app_anchor(bench: str, user: str, view: str = "grid", *, dimension: str | None = None, run: str | None = None,
+               anchor: str | None = None) -> str:
+    """The fragment of `user.html` that opens one view of a user's drill-down."""
+    params = (("f", data_key(bench, user)), ("v", view), ("d", dimension), ("r", run), ("a", anchor))
+    return "&".join(f"{k}={_quoted(v)}" for k, v in params if v is not None)
+
+
+@functools.lru_cache(maxsize=65536)
+def _quoted(value: str) -> str:
+    """A fragment value as URLSearchParams reads it back (report links repeat the same few values)."""
+    return quote(value, safe="/")
+
+
+def encode(bench: str, user: str, payload: dict) -> str:
+    """The data file's text: a call the shared page answers, with the payload gzipped and base64-encoded."""
+    packed = base64.b64encode(gzip.compress(orjson.dumps(payload), compresslevel=LEVEL, mtime=0)).decode("ascii")
+    return f'memauditData({orjson.dumps(data_key(bench, user)).decode()},"{packed}");\n'
+
+
+def decode(text: str) -> dict:
+    """The payload of a data file (for tests and tools)."""
+    packed = re.search(r'"([A-Za-z0-9+/=]*)"\);\s*$', text).group(1)
+    return orjson.loads(gzip.decompress(base64.b64decode(packed)))
+
+
+def payload(user: dict, runs: list[dict], passes: dict, detail: dict, snapshots: dict, citations,
+            sections: dict) -> dict:
+    """Everything the user's views show. `passes`: run -> [pass dicts with the user's B per category];
+    `detail`: data.load_user_detail; `snapshots`: run -> final snapshot or None; `citations(row)`: what
+    an attribution's stages point at in the transcript; `sections`: view -> dimension -> HTML that
+    other report parts render for that view of one target (the history of an evolving entry)."""
+    memories = {run["run"]: _MemoryIndex((snapshots.get(run["run"]) or {}).get("items") or []) for run in runs}
+    return {
+        "user": user["user_id"], "persona": user["persona"],
+        "bank": [{k: e[k] for k in ("category", "dimension", "short", "explanation")} for e in user["bank"]],
+        "tasks": [{"idx": t["idx"], "text": t["text"], "dimension": t["target_dimension"], "rationale": t["rationale"]}
+                  for t in user["tasks"]],
+        "runs": [_run(run, passes.get(run["run"], []), detail, snapshots.get(run["run"])) for run in runs],
+        "recons": {dim: [_recon(r, detail, memories.get(r["run"]), citations) for r in rows]
+                   for dim, rows in sorted(detail["recons"].items())},
+        "sections": {view: html for view, html in sections.items() if html},
+    }
+
+
+def _run(run: dict, passes: list[dict], detail: dict, snapshot: dict | None) -> dict:
+    episodes = [{"idx": idx, "task": ep["task"], "end": ep["end_reason"], "n_turns": ep["n_turns"],
+                 "error": ep["error"],
+                 "turns": [[t["turn"], t["assistant"], t["feedback_type"], t["user_text"], t["preference_score"],
+                            t["fallback"]] for t in ep["turns"]]}
+                for (name, idx), ep in sorted(detail["episodes"].items()) if name == run["run"]]
+    memory = None if snapshot is None else {k: snapshot[k] for k in ("task_idx", "n_items", "avg_chars", "items")}
+    return {"run": run["run"], "system": run["system"], "slug": slug(run["run"]), "passes": passes,
+            "episodes": episodes, "memory": memory}
+
+
+def _recon(r: dict, detail: dict, memory: "_MemoryIndex | None", citations) -> dict:
+    attribution = detail["attributions"].get((r["run"], r["mode"], r["k"], r["dimension"]))
+    evidence = dict(r["evidence"] or {})
+    if isinstance(evidence.get("items"), list) and memory is not None:
+        evidence["items"] = [memory.referenced(item) for item in evidence["items"]]
+    out = {k: r[k] for k in ("run", "mode", "k", "status", "error", "label", "reason", "score", "judge_reason")}
+    out["evidence"] = evidence
+    if attribution is not None:
+        out["attribution"] = {k: attribution[k] for k in ("label", "ep_index", "note", "stages")}
+        out["cites"] = citations(attribution)
+    return out
+
+
+class _MemoryIndex:
+    """A run's final store, to write a retrieved item found in it (by content) as a reference."""
+
+    def __init__(self, items: list):
+        self.items = items
+        self.where: dict[str, int] = {}
+        for i, item in enumerate(items):
+            if isinstance(item, dict) and isinstance(item.get("content"), str):
+                self.where.setdefault(item["content"], i)
+
+    def referenced(self, item):
+        content = item.get("content") if isinstance(item, dict) else None
+        i = self.where.get(content) if isinstance(content, str) else None
+        if i is None or not set(self.items[i]) <= set(item):  # a reference may add fields, never drop them
+            return item
+        stored = self.items[i]
+        return {MEMORY_REF: i, **{k: v for k, v in item.items() if k not in stored or stored[k] != v}}

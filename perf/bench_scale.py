@@ -72,7 +72,7 @@ def run_cli(args: list[str], stdout=subprocess.DEVNULL, watch: Path | None = Non
 
 
 def serve_cli(db: Path, out: Path) -> tuple[float, float, float]:
-    """`view --serve` until it serves, then one user's data fetched through it, then Ctrl-C:
+    """`view --serve` until it serves, then one user's data fetched through it, then stopped:
     (seconds until it served, CPU seconds, peak RSS in MiB)."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(REPO / "memaudit.py"), "view", "--db", str(db), "--out", str(out),
@@ -84,7 +84,7 @@ def serve_cli(db: Path, out: Path) -> tuple[float, float, float]:
     key = user.read_text().split("user.html#f=", 1)[1].split("&", 1)[0]
     with urllib.request.urlopen(url.rsplit("/", 1)[0] + f"/data/{key}.js") as response:
         response.read()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM)  # not SIGINT: a process started in the background ignores it
     _, _, usage = os.wait4(proc.pid, 0)
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 

@@ -43,6 +43,7 @@ def describe(note: dict) -> str:
 
 class AMem(IndexedMemory):
     name = "amem"
+    result_fields = ("id", "content", "keywords", "context", "tags", "category", "score")
     prompts = ("memory_amem_note", "memory_amem_evolve")
     extra_state = ("bad_indices", "links")
 
@@ -69,7 +70,7 @@ class AMem(IndexedMemory):
         note = {"content": event.text, "keywords": [], "context": DEFAULT_CONTEXT, "tags": [],
                 "category": SOURCE[event.kind], "timestamp": event.clock}
         analysis = await memory_call(self, "memory:amem_note", "memory_amem_note", schema=NOTE_SCHEMA,
-                                     max_tokens=300, clock=event.clock, temperature=TEMPERATURE,
+                                     clock=event.clock, temperature=TEMPERATURE,
                                      seed_parts=self.seed_parts(event.task_index, event.turn, "note"),
                                      content=event.text)
         if analysis is not None:
@@ -87,7 +88,7 @@ class AMem(IndexedMemory):
             return []
         shown = "\n\n".join(f"[{n}]\n{describe(self.items[i])}" for n, i in enumerate(neighbours))
         data = await memory_call(self, "memory:amem_evolve", "memory_amem_evolve", schema=EVOLVE_SCHEMA,
-                                 max_tokens=800, clock=event.clock, temperature=TEMPERATURE,
+                                 clock=event.clock, temperature=TEMPERATURE,
                                  seed_parts=self.seed_parts(event.task_index, event.turn, "evolve"),
                                  neighbours=shown, note=describe(note))
         if data is None:

@@ -68,6 +68,13 @@ class AdapterContext:
 class MemoryAdapter(ABC):
     name: ClassVar[str]
     supports_retrieve: ClassVar[bool] = True
+    # The assistant's prompt file for this system. The published study gave the systems that show
+    # retrieved memories a prompt asking for replies tailored to the person, and the baselines
+    # without such a block (nomem, longctx_full) a plain one: `agent_plain`.
+    reply_prompt: ClassVar[str] = "agent"
+    # The fields, in order, of one search result as the published system returned it to the scorer
+    # (None: every field, `MemoryItem.to_json`). The retrieve reader sees results in this shape.
+    result_fields: ClassVar[tuple[str, ...] | None] = None
     # Prompt files (`prompts/<name>.md`) of the memory-side calls; runs record their sha256.
     prompts: ClassVar[tuple[str, ...]] = ()
     # The configured role group whose embedding model this system uses.
@@ -100,6 +107,13 @@ class MemoryAdapter(ABC):
 
     @abstractmethod
     def dump(self) -> list[dict]: ...
+
+    def result_json(self, item: MemoryItem) -> dict:
+        """A search result as the retrieve reader is shown it (see `result_fields`)."""
+        out = item.to_json()
+        if self.result_fields is None:
+            return out
+        return {name: out[name] for name in self.result_fields if name in out}
 
     def footprint(self) -> tuple[int, float]:
         return footprint(self.dump())

@@ -37,6 +37,8 @@ def chat_message(item: dict) -> dict:
 
 class LongContextFull(IndexedMemory):
     name = "longctx_full"
+    result_fields = ("content", "category", "task_index", "turn", "score")
+    reply_prompt = "agent_plain"
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -39,6 +39,7 @@ def numbered(lines: list[str]) -> str:
 
 class Mem0(IndexedMemory):
     name = "mem0"
+    result_fields = ("id", "content", "category", "metadata", "timestamp")
     prompts = ("memory_mem0_extract", "memory_mem0_decide")
     extra_state = ("history", "unknown_ids")
 
@@ -56,7 +57,7 @@ class Mem0(IndexedMemory):
 
     async def _extract(self, event: Event) -> list[str]:
         data = await memory_call(self, "memory:mem0_extract", "memory_mem0_extract", schema=EXTRACT_SCHEMA,
-                                 max_tokens=400, clock=event.clock,
+                                 clock=event.clock,
                                  seed_parts=self.seed_parts(event.task_index, event.turn, "extract"),
                                  message=event.text)
         return [f.strip() for f in data["facts"] if has_words(f)] if data else []
@@ -69,7 +70,7 @@ class Mem0(IndexedMemory):
                     shown.append(item_id)
         memories = "\n".join(f'[{short}] {self.items[item_id]["content"]}' for short, item_id in enumerate(shown))
         data = await memory_call(self, "memory:mem0_decide", "memory_mem0_decide", schema=DECIDE_SCHEMA,
-                                 max_tokens=800, clock=event.clock,
+                                 clock=event.clock,
                                  seed_parts=self.seed_parts(event.task_index, event.turn, "decide"),
                                  memories=memories or "(no memories yet)", facts=numbered(facts))
         if data is None:

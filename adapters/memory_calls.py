@@ -36,10 +36,12 @@ class FailureLog:
         self.entries = [dict(e) for e in state.get("failure_log", [])]
 
 
-async def model_call(adapter, role: str, messages: list[dict], *, max_tokens: int, clock: str, seed_parts: tuple,
+async def model_call(adapter, role: str, messages: list[dict], *, clock: str, seed_parts: tuple,
+                     max_tokens: int | None = None,
                      schema: dict | None = None, temperature: float = 0.0):
     """Call `role` with ready messages; the CallResult, or None (and a recorded failure) when the
-    model failed for good."""
+    model failed for good. `max_tokens` None: no output cap (the published memory systems sent none;
+    the embedded model's cap still applies)."""
     try:
         return await ask(adapter.ctx.llm, role, messages=messages, seed_parts=seed_parts,
                          spec=RoleSpec(None, schema, temperature, max_tokens))
@@ -48,7 +50,7 @@ async def model_call(adapter, role: str, messages: list[dict], *, max_tokens: in
         return None
 
 
-async def memory_call(adapter, role: str, prompt: str, *, schema: dict, max_tokens: int, clock: str,
+async def memory_call(adapter, role: str, prompt: str, *, schema: dict, clock: str, max_tokens: int | None = None,
                       seed_parts: tuple, temperature: float = 0.0, **values) -> dict | None:
     """Render `prompts/<prompt>.md`, call `role` with structured output; None (and a recorded
     failure) when the model failed for good."""

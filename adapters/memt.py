@@ -137,6 +137,7 @@ class OwnSearch:
 
 class MemT(MemoryAdapter):
     name = "memt"
+    result_fields = ("id", "content", "category", "score", "timestamp")
     prompts = ("memory_memt_formation", "memory_memt_update", "memory_memt_search")
     embed_role = "memt_policy"
 

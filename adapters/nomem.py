@@ -7,6 +7,7 @@ from memaudit.types import MemoryItem
 
 class NoMemory(MemoryAdapter):
     name = "nomem"
+    reply_prompt = "agent_plain"
     supports_retrieve = False
 
     async def observe(self, event: Event) -> None:

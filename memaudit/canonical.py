@@ -4,6 +4,7 @@ keys in their native order, as the published runner did: JSON shown to a model
 (`dumps_indented`) and the stored persona the simulator is shown (`dumps_native`)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -25,8 +26,10 @@ def canonical_pretty(obj: Any) -> bytes:
 
 
 def dumps_indented(obj: Any) -> str:
-    """JSON as the published runner handed it to a model: two-space indent, keys in their native order."""
-    return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
+    """JSON as the published runner handed it to a model, byte for byte: the standard library's
+    `json.dumps(indent=2, ensure_ascii=False)`, keys in their native order (orjson writes some
+    numbers differently, e.g. 1e-05, and NaN as null)."""
+    return json.dumps(obj, indent=2, ensure_ascii=False)
 
 
 def dumps_native(obj: Any) -> str:

@@ -8,16 +8,19 @@ its call log (`run_models`), which also covers runs recorded before provenance e
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from memaudit.config import EMBEDDED_MODEL, Settings, role_group
 from memaudit.errors import BadInput
+from memaudit.prompts import prompt_pack
 from memaudit.roles import ROLE_SPECS
 from memaudit.store import Store
 
 # Bump when a change to the pipeline can move a number (turn order, prompt behaviour, caps,
 # serialisation): runs made under another version are not resumed into.
 # 2: the published turn order, uncapped dialogue, generic assistant, indented dump_all.
-PROTOCOL_VERSION = "2"
+# 3: the published scoring and attribution rules (issue 23), per-system assistant prompt, no caps.
+PROTOCOL_VERSION = "3"
 
 ROLLOUT_ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy")
 DIALOGUE_ROLES = ("agent", "simulator", "pref_judge")  # recorded, not called, in a teacher-forced run
@@ -39,11 +42,22 @@ def role_provenance(settings: Settings, role: str, temperature: float | None = N
 
 
 def rollout_provenance(settings: Settings) -> dict:
+    """Per role the sending, plus what else moves a number: the base seed, the prompt directory
+    (name and hash: memaudit/prompts.py `prompt_pack`) and which policy prompts memt runs with."""
     roles = {}
     for role in ROLLOUT_ROLES:
         spec = ROLE_SPECS.get(role)
         roles[role] = role_provenance(settings, role, spec and spec.temperature, spec and spec.max_tokens)
-    return {"protocol": PROTOCOL_VERSION, "roles": roles}
+    memt = "mem-t-templates" if settings.memt_prompts is not None else "memaudit-prompts"
+    return {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
+            "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
+
+
+def prompts_provenance(prompts_dir) -> dict:
+    """The prompt directory a run or pass was made with: name and hash, and (unless it is memaudit's
+    own, wherever that is installed) its path, which replay re-executes with."""
+    pack = prompt_pack(prompts_dir)
+    return pack if pack["name"] == "bundled" else {**pack, "dir": str(Path(prompts_dir).resolve())}
 
 
 def teacher_forced_provenance(settings: Settings, episodes: str) -> dict:

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from memaudit.config import Settings
+from memaudit.config import PROMPTS_DIR, Settings
 from memaudit.errors import BadInput, CacheMiss
 from memaudit.provenance import merge_roles, recorded_settings, run_models
 from memaudit.rollout.runner import rollout_runs
@@ -21,7 +21,7 @@ from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.evolving import score_evolving
-from memaudit.scoring.recovery import score_runs
+from memaudit.scoring.recovery import score_runs, with_prompts
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.scoring.tables import compute_tables
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
@@ -118,20 +118,22 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         rollouts.setdefault(dumps([run.bench, run.config.to_json()]), []).append(run)
     for group in rollouts.values():
         bench = await rt.store.benchmarks.load(group[0].bench)
-        await rollout_runs(rt, bench, [r.system for r in group], group[0].config)
+        prompts = recorded_dir((group[0].config.provenance or {}).get("prompts"))
+        await rollout_runs(with_prompts(rt, prompts), bench, [r.system for r in group], group[0].config)
 
     passes = {r.run: await recorded.scores.passes(r.run) for r in runs}
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
     for run, found in passes.items():
         default = [p for p in found if p.variant == DEFAULT_VARIANT]
-        for (window, dims), group in _by_settings(default).items():
+        for (window, dims, prompts), group in _by_settings(default).items():
             modes = sorted({p.mode for p in group})
             ks = sorted({p.k for p in group if p.mode == "retrieve"}) or [5]
-            scoring.setdefault(dumps([modes, ks, window, dims]), []).append(run)
+            scoring.setdefault(dumps([modes, ks, window, dims, prompts]), []).append(run)
     for signature, group in scoring.items():
-        modes, ks, window, dims = loads(signature)
-        await score_runs(rt, group, modes, ks=tuple(ks), context_window=window, dims=dims)
-        await score_evolving(rt, group, modes, ks=tuple(ks), context_window=window)
+        modes, ks, window, dims, prompts = loads(signature)
+        scoring_rt = with_prompts(rt, prompts)
+        await score_runs(scoring_rt, group, modes, ks=tuple(ks), context_window=window, dims=dims)
+        await score_evolving(scoring_rt, group, modes, ks=tuple(ks), context_window=window)
     for run, found in passes.items():
         variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
@@ -141,10 +143,13 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     attribution: dict[str, list[str]] = {}
     for run in runs:
         modes = await recorded.attributions.modes(run.run)
+        recorded_passes = await recorded.attributions.passes(run.run)
+        prompts = next((recorded_dir(p["config"].get("prompts")) for p in recorded_passes), None)
         if modes:
-            attribution.setdefault(dumps(modes), []).append(run.run)
-    for modes, group in attribution.items():
-        await attribute_runs(rt, group, loads(modes))
+            attribution.setdefault(dumps([modes, prompts]), []).append(run.run)
+    for signature, group in attribution.items():
+        modes, prompts = loads(signature)
+        await attribute_runs(with_prompts(rt, prompts), group, modes)
 
     # Utilization passes (memaudit/utilization/) after scoring: Know is read from the reconstructions.
     utilization: dict[tuple, list[str]] = {}
@@ -155,11 +160,21 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         await utilization_runs(rt, group, k=k, threshold=threshold)
 
 
+def recorded_dir(prompts: dict | None) -> str | None:
+    """The prompt directory a run or pass recorded (memaudit's own: wherever it is installed now);
+    None when it recorded none (made before prompt directories were recorded): the current one."""
+    if not prompts:
+        return None
+    return str(PROMPTS_DIR) if prompts.get("name") == "bundled" else prompts.get("dir")
+
+
 def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:
-    """Passes grouped by the options they were scored with (a run may mix windows or dims)."""
+    """Passes grouped by the options they were scored with (a run may mix windows, dims or prompt
+    directories: `--prompts`, recorded in the pass)."""
     out: dict[tuple, list[ScorePass]] = {}
     for p in passes:
-        out.setdefault((p.config.context_window, p.config.dims), []).append(p)
+        prompts = recorded_dir(p.config.scorer.get("prompts"))
+        out.setdefault((p.config.context_window, p.config.dims, prompts), []).append(p)
     return out
 
 

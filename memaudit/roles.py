@@ -42,22 +42,23 @@ class RoleSpec:
     check: Callable | None = None
 
 
-# The dialogue and generation roles send no output cap, like the published runner: a cap there would
-# change what the assistant says and what the simulated user discloses. The embedded model's caps
-# (memaudit/config.py) apply to the embedded model only.
+# No role of the published study sends an output cap, like the published runner: a cap would change
+# what the assistant says, what the simulated user discloses and what a judge can answer. The
+# embedded model's caps (memaudit/config.py) apply to the embedded model only.
 ROLE_SPECS: dict[str, RoleSpec] = {
     "agent": RoleSpec("agent", None, 0.7, None),
     "simulator": RoleSpec("simulator", obj(feedback_type={"type": "string", "enum": list(FEEDBACK_TYPES)},
                                            text=NONEMPTY), 0.85, None),
     "pref_judge": RoleSpec("pref_judge", None, 0.0, None),  # schema per call: rollout/pref_judge.py
-    "slot_fill": RoleSpec("slot_fill", obj(label=LABEL, reason=REASON), 0.0, 160),
-    "recovery_judge": RoleSpec("recovery_judge", obj(score={"type": "number"}, reason=REASON), 0.0, 160,
+    "slot_fill": RoleSpec("slot_fill", obj(label=LABEL, reason=REASON), 0.0, None),
+    "recovery_judge": RoleSpec("recovery_judge", obj(score={"type": "number"}, reason=REASON), 0.0, None,
                                _on_rubric),
-    "oracle": RoleSpec("oracle", obj(can_invite=BOOL, reason=REASON), 0.0, 160),
-    "disclosure": RoleSpec("disclosure", obj(disclosed=BOOL, evidence=REASON, reason=REASON), 0.0, 240),
-    "elicitation": RoleSpec("elicitation", obj(
-        label={"type": "string", "enum": ["agent_elicitation_failure", "simulator_too_strict"]},
-        evidence=REASON, reason=REASON), 0.0, 240),
+    "oracle": RoleSpec("oracle", obj(can_invite=BOOL, reason=REASON), 0.0, None),
+    "disclosure": RoleSpec("disclosure", obj(disclosed=BOOL, evidence=REASON, reason=REASON), 0.0, None),
+    # Stage 2 answers with a letter, A (the assistant never steered there) or B (the user did not
+    # elaborate), as the published stage did: memaudit/scoring/attribution.py maps it to the label.
+    "elicitation": RoleSpec("elicitation", obj(category={"type": "string", "enum": ["A", "B"]},
+                                               reason=REASON, evidence=REASON), 0.0, None),
     "persona_gen": RoleSpec("persona_gen", None, 0.9, None),  # schema set by memaudit/bench/generate.py
     "bank_gen": RoleSpec("bank_gen", None, 0.7, None),
     "task_gen": RoleSpec("task_gen", obj(task=NONEMPTY, rationale=STR), 0.7, None),

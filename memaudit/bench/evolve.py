@@ -2,7 +2,8 @@
 
 Which entries: spread over the categories (a seeded round over the categories, a seeded pick
 inside each), among entries whose targeted task is not the user's last. When: a seeded task after
-the entry's targeted task, so the initial value has its own episode before the change. What: the
+the entry's targeted task, so the initial value has its own episode before the change (a task no
+other change of the user has, while one is left). What: the
 generator writes the change (`bank_gen:change`, checked in code like a bank entry: at most 15
 words, 2-4 sentences, a real change), and a reviewer passes it (`critic:change`); a rejected change
 goes back to the generator with the review, up to REWRITES times, and the entry stays static when
@@ -46,7 +47,12 @@ def pick_entries(bank: list[BankEntry], task_of: dict[str, int], n_tasks: int, n
         for c in order:
             if pools[c] and len(picked) < n:
                 picked.append(pools[c].pop())
-    return [(e, rng.randint(task_of[e.dimension] + 1, n_tasks)) for e in picked]
+    chosen: list[tuple[BankEntry, int]] = []
+    for e in picked:  # a task of its own when one is left: one change per episode reads most naturally
+        later = range(task_of[e.dimension] + 1, n_tasks + 1)
+        free = [t for t in later if t not in {task for _, task in chosen}] or list(later)
+        chosen.append((e, rng.choice(free)))
+    return chosen
 
 
 def change_check(entry: BankEntry, words, sentences, max_words: int):

@@ -37,6 +37,7 @@ COMMANDS = {
     "import-release": ("bench_cmds", "Import a published release: its benchmark and its runs (history, memory, "
                                      "recon_judge, attribution, oracle), as runs named after their directories."),
     "memory": ("memory_cmds", "Work with dumped memory stores."),
+    "prompts": ("prompts_cmds", "Prompt directories: build the published pack; list the prompts in effect."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact. "
                              "The model settings are the ones the runs recorded: no model option is needed, no "
                              "model is contacted."),

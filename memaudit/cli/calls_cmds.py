@@ -46,12 +46,16 @@ def calls(run_id, role, artifact, failed, limit, as_json, embeddings):
     if embeddings:
         _show_embeddings(run(_embeddings, current_settings()), as_json)
         return
-    rows = run(_find, current_settings(), run=run_id, role=role, artifact=artifact, failed=failed, limit=limit)
+    rows, prompts = run(_find, current_settings(), run=run_id, role=role, artifact=artifact, failed=failed,
+                        limit=limit)
     records = [call_record(r) for r in rows]
     if as_json:
         for record in records:
-            click.echo(orjson.dumps(record).decode())
+            click.echo(orjson.dumps({**record, "run_prompts": prompts} if prompts else record).decode())
         return
+    if prompts:  # which prompt directory each stage of the run used (tables: "prompts")
+        out.print("prompts: " + "; ".join(f"{p['stage']} {p['mode'] or ''} {p['prompts']}".replace("  ", " ")
+                                          for p in prompts), highlight=False)
     table = Table("key", "role", "model", "ok", "cache", "tokens", "latency", "last message", "response")
     for r in records:
         messages = r["request"].get("messages") or [{}]
@@ -61,7 +65,9 @@ def calls(run_id, role, artifact, failed, limit, as_json, embeddings):
                       f"{usage['prompt_tokens'] + usage['completion_tokens']:,}", f"{r['latency']:.2f} s",
                       _preview(messages[-1].get("content")), _preview(r["response"] or r.get("error", {}).get("error")))
     out.print(table)
-    out.print(f"{len(records)} call(s)", highlight=False)
+    # A memory system that only embeds makes no calls: its vectors are cached apart, by model and text.
+    hint = "" if records else " (embeddings are cached apart from calls: `memaudit calls --embeddings` lists them)"
+    out.print(f"{len(records)} call(s){hint}", highlight=False)
 
 
 def _show_embeddings(rows: list[dict], as_json: bool) -> None:
@@ -88,13 +94,18 @@ def _preview(text) -> str:
     return text if len(text) <= PREVIEW else text[:PREVIEW - 1] + "…"
 
 
-async def _find(settings, **filters) -> list[dict]:
+async def _find(settings, **filters) -> tuple[list[dict], list[dict]]:
+    """The calls, and (with --run) which prompts each stage of the run was made with."""
+    from memaudit.scoring.tables import prompt_rows
     from memaudit.store import open_store, select_runs
+    from memaudit.types import DEFAULT_VARIANT
 
     async with open_store(settings.db, create=False) as store:
+        prompts = []
         if filters["run"] is not None:
-            await select_runs(store, [filters["run"]])  # an unknown run is an error, not an empty list
-        return await store.calls.find(**filters)
+            (info,) = await select_runs(store, [filters["run"]])  # an unknown run is an error, not an empty list
+            prompts = await prompt_rows(store, info, DEFAULT_VARIANT)
+        return await store.calls.find(**filters), prompts
 
 
 COMMANDS = [calls]

@@ -10,7 +10,6 @@ import click
 from memaudit.cli.batch_cmds import batch_options, batched
 from memaudit.cli.common import current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
-from memaudit.types import DEFAULT_VARIANT
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
@@ -70,7 +69,7 @@ def score(mode, k_text, runs, context_window, dims, use_batch, batch_file):
 async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None):
     from memaudit.runtime import open_runtime
     from memaudit.scoring.evolving import score_evolving
-    from memaudit.scoring.recovery import BATCH_ROLES, score_runs
+    from memaudit.scoring.recovery import BATCH_ROLES, pass_variant, score_runs
 
     async with open_runtime(settings, create=False) as rt:
         chosen = await _chosen_runs(rt.store, runs)
@@ -80,7 +79,8 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
         await score_evolving(rt, chosen, modes, ks=ks, context_window=context_window)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
-        await _print_scores(rt.store, chosen, DEFAULT_VARIANT)
+        for run_id in chosen:
+            await _print_scores(rt.store, [run_id], await pass_variant(rt, run_id))
 
 
 @click.command("attribute")
@@ -96,6 +96,7 @@ def attribute(mode, runs, use_batch, batch_file):
 async def _attribute(settings, modes, runs, use_batch=False, batch_file=None):
     from memaudit.runtime import open_runtime
     from memaudit.scoring.attribution import BATCH_ROLES, attribute_runs
+    from memaudit.scoring.recovery import pass_variant
 
     async with open_runtime(settings, create=False) as rt:
         chosen = await _chosen_runs(rt.store, runs)
@@ -103,7 +104,7 @@ async def _attribute(settings, modes, runs, use_batch=False, batch_file=None):
             await attribute_runs(rt, chosen, modes)
         for run_id in chosen:
             counts: dict = {}
-            for r in await rt.store.attributions.label_counts(run_id, DEFAULT_VARIANT):
+            for r in await rt.store.attributions.label_counts(run_id, await pass_variant(rt, run_id)):
                 counts.setdefault((r["mode"], r["k"]), []).append(f"{r['label']} {r['n']}")
             for (m, k), parts in counts.items():
                 suffix = "" if m == "dump_all" else f" k={k}"

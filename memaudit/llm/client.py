@@ -17,11 +17,11 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
-from memaudit.llm.cache import derive_seed, key_record, keyed
+from memaudit.llm.cache import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
-from memaudit.llm.tokens import estimate_tokens
 from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body
-from memaudit.llm.transport import Transport
+from memaudit.llm.tokens import server_count, server_root
+from memaudit.llm.transport import Transport, Unreachable
 
 if TYPE_CHECKING:
     import httpx
@@ -168,6 +168,34 @@ class LLM:
             flight.done.set()
             del self._flights[key]
 
+    async def count_tokens(self, role: str, messages: list[dict]) -> int | None:
+        """The prompt's size in tokens by the role's server's own tokenizer, or None when the server
+        has none. Recorded in the call cache like a call (role `tokenize:<role>`), so replay needs no
+        server and decides overflow exactly as the recorded run did."""
+        rc = self.role_config(role)
+        key, request_json = keyed({"v": RECORD_VERSION, "tokenize": True, "model": rc.model, "backend": rc.backend,
+                                   "messages": messages})
+        if self.settings.cache in ("rw", "replay"):
+            row = await self.store.get_call(key)
+            if row is not None:
+                return orjson.loads(row["response"])["tokens"]
+        if self.settings.cache == "replay":
+            raise CacheMiss(f"tokenize:{role}", key)
+        if not rc.base_urls and self._start_server is not None:
+            rc = await self._server_role(role)
+        if not rc.base_urls:
+            return None
+        endpoint = self.transport.endpoint(server_root(rc.base_urls[0]), rc.api_key)
+        try:
+            count = await server_count(endpoint.session, messages)
+        except Unreachable:
+            count = None
+        if self.settings.cache != "off":
+            self.store.put_call(key=key, role=f"tokenize:{role}", model=rc.model, request=request_json,
+                                response=orjson.dumps({"tokens": count}).decode(), ok=True, created=_now())
+            await self.store.maybe_flush()
+        return count
+
     async def _server_role(self, role: str):
         async with self._server_lock:
             if self.settings.base_url is None:
@@ -195,10 +223,6 @@ class LLM:
             if row is not None and not _recorded_endpoint_error(row):
                 stats.cache_hits += 1
                 return self._from_row(role, row, key, schema, stats)
-        window = rc.context_window
-        estimate = estimate_tokens(record["messages"]) + (record["max_tokens"] or 0)
-        if window and estimate > window:
-            raise ContextOverflow(role, estimate, window, "estimated before the call")
         if mode == "replay":
             raise CacheMiss(role, key)
         batch = _batching.get()
@@ -209,6 +233,7 @@ class LLM:
             rc = await self._server_role(role)
         stats.calls += 1
         try:
+            await self._check_window(role, rc, record)
             text, data, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
         except (InvalidOutput, ContextOverflow) as exc:
             # Failures of the request itself are recorded as its outcome, never as an answer:
@@ -224,6 +249,17 @@ class LLM:
             self.store.put_call(**ok_row(key, role, rc.model, request_json, text, usage, latency))
             await self.store.maybe_flush()
         return CallResult(text, data, usage, key, False)
+
+    async def _check_window(self, role: str, rc: RoleConfig, record: dict) -> None:
+        """A configured context window is checked against the server's own token count (prompt plus
+        the output budget) before the call; never a characters-per-token guess, which flagged prompts
+        at 75-100% of a real window. Without a count, the server's context-length error decides."""
+        if not rc.context_window:
+            return
+        tokens = await self.count_tokens(role, record["messages"])
+        if tokens is not None and tokens + (record["max_tokens"] or 0) > rc.context_window:
+            raise ContextOverflow(role, tokens + (record["max_tokens"] or 0), rc.context_window,
+                                  "counted by the server before the call")
 
     def _from_row(self, role, row, key, schema, stats) -> CallResult:
         response = orjson.loads(row["response"])

@@ -266,9 +266,10 @@ def _oracle_statements(store: Store, root: Path, label: str, user: str, bench: B
         if dimension not in task_of:
             continue  # a verdict is keyed by its task's text; without a targeted task it keys nothing
         can_invite = verdict.get("can_invite")
-        rows.append(store.attributions.oracle_statement(
-            bench.name, user, dimension, text_hash(task_of[dimension]),
-            can_invite if isinstance(can_invite, bool) else None, str(verdict.get("reason") or ""), replace=True))
+        key = (bench.name, user, dimension, text_hash(task_of[dimension]),
+               can_invite if isinstance(can_invite, bool) else None, str(verdict.get("reason") or ""))
+        rows.append(store.attributions.oracle_statement(*key, replace=True))
+        rows.append(store.attributions.imported_oracle_statement(*key))
     return rows
 
 

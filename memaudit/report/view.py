@@ -155,7 +155,8 @@ def _index_page(summary: Summary, tables: dict) -> str:
     parts.append(_table3(summary, tables.get("table3") or []))
     parts.append(_table4(summary, tables.get("table4") or []))
     for key, title in (("footprint", "Footprint distribution"), ("gap", "Per-user dump − retrieve gap"),
-                       ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B")):
+                       ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B"),
+                       ("prompts", "Prompts each number was made with")):
         parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(summary, tables.get(key) or []))
     parts.append(utilization.index_sections(tables))
     if tables.get("evolving"):
@@ -258,13 +259,15 @@ def _table4(summary: Summary, rows: list[dict]) -> str:
             text = "—" if count is None else str(count)
             cells.append(f'<td class="n">{link(INDEX, _list_page(p, label), text) if p and count else text}</td>')
         cells.append(f'<td class="n">{num(row.get("recovery_rate"))}</td>')
+        cells.append(f'<td class="n">{num((row.get("published_equivalent") or {}).get("recovery_rate"))}</td>')
         body.append(cells)
         if any(row.get(lb) for lb in ATTRIBUTION_LABELS):
             stacks.append((f"{row['run']} · {_mode_name(row)}", {lb: row[lb] for lb in ATTRIBUTION_LABELS}))
     legend = ", ".join(f"{short} = {label}" for label, short in TABLE4_HEADERS.items())
     return ("<h2>Table 4 · failure attribution</h2>"
-            + table(["run", "system", "mode", *TABLE4_HEADERS.values(), "recovery rate"], body)
-            + f'<p class="note">{esc(legend)}; recovery rate = Recovered / (Recovered + Memory).</p>'
+            + table(["run", "system", "mode", *TABLE4_HEADERS.values(), "recovery rate", "rate as published"], body)
+            + f'<p class="note">{esc(legend)}; recovery rate = Recovered / (Recovered + Memory); rate as published '
+              "= the same with each overflow target labelled by the stages, as the published code did.</p>"
             + (stacked_chart("Attribution of every target", stacks, LABEL_COLOURS) if stacks else ""))
 
 

@@ -38,17 +38,20 @@ def render_message(task: str, exchanges: list[tuple[str, str]]) -> str:
     return "\n\n".join([task, "\n".join([CONVERSATION_HEADER, *lines])])
 
 
-def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext) -> list[dict]:
+def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext,
+                   prompt: str = ROLE_SPECS["agent"].prompt) -> list[dict]:
     """System prompt with the memory section, replayed earlier conversations (if the memory system
-    keeps them), then the task and the conversation so far."""
-    system, final = load_prompt(ROLE_SPECS["agent"].prompt, llm.settings.prompts_dir).render(
+    keeps them), then the task and the conversation so far. `prompt`: the system's prompt file
+    (`MemoryAdapter.reply_prompt`)."""
+    system, final = load_prompt(prompt, llm.settings.prompts_dir).render(
         memory=render_memory(context), message=render_message(task, exchanges))
     return [system, *context.history, final]
 
 
 async def reply(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext, *,
-                seed_parts: tuple) -> str:
+                seed_parts: tuple, prompt: str = ROLE_SPECS["agent"].prompt) -> str:
     """The assistant's next reply. `exchanges` = [(assistant reply, user message)] so far.
     InvalidOutput / ContextOverflow / EndpointError propagate to the episode loop."""
-    result = await ask(llm, "agent", messages=reply_messages(llm, task, exchanges, context), seed_parts=seed_parts)
+    result = await ask(llm, "agent", messages=reply_messages(llm, task, exchanges, context, prompt),
+                       seed_parts=seed_parts)
     return result.text.strip()

@@ -86,7 +86,8 @@ async def run_episode(llm: LLM, adapter: MemoryAdapter, user: User, task: Task, 
         seed_parts = (user.id, task.index, turn)
         context = await memory.read()
         try:
-            answer = await assistant_reply(llm, task.text, exchanges, context, seed_parts=seed_parts)
+            answer = await assistant_reply(llm, task.text, exchanges, context, seed_parts=seed_parts,
+                                           prompt=adapter.reply_prompt)
         except (InvalidOutput, ContextOverflow) as exc:
             end_reason, error = "failed", f"assistant: {exc}"
             break

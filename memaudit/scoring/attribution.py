@@ -1,7 +1,7 @@
 """Failure attribution (PROTOCOL §6): which arrow of expose -> collect -> recover lost a target.
 
     score >= 0.75                     -> ok
-    overflow                          -> overflow
+    overflow                          -> overflow (the stages still run: see below)
     no task targets the dimension, or its task never ran in the run (a partial rollout)
                                       -> no_targeted_task
     Stage 0 oracle says the task cannot invite the value   -> task_design_failure
@@ -10,9 +10,15 @@
     a stage that fails                -> unclassified (the error in the note)
     a failed reconstruction           -> unclassified (noted)
 
+An `overflow` target keeps its own label, and is also run through the stages as the published
+runner did (it scored such a target "unknown" -> 0): memaudit/scoring/metrics.py `published_label`
+reads from them the label the published code would have given, for Table 4's `published_equivalent`.
+
 The oracle sees only the task text, dimension, short and explanation, so one verdict (one model
 call) is shared by every system and mode; verdicts are recorded in the `oracle` table keyed by
-(bench, user, dimension, task-text hash). Evidence quotes and reasons of every stage are kept in `stages`.
+(bench, user, dimension, task-text hash). A verdict imported with a published release is used as
+it is, without a call, as the published runner reused its oracle cache. Evidence quotes and
+reasons of every stage are kept in `stages`.
 """
 from __future__ import annotations
 
@@ -21,14 +27,16 @@ from functools import partial
 
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.cache import text_hash
-from memaudit.roles import ask
+from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
+from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import check_options, failure_note, run_all
-from memaudit.types import DEFAULT_VARIANT, Attribution, Episode, Reconstruction, Task
+from memaudit.scoring.recovery import check_options, failure_note, pass_variant, run_all
+from memaudit.types import Attribution, Episode, Reconstruction, Task
 
 RECOVERED = 0.75
+STAGE_ROLES = ("oracle", "disclosure", "elicitation")
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
-BATCH_ROLES = ("oracle", "disclosure", "elicitation")  # the calls `attribute --batch` sends in batches
+BATCH_ROLES = STAGE_ROLES  # the calls `attribute --batch` sends in batches
 
 
 class StageFailed(Exception):
@@ -43,13 +51,21 @@ class Target:
     episode: Episode | None    # its episode in this run
 
 
+# The stage-2 answer: which side stalled, as a letter (the published answer format).
+ELICITATION_LABELS = {"A": "agent_elicitation_failure", "B": "simulator_too_strict"}
+EMPTY_TRANSCRIPT = "(empty)"
+
+
 def transcript(episode: Episode) -> str:
-    lines = [f"User: {episode.task}"]
+    """The episode's turns as the stages read them, task excluded (it is its own value): one
+    "Agent: …" and one "User: …" line per turn, empty texts left out, as the published runner."""
+    lines = []
     for turn in episode.turns:
-        lines.append(f"Assistant: {turn.assistant}")
+        if turn.assistant:
+            lines.append(f"Agent: {turn.assistant}")
         if turn.user_text:
             lines.append(f"User: {turn.user_text}")
-    return "\n".join(lines)
+    return "\n".join(lines) or EMPTY_TRANSCRIPT
 
 
 async def _ask(rt: Runtime, role: str, seed_parts: tuple, **values) -> dict:
@@ -59,9 +75,10 @@ async def _ask(rt: Runtime, role: str, seed_parts: tuple, **values) -> dict:
         raise StageFailed(failure_note(exc)) from None
 
 
-def _about(recon: Reconstruction) -> dict:
+def _about(recon: Reconstruction, task: Task) -> dict:
+    """The values every stage prompt may use (the published stages use all but the category)."""
     return {"category": recon.category, "dimension": recon.dimension, "ground_truth": recon.ground_truth,
-            "explanation": recon.explanation}
+            "explanation": recon.explanation, "task": task.text}
 
 
 async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: Task) -> dict:
@@ -69,9 +86,13 @@ async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: T
     the call cache (and single-flight) make one model call serve every system and mode. Each run
     still goes through the client, never straight to the oracle table, so every run that uses the
     verdict is charged its tokens whatever order the runs were attributed in (replay compares
-    token usage); the table is the shared record of the verdicts."""
+    token usage); the table is the shared record of the verdicts. A verdict imported with a
+    release (`imported_oracle`, an input replay copies) is used without a call."""
     task_hash = text_hash(task.text)
-    data = await _ask(rt, "oracle", (recon.user_id, recon.dimension, task_hash), task=task.text, **_about(recon))
+    imported = await rt.store.attributions.imported_oracle(bench, recon.user_id, recon.dimension, task_hash)
+    if imported is not None:
+        return imported
+    data = await _ask(rt, "oracle", (recon.user_id, recon.dimension, task_hash), **_about(recon, task))
     await rt.store.write([rt.store.attributions.oracle_statement(bench, recon.user_id, recon.dimension, task_hash,
                                                                  data["can_invite"], data["reason"])])
     return data
@@ -80,28 +101,38 @@ async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: T
 async def classify(rt: Runtime, target: Target, stages: list) -> tuple[str, str]:
     """(label, note) of a target below the recovery threshold; `stages` collects each verdict."""
     recon = target.recon
-    if recon.status == "overflow":
-        return "overflow", recon.error or ""
     if recon.status == "failed":
         return "unclassified", f"reconstruction failed: {recon.error}"
     if target.task is None:
-        return "no_targeted_task", ""
+        return ("overflow" if recon.status == "overflow" else "no_targeted_task"), recon.error or ""
     if target.episode is None:  # scored with --dims all after a partial rollout: no task played
+        if recon.status == "overflow":
+            return "overflow", recon.error or ""
         return "no_targeted_task", f"the targeted task {target.task.index} never ran in this run"
+    label, note = await run_stages(rt, target, stages)
+    if recon.status == "overflow":
+        return "overflow", recon.error or ""
+    return label, note
+
+
+async def run_stages(rt: Runtime, target: Target, stages: list) -> tuple[str, str]:
+    """Stages 0-2 of a target whose targeted task ran."""
+    recon, task = target.recon, target.task
     try:
-        verdict = await oracle_verdict(rt, target.bench, recon, target.task)
+        verdict = await oracle_verdict(rt, target.bench, recon, task)
         stages.append({"stage": 0, "name": "oracle", **verdict})
         if not verdict["can_invite"]:
             return "task_design_failure", ""
-        text = transcript(target.episode)
+        values = {**_about(recon, task), "transcript": transcript(target.episode)}
         seed = (recon.user_id, recon.dimension)
-        disclosed = await _ask(rt, "disclosure", seed, transcript=text, **_about(recon))
+        disclosed = await _ask(rt, "disclosure", seed, **values)
         stages.append({"stage": 1, "name": "disclosure", **disclosed})
         if disclosed["disclosed"]:
             return "memory_failure", ""
-        stalled = await _ask(rt, "elicitation", seed, transcript=text, **_about(recon))
-        stages.append({"stage": 2, "name": "elicitation", **stalled})
-        return stalled["label"], ""
+        stalled = await _ask(rt, "elicitation", seed, **values)
+        label = ELICITATION_LABELS[stalled["category"]]
+        stages.append({"stage": 2, "name": "elicitation", "label": label, **stalled})
+        return label, ""
     except StageFailed as exc:
         return "unclassified", str(exc)
 
@@ -122,14 +153,25 @@ async def _attribute(rt: Runtime, target: Target) -> None:
     await rt.store.maybe_flush()
 
 
+def attribution_provenance(rt: Runtime) -> dict:
+    """What an attribution pass runs with: the prompt directory and the stage roles' sending."""
+    return {"prompts": prompts_provenance(rt.settings.prompts_dir), "protocol": PROTOCOL_VERSION,
+            "roles": {role: role_provenance(rt.settings, role, ROLE_SPECS[role].temperature,
+                                            ROLE_SPECS[role].max_tokens) for role in STAGE_ROLES}}
+
+
 async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
     run = await rt.store.runs.require(run_id)
     bench = await rt.store.benchmarks.load(run.bench)
-    have = await rt.store.attributions.keys(run_id, DEFAULT_VARIANT)
+    variant = await pass_variant(rt, run_id)
+    have = await rt.store.attributions.keys(run_id, variant)
     episodes = {(e.user_id, e.task_index): e for e in await rt.store.episodes.load(run_id)}
     jobs = []
     for mode in modes:
-        for recon in await rt.store.scores.load(run_id, mode, variant=DEFAULT_VARIANT):
+        recons = await rt.store.scores.load(run_id, mode, variant=variant)
+        for k in sorted({r.k for r in recons}):
+            await rt.store.attributions.record_pass(run_id, mode, k, variant, attribution_provenance(rt))
+        for recon in recons:
             if (recon.mode, recon.k, recon.user_id, recon.dimension) in have:
                 continue
             task = next((t for t in bench.tasks.get(recon.user_id, ()) if t.target_dimension == recon.dimension), None)
@@ -139,7 +181,8 @@ async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
 
 
 async def attribute_runs(rt: Runtime, runs, modes) -> None:
-    """Attribute every scored target of the default variant, per access mode (and k), in parallel."""
+    """Attribute every scored target of each run's `pass_variant` (the default variant, or an
+    imported run's re-scoring), per access mode (and k), in parallel."""
     check_options(modes, "all")
     jobs = []
     for run_id in runs:

@@ -19,12 +19,11 @@ from functools import partial
 
 from memaudit.bench.history import superseded
 from memaudit.errors import ContextOverflow, InvalidOutput
-from memaudit.llm.tokens import estimate_tokens
 from memaudit.prompts import load_prompt
 from memaudit.roles import BOOL, REASON, RoleSpec, ask, obj
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import (EMPTY_MEMORY, failure_note, is_unknown, mode_passes, open_memory, ready_users,
-                                       reader_budget, run_all)
+                                       reader_window, run_all)
 from memaudit.types import DEFAULT_VARIANT, STORE_MODE, BankEntry, EvolvingJudgment, Reconstruction
 
 ASSERTS = RoleSpec("evolving_asserts", obj(asserts=BOOL, reason=REASON), 0.0, 160)
@@ -77,7 +76,7 @@ async def _asserts(rt: Runtime, recon: Reconstruction, row: EvolvingJudgment, va
 
 
 async def judge_store(rt: Runtime, memory, base: EvolvingJudgment, entry: BankEntry, versions: list[int],
-                      window: int | None, answer_tokens: int) -> None:
+                      window: int | None) -> None:
     """`stale_in_store` for the superseded `versions` of one entry, on the full final store."""
     current = entry.history[-1].short
     for version in versions:
@@ -85,19 +84,19 @@ async def judge_store(rt: Runtime, memory, base: EvolvingJudgment, entry: BankEn
         values = {"memory": memory.block, "category": entry.category, "dimension": entry.dimension,
                   "stale": entry.history[version].short, "current": current}
         with rt.llm.collect() as uses:
-            row = await _holds(rt, row, values, window, answer_tokens)
+            row = await _holds(rt, row, values, window)
         _save(rt, row, uses)
     await rt.store.maybe_flush()
 
 
-async def _holds(rt: Runtime, row: EvolvingJudgment, values: dict, window: int | None,
-                 answer_tokens: int) -> EvolvingJudgment:
+async def _holds(rt: Runtime, row: EvolvingJudgment, values: dict, window: int | None) -> EvolvingJudgment:
     if values["memory"] == EMPTY_MEMORY:
         return replace(row, verdict=False, reason=NOTHING_STORED, status="ok")
     prompt = load_prompt("evolving_store", rt.settings.prompts_dir)
-    estimate = estimate_tokens(prompt.render(**values)) + answer_tokens
-    if window and estimate > window:
-        return replace(row, status="overflow", error=failure_note(ContextOverflow(STORE_ROLE, estimate, window)))
+    if window:  # the server's own count (memaudit/llm/tokens.py); without one, its context-length error
+        tokens = await rt.llm.count_tokens(STORE_ROLE, prompt.render(**values))
+        if tokens is not None and tokens > window:
+            return replace(row, status="overflow", error=failure_note(ContextOverflow(STORE_ROLE, tokens, window)))
     try:
         answer = await ask(rt.llm, STORE_ROLE, spec=STORE, prompt=prompt,
                            seed_parts=(row.user_id, row.dimension, row.criterion, row.version), **values)
@@ -125,7 +124,7 @@ async def plan_evolving(rt: Runtime, run_id: str, modes, ks, *, context_window: 
     have = await rt.store.evolving.keys(run_id, variant)
     recons = {(r.mode, r.k, r.user_id, r.dimension): r for r in await rt.store.scores.load(run_id, variant=variant)}
     passes = mode_passes(run.system, modes, ks)
-    window, answer_tokens = reader_budget(rt, context_window)
+    window = reader_window(rt, context_window)
     jobs = []
     for ready in (await ready_users(rt.store, run, bench))[0]:
         uid = ready.user.id
@@ -145,8 +144,7 @@ async def plan_evolving(rt: Runtime, run_id: str, modes, ks, *, context_window: 
                 base = EvolvingJudgment(run_id, STORE_MODE, 0, variant, uid, entry.category, entry.dimension,
                                         "stale_in_store", 0, None, "", "failed", snapshot_task=ready.snapshot_task)
                 if store_todo[entry.dimension]:
-                    jobs.append(partial(judge_store, rt, memory, base, entry, store_todo[entry.dimension], window,
-                                        answer_tokens))
+                    jobs.append(partial(judge_store, rt, memory, base, entry, store_todo[entry.dimension], window))
     return jobs
 
 

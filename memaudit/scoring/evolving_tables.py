@@ -78,7 +78,7 @@ def _per_target(row: dict) -> dict:
         values["FAA"] = scored.get("FAA")
         values["stale_in_recovery"] = 1 - scored["FAA"] if scored else None
     if row["_store"]:
-        values["stale_in_store"] = mean(row["_store"])
+        values["stale_in_store"] = sum(row["_store"]) / len(row["_store"])
     return values
 
 
@@ -101,7 +101,7 @@ def run_rows(run: str, rows: list[dict], boot) -> list[dict]:
         row = {"run": run, "mode": mode, "users": len({r["user"] for r in mode_rows}), "targets": len(mode_rows)}
         for measure in MEASURES:
             values = user_values(mode_rows, measure)
-            row[measure] = mean(values.values()) if values else None
+            row[measure] = float(mean(values.values())) if values else None
             row[f"{measure}_ci95"] = boot.ci(values.values()) if values else None
         out.append(row)
     return out

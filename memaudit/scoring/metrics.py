@@ -169,6 +169,37 @@ async def attribution_counts(store: Store, run: str, *, variant: str = DEFAULT_V
     return out
 
 
+def stage_label(stages: list) -> str | None:
+    """The label recorded attribution stages lead to (None when they stopped before a verdict)."""
+    by_name = {s.get("name"): s for s in stages}
+    if "oracle" in by_name and not by_name["oracle"].get("can_invite", True):
+        return "task_design_failure"
+    if by_name.get("disclosure", {}).get("disclosed"):
+        return "memory_failure"
+    return by_name.get("elicitation", {}).get("label")
+
+
+def published_label(label: str, stages: list, ep_index: int | None) -> str:
+    """The label the published runner would have given: it scored an overflowing store "unknown"
+    -> 0 and ran the target through the stages, which memaudit records for `overflow` rows too."""
+    if label != "overflow":
+        return label
+    if ep_index is None and not stages:
+        return "no_targeted_task"
+    return stage_label(stages) or "unclassified"
+
+
+async def published_attribution_counts(store: Store, run: str, *,
+                                       variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], dict]:
+    """`attribution_counts` as the published code would have produced them (`published_label`)."""
+    out: dict[tuple[str, int], dict] = {}
+    for a in await store.attributions.load(run, variant=variant):
+        counts = out.setdefault((a.mode, a.k), {label: 0 for label in ATTRIBUTION_LABELS})
+        label = published_label(a.label, a.stages, a.ep_index)
+        counts[label] = counts.get(label, 0) + 1
+    return out
+
+
 def usage_group(role: str) -> str:
     """The token-usage group of a call role: attribution stages share one group, adapter
     sub-roles (`memory.extract`, `memory:evolve` …) count as `memory`."""

@@ -14,6 +14,7 @@ read, and a row whose snapshot is no longer the user's final one is deleted and 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Awaitable, Callable
@@ -28,9 +29,8 @@ from memaudit.config import role_group
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
-from memaudit.llm.tokens import estimate_tokens
-from memaudit.prompts import Prompt, load_prompt
-from memaudit.provenance import PROTOCOL_VERSION, role_provenance
+from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
+from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
@@ -112,20 +112,33 @@ def with_model(llm: LLM, role: str, model: str | None) -> LLM:
     return clone
 
 
+def with_prompts(rt: Runtime, prompts_dir: str | None) -> Runtime:
+    """A runtime whose calls use the prompt directory `prompts_dir` (replay of a pass recorded with
+    another `--prompts`); the same store, cache and transport."""
+    if prompts_dir is None or Path(prompts_dir) == Path(rt.settings.prompts_dir):
+        return rt
+    settings = replace(rt.settings, prompts_dir=Path(prompts_dir))
+    llm = copy.copy(rt.llm)
+    llm.settings = replace(llm.settings, prompts_dir=Path(prompts_dir))
+    return replace(rt, settings=settings, llm=llm)
+
+
 # -- who reads and who judges ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Scorer:
-    """The reader and the judge of a scoring pass: clients (models) and prompt files."""
+    """The reader and the judge of a scoring pass: clients (models), prompt files and the category
+    guides of the reader's prompt directory."""
     reader: LLM
     judge: LLM
     reader_prompt: Prompt
     judge_prompt: Prompt
+    guides: dict
 
     @classmethod
     def configured(cls, llm: LLM) -> "Scorer":
         prompts_dir = llm.settings.prompts_dir
         return cls(llm, llm, load_prompt(ROLE_SPECS["slot_fill"].prompt, prompts_dir),
-                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir))
+                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir), category_guides(prompts_dir))
 
     def describe(self) -> dict:
         reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
@@ -133,6 +146,7 @@ class Scorer:
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role("recovery_judge").model,
                 "judge_prompt": self.judge_prompt.sha256,
+                "prompts": prompts_provenance(self.reader.settings.prompts_dir),
                 "provenance": {"protocol": PROTOCOL_VERSION, "memory_json": MEMORY_JSON, "roles": {
                     "slot_fill": role_provenance(self.reader.settings, "slot_fill", reader.temperature,
                                                  reader.max_tokens),
@@ -140,10 +154,11 @@ class Scorer:
                                                       judge.max_tokens)}}}
 
 
-def retrieval_query(category: str, dimension: str) -> str:
-    """Axis-only and user-agnostic: the dimension's words and the category's definition, never
-    anything from the user's bank entry."""
-    return f"What best describes the user's {dimension.replace('_', ' ')}? {CATEGORY_DEFINITIONS[category]}"
+def retrieval_query(category: str, dimension: str, guides: dict[str, str] = CATEGORY_DEFINITIONS) -> str:
+    """Axis-only and user-agnostic: the dimension's words and the category's guide (the prompt
+    directory's `category_guides`, see memaudit/prompts.py), never anything from the bank entry.
+    The published runner's query has this shape with its own guides (docs/fidelity.md S3)."""
+    return f"What best describes the user's {dimension.replace('_', ' ')}? {guides[category]}"
 
 
 def is_unknown(label: str) -> bool:
@@ -157,12 +172,12 @@ class UserMemory:
     block: str                       # the whole store, serialised with native fields
     adapter: MemoryAdapter | None    # restored, for retrieve
 
-    async def surface(self, recon: Reconstruction) -> tuple[str, dict]:
+    async def surface(self, recon: Reconstruction, guides: dict) -> tuple[str, dict]:
         """The read operator for the row's target: (memory text for the reader, evidence for the row)."""
         if recon.mode == "dump_all":
             return self.block, {"n_items": len(self.items), "chars": len(self.block)}
-        query = retrieval_query(recon.category, recon.dimension)
-        found = [item.to_json() for item in await self.adapter.search(query, recon.k)]
+        query = retrieval_query(recon.category, recon.dimension, guides)
+        found = [self.adapter.result_json(item) for item in await self.adapter.search(query, recon.k)]
         return dumps_indented(found), {"items": found}
 
 
@@ -181,25 +196,24 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
 
 
 # -- one target ------------------------------------------------------------------------------
-def reader_budget(rt: Runtime, context_window: int | None) -> tuple[int | None, int]:
-    """(the reader's context window, the tokens reserved for its answer)."""
-    rc = rt.settings.role("slot_fill")
-    window = context_window if context_window is not None else rc.context_window
-    return window, rc.max_tokens if rc.max_tokens is not None else ROLE_SPECS["slot_fill"].max_tokens
+def reader_window(rt: Runtime, context_window: int | None) -> int | None:
+    """The reader's context window: `--context-window`, else the slot_fill role's configured one."""
+    return context_window if context_window is not None else rt.settings.role("slot_fill").context_window
 
 
 async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str,
-                         window: int | None, answer_tokens: int) -> Reconstruction:
+                         window: int | None) -> Reconstruction:
     """Slot-fill from `memory_text`, then judge; the row's status says how it ended."""
     if memory_text == EMPTY_MEMORY:  # nothing surfaced can support a value: unknown without asking
         return replace(recon, label=UNKNOWN, reason=EMPTY_REASON, score=0.0, judge_reason=UNKNOWN_REASON,
                        status="ok")
     values = {"memory": memory_text, "category": recon.category,
-              "definition": CATEGORY_DEFINITIONS[recon.category], "dimension": recon.dimension}
-    estimate = estimate_tokens(scorer.reader_prompt.render(**values)) + answer_tokens
-    if window and estimate > window:
-        return replace(recon, score=0.0, status="overflow",
-                       error=failure_note(ContextOverflow("slot_fill", estimate, window)))
+              "definition": scorer.guides[recon.category], "dimension": recon.dimension}
+    if window:  # the server's own count; without one, the server's context-length error decides
+        tokens = await scorer.reader.count_tokens("slot_fill", scorer.reader_prompt.render(**values))
+        if tokens is not None and tokens > window:
+            return replace(recon, score=0.0, status="overflow",
+                           error=failure_note(ContextOverflow("slot_fill", tokens, window)))
     try:
         fill = await ask(scorer.reader, "slot_fill", prompt=scorer.reader_prompt,
                          seed_parts=(recon.user_id, recon.dimension), **values)
@@ -306,7 +320,7 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
     await rt.store.write(rt.store.scores.drop_stale_statements(run_id))
     bench = await rt.store.benchmarks.load(run.bench)
     passes = mode_passes(run.system, modes, ks)
-    window, answer_tokens = reader_budget(rt, context_window)
+    window = reader_window(rt, context_window)
     for mode, k in passes:
         await rt.store.scores.record_pass(run_id, mode, k, variant,
                                           PassConfig(context_window, window, dims, rescore, scorer.describe()))
@@ -323,7 +337,7 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
         memory = await open_memory(rt, run, user.id, with_adapter=any(m == "retrieve" for m, _, _ in todo))
         for mode, k, entry in todo:
             row = replace(blank_row(run_id, mode, k, variant, user.id, entry), snapshot_task=r.snapshot_task)
-            jobs.append(partial(_score_target, rt, scorer, memory, row, window, answer_tokens))
+            jobs.append(partial(_score_target, rt, scorer, memory, row, window))
     return jobs, skipped
 
 
@@ -344,10 +358,10 @@ def unplayed_note(run_id: str, bench: Benchmark, ready: list[ReadyUser], dims: s
 
 
 async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction,
-                        window: int | None, answer_tokens: int) -> None:
+                        window: int | None) -> None:
     with rt.llm.collect() as uses:
-        text, evidence = await memory.surface(recon)
-        recon = await fill_and_judge(scorer, replace(recon, evidence=evidence), text, window, answer_tokens)
+        text, evidence = await memory.surface(recon, scorer.guides)
+        recon = await fill_and_judge(scorer, replace(recon, evidence=evidence), text, window)
     await save_reconstruction(rt.store, recon, uses)
 
 
@@ -359,16 +373,26 @@ def check_options(modes, dims: str) -> None:
         raise BadInput(f"unknown dims {dims!r}; choose all or targeted", field="dims")
 
 
+async def pass_variant(rt: Runtime, run_id: str) -> str:
+    """The variant `score` and `attribute` write. An imported run's default variant holds the
+    judgments of the release: scoring it again is a new pass beside them, named after the prompt
+    directory in effect (e.g. `published-19bb836`, `bundled`), so `tables --compare` pairs the two."""
+    run = await rt.store.runs.require(run_id)
+    return prompt_pack(rt.settings.prompts_dir)["name"] if run.origin == "import" else DEFAULT_VARIANT
+
+
 async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None, dims: str = "all",
-                     variant: str = DEFAULT_VARIANT) -> list[str]:
+                     variant: str | None = None) -> list[str]:
     """Score every target of every ready user of every run in every mode (and every k of
-    retrieve), all in parallel; returns one line per user skipped because it was not ready."""
+    retrieve), all in parallel; returns one line per user skipped because it was not ready.
+    `variant` None: each run's `pass_variant`."""
     check_options(modes, dims)
     scorer = Scorer.configured(rt.llm)
     jobs, skipped = [], []
     for run_id in runs:
+        run_variant = variant or await pass_variant(rt, run_id)
         run_jobs, run_skipped = await plan_scoring(rt, scorer, run_id, modes, ks, context_window=context_window,
-                                                   dims=dims, variant=variant)
+                                                   dims=dims, variant=run_variant)
         jobs += run_jobs
         skipped += run_skipped
     await run_all(rt.store, jobs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 
 from memaudit.errors import BadInput
+from memaudit.scoring import stats
 from memaudit.scoring.metrics import counted_score, user_recovery
 from memaudit.store import Store
 from memaudit.types import CATEGORIES, DEFAULT_VARIANT
@@ -39,7 +40,7 @@ async def compare_variants(store: Store, runs: list[str], variant: str, *, basel
         base_rows.append((r["category"], a, "ok"))
         var_rows.append((r["category"], b, "ok"))
 
-    modes, system_pairs, category_pairs = [], [], []
+    modes, system_pairs, category_pairs, paired = [], [], [], []
     for (mode, k), by_run in sorted(grouped.items()):
         system_b = {side: {} for side in (0, 1)}
         category_b = {side: {} for side in (0, 1)}  # side -> run -> category -> mean over users
@@ -49,6 +50,7 @@ async def compare_variants(store: Store, runs: list[str], variant: str, *, basel
                 b_values = [r.B for r in recs if r.B is not None]
                 system_b[side][run] = sum(b_values) / len(b_values)
                 category_b[side][run] = {c: _mean([r.categories[c] for r in recs]) for c in CATEGORIES}
+        paired.extend(paired_runs(mode, k, system_b_users(by_run)))
         for x, y in itertools.combinations(sorted(by_run), 2):
             system_pairs.append(_same_order(system_b[0][x] - system_b[0][y], system_b[1][x] - system_b[1][y]))
         for run in sorted(by_run):
@@ -76,7 +78,30 @@ async def compare_variants(store: Store, runs: list[str], variant: str, *, basel
             "system_pairs_preserved": _fraction(system_pairs),
             "category_pairs": len(category_pairs),
             "category_pairs_preserved": _fraction(category_pairs),
-            "modes": modes}
+            "modes": modes, "runs": paired}
+
+
+def system_b_users(by_run: dict) -> dict:
+    """run -> side -> user -> B of that user under the baseline (0) and the variant (1)."""
+    out = {}
+    for run, users in sorted(by_run.items()):
+        out[run] = {side: {u: user_recovery(u, rs[side]).B for u, rs in sorted(users.items())} for side in (0, 1)}
+    return out
+
+
+def paired_runs(mode: str, k: int, by_run: dict) -> list[dict]:
+    """Per run: B under each variant and their paired per-user difference, with a 95% user-bootstrap
+    interval (e.g. the published judgments against a re-scoring with the published pack)."""
+    rows = []
+    for run, sides in by_run.items():
+        users, diffs = stats.paired_diffs(sides[1], sides[0])  # variant − baseline, per user
+        base = [sides[0][u] for u in users]
+        rows.append({"run": run, "mode": mode, "k": k if mode == "retrieve" else None, "users": len(users),
+                     "B_baseline": sum(base) / len(base) if base else None,
+                     "B_variant": float(sum(base) + diffs.sum()) / len(users) if users else None,
+                     "diff": float(diffs.mean()) if len(diffs) else None,
+                     "diff_ci95": stats.paired_bootstrap_ci(diffs)})
+    return rows
 
 
 def _mean(values) -> float | None:

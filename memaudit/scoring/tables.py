@@ -25,7 +25,8 @@ from memaudit.utilization import carryover, summary as utilization
 DEFAULT_K = 5
 ALPHA = 0.05
 SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "utilization", "carryover",
-            "evolving", "evolving_targets", "robustness")
+            "prompts", "evolving", "evolving_targets", "robustness")
+AS_RELEASED = "as released"  # an imported run's rollout, scores or labels: the published prompts
 
 
 @dataclass
@@ -36,6 +37,7 @@ class RunData:
     users: dict  # user_id -> UserMetrics
     recovery: dict  # (mode, k) -> ModeRecovery
     attributions: dict  # (mode, k) -> label counts
+    published_attributions: dict  # (mode, k) -> label counts as the published code would have made them
     tokens: dict | None  # role group -> usage; None without call records
     partial: bool
     models: dict = field(default_factory=dict)  # role group -> model name(s), from the call log
@@ -72,10 +74,27 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
         "comparisons": comparisons(data, boot),
         "utilization": await utilization.utilization_rows(store, [r.run for r in selected], boot),
         "carryover": await carryover.carryover_rows(store, [r.run for r in selected], boot),
+        "prompts": [row for info in selected for row in await prompt_rows(store, info, variant)],
     }
     # Evolving banks only (issue 25): a store without evolving targets gets no such section.
     tables.update(await evolving.evolving_sections(store, [r.run for r in selected], boot, variant))
     return tables
+
+
+async def prompt_rows(store: Store, info: Run, variant: str) -> list[dict]:
+    """Which prompt directory (name, hash) each number of a run was made with: its rollout (A, C, D,
+    memory), each scoring pass (B) and each attribution pass (Table 4)."""
+    def row(stage, mode, k, prompts):
+        prompts = prompts or {}
+        return {"run": info.run, "stage": stage, "mode": mode, "k": k,
+                "prompts": prompts.get("name", AS_RELEASED), "hash": prompts.get("hash")}
+    rollout = (info.config.provenance or {}).get("prompts")
+    rows = [row("rollout", None, None, rollout if info.origin == "rollout" else None)]
+    rows += [row("score", p.mode, p.k, p.config.scorer.get("prompts"))
+             for p in await store.scores.passes(info.run, variant)]
+    rows += [row("attribute", p["mode"], p["k"], p["config"].get("prompts"))
+             for p in await store.attributions.passes(info.run) if p["variant"] == variant]
+    return rows
 
 
 async def check_fresh(store: Store, run: str, variant: str = DEFAULT_VARIANT) -> None:
@@ -98,6 +117,7 @@ async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> R
                    users=await metrics.user_metrics(store, run),
                    recovery=await metrics.recovery(store, run, variant=variant),
                    attributions=await metrics.attribution_counts(store, run, variant=variant),
+                   published_attributions=await metrics.published_attribution_counts(store, run, variant=variant),
                    tokens=await metrics.token_usage(store, run),
                    partial=await is_partial(store, info, variant),
                    models=await run_models(store, run), source_run=info.config.transcripts)
@@ -210,10 +230,19 @@ def table4_rows(d: RunData) -> list[dict]:
             rows.append({"run": d.run, "system": d.system, "mode": mode, "k": None,
                          **{label: None for label in ATTRIBUTION_LABELS}, "recovery_rate": None})
         for k, counts in found:
-            denominator = counts["ok"] + counts["memory_failure"]
+            published = d.published_attributions.get((mode, k), counts)
             rows.append({"run": d.run, "system": d.system, "mode": mode, "k": k if mode == "retrieve" else None,
-                         **counts, "recovery_rate": counts["ok"] / denominator if denominator else None})
+                         **counts, "recovery_rate": recovery_rate(counts),
+                         "published_equivalent": {**{label: published[label] for label in ATTRIBUTION_LABELS
+                                                     if label != "overflow"},
+                                                  "recovery_rate": recovery_rate(published)}})
     return rows
+
+
+def recovery_rate(counts: dict) -> float | None:
+    """Recovered / (recovered + memory failures)."""
+    denominator = counts["ok"] + counts["memory_failure"]
+    return counts["ok"] / denominator if denominator else None
 
 
 def footprint_row(d: RunData) -> dict:
@@ -355,8 +384,17 @@ def _table3(rows):
 
 
 def _table4(rows):
-    header = ["run", "mode", *ATTRIBUTION_LABELS, "recovery_rate"]
-    body = [[r["run"], _mode_label(r), *(_num(r[label]) for label in ATTRIBUTION_LABELS), _num(r["recovery_rate"])]
+    # The last column is the rate the published code would report: overflow targets counted as the
+    # stages label them (json: `published_equivalent`, every count).
+    header = ["run", "mode", *ATTRIBUTION_LABELS, "recovery_rate", "rate as published"]
+    body = [[r["run"], _mode_label(r), *(_num(r[label]) for label in ATTRIBUTION_LABELS), _num(r["recovery_rate"]),
+             _num((r.get("published_equivalent") or {}).get("recovery_rate"))] for r in rows]
+    return header, body
+
+
+def _prompts(rows):
+    header = ["run", "stage", "mode", "prompts", "hash"]
+    body = [[r["run"], r["stage"], _mode_label(r) if r["mode"] else "", r["prompts"], (r["hash"] or "")[:19]]
             for r in rows]
     return header, body
 
@@ -403,6 +441,10 @@ def _robustness(rob: dict):
                                                f"({'preserved' if m['best_preserved'] else 'changed'})"])
         body.append([f"{label}: hardest category", f"{m['hardest_default']} → {m['hardest_variant']}"])
         body.append([f"{label}: easiest category", f"{m['easiest_default']} → {m['easiest_variant']}"])
+    for r in rob.get("runs", []):
+        body.append([f"{r['run']} {_mode_label(r)}: B {rob['baseline']} → {rob['variant']}",
+                     f"{_num(r['B_baseline'])} → {_num(r['B_variant'])} (paired diff {_num(r['diff'])} "
+                     f"{_ci(r['diff_ci95'])}, {r['users']} users)"])
     return header, body
 
 
@@ -419,6 +461,7 @@ TITLES = {
                     lambda rows: utilization.table(rows, _num, _ci)),
     "carryover": ("Preference carry-over and bother rate (per-user means [95% CI])",
                   lambda rows: carryover.table(rows, _num, _ci)),
+    "prompts": ("Prompts each number was made with (memaudit prompts list)", _prompts),
     "evolving": ("Evolving targets — FAMA, MPA, FAA, stale in store / in recovery (category-balanced per-user means "
                  "[95% CI])", lambda rows: evolving.table(rows, _num, _ci)),
     "evolving_targets": ("Evolving targets — criteria per target (present: current value; absent: each superseded "

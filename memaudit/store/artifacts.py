@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 # What a scratch store starts from: the inputs and the caches, never an artifact.
 INPUTS = ("benchmarks", "users", "bank_entries", "bank_history", "tasks", "calls", "embeddings", "param_refusals",
-          "act_scenarios")
+          "act_scenarios", "imported_oracle")
 # What a teacher-forced run reads of its source run (RunConfig.transcripts): copied as an input
 # when replay does not re-execute the source (an imported release, a run not asked for).
 TRANSCRIPTS = ("runs", "episodes", "turns", "turn_changes")

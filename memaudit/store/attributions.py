@@ -79,3 +79,28 @@ class Attributions:
         if row is None:
             return None
         return {"can_invite": None if row["can_invite"] is None else bool(row["can_invite"]), "reason": row["reason"]}
+
+    @staticmethod
+    def imported_oracle_statement(bench: str, user_id: str, dimension: str, task_hash: str,
+                                  can_invite: bool | None, reason: str) -> Statement:
+        return ("INSERT OR REPLACE INTO imported_oracle VALUES (?,?,?,?,?,?)",
+                (bench, user_id, dimension, task_hash, None if can_invite is None else int(can_invite), reason))
+
+    async def imported_oracle(self, bench: str, user_id: str, dimension: str, task_hash: str) -> dict | None:
+        """{can_invite, reason} of a verdict imported with a release (None: none, or unparsable)."""
+        row = await self.db.fetchone("SELECT can_invite, reason FROM imported_oracle WHERE bench=? AND user_id=? "
+                                     "AND dimension=? AND task_hash=? AND can_invite IS NOT NULL",
+                                     (bench, user_id, dimension, task_hash))
+        return None if row is None else {"can_invite": bool(row["can_invite"]), "reason": row["reason"]}
+
+    # -- passes ----------------------------------------------------------------------------
+    async def record_pass(self, run: str, mode: str, k: int, variant: str, config: dict) -> None:
+        await self.db.write([("INSERT OR REPLACE INTO attribution_passes VALUES (?,?,?,?,?)",
+                              (run, mode, k, variant, dumps(config)))])
+
+    async def passes(self, run: str) -> list[dict]:
+        """{mode, k, variant, config} of every attribution pass of the run."""
+        return [{"mode": r["mode"], "k": r["k"], "variant": r["variant"], "config": loads(r["config"])}
+                for r in await self.db.fetchall("SELECT * FROM attribution_passes WHERE run=? ORDER BY mode, k, "
+                                                "variant", (run,))]
+

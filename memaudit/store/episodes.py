@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memaudit.canonical import dumps_native
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.types import Episode, Turn, footprint
 
@@ -38,8 +39,10 @@ class Episodes:
     @staticmethod
     def snapshot_statement(run: str, user_id: str, task_idx: int, state: Any, items: list[dict]) -> Statement:
         n_items, avg_chars = footprint(items)
+        # Keys in their native order, not sorted: dump_all shows the reader the store's items as the
+        # system wrote them (the published order), and a restored system keeps that order too.
         return ("INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?)",
-                (run, user_id, task_idx, dumps(state), dumps(items), n_items, avg_chars))
+                (run, user_id, task_idx, dumps_native(state), dumps_native(items), n_items, avg_chars))
 
     # -- reading ---------------------------------------------------------------------------
     async def done(self, run: str, user_id: str) -> set[int]:

@@ -297,6 +297,7 @@ def test_evolving_entries_are_written_reviewed_and_spread_over_categories(settin
         evolving = [e for e in user.bank if e.history]
         assert len(evolving) == 6 and len({e.category for e in evolving}) == 5
         task_of = {t.target_dimension: t.index for t in bench.tasks[user.id]}
+        assert len({e.history[1].valid_from_task for e in evolving}) == 6  # one change per episode
         for e in evolving:
             first, new = e.history
             assert (first.op, first.valid_from_task) == ("add", 1) and new.op == "update"

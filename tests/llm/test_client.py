@@ -131,12 +131,22 @@ def test_server_context_length_error_is_overflow(settings, fake):
     assert len(fake.requests) == 1
 
 
-def test_overflow_is_estimated_before_the_call(settings, fake):
+def test_overflow_is_counted_by_the_server_before_the_call(settings, fake):
     settings = replace(settings, context_window=50)
     long = [{"role": "user", "content": "word " * 200}]
-    with pytest.raises(ContextOverflow, match="estimated before the call"):
+    with pytest.raises(ContextOverflow, match="counted by the server before the call"):
         run_with_llm(settings, fake.transport(), lambda llm: call(llm, messages=long))
     assert fake.requests == []
+
+
+def test_without_a_server_count_the_call_is_made_and_its_context_error_decides(settings, fake):
+    settings = replace(settings, context_window=50)
+    fake.tokenize = False
+    fake.faults = ["overflow"]
+    long = [{"role": "user", "content": "word " * 200}]
+    with pytest.raises(ContextOverflow):
+        run_with_llm(settings, fake.transport(), lambda llm: call(llm, messages=long))
+    assert len(fake.requests) == 1
 
 
 # -- structured output and repair --------------------------------------------------------------

@@ -17,6 +17,7 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.bench.history import changes, value_at
 from memaudit.bench.instances import resolve_bench
 from memaudit.release.exporter import export_runs
+from memaudit.release.importer import import_release
 from memaudit.replay import replay_runs
 from memaudit.report import userdata
 from memaudit.report.view import write_report
@@ -25,6 +26,7 @@ from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.evolving_tables import fama
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.tables import compute_tables, render
+from memaudit.store import open_store
 from memaudit.types import MemoryItem
 
 pytestmark = pytest.mark.anyio
@@ -155,6 +157,10 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
         user, task, dim, version = expected[0]
         episode = orjson.loads((tmp_path / "out" / f"history/keep_all/{user}/episode_{task}.json").read_bytes())
         assert episode["turns"][0]["change"] == {"dimension": dim, "version": version}
+        async with open_store(tmp_path / "imported.db") as other:  # the export reads back with its events
+            (imported,) = await import_release(other, tmp_path / "out", name="evo")
+            assert await other.episodes.change_rows(imported) == await rt.store.episodes.change_rows("keep_all")
+            assert sum(bool(e.history) for u in (await other.load_benchmark("evo")).users for e in u.bank) == 18
 
         await score_runs(rt, runs, ["dump_all", "retrieve"], ks=(5,))
         await score_evolving(rt, runs, ["dump_all", "retrieve"], ks=(5,))

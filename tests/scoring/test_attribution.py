@@ -5,6 +5,7 @@ import pytest
 
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
+from memaudit.scoring.tables import compute_tables
 from tests.scoring.recorded import record, requests_for, runtime, script
 
 pytestmark = pytest.mark.anyio
@@ -23,8 +24,8 @@ def scripted(fake):
     fake.on("oracle", lambda b: {"can_invite": slot(b) != "skill_memory_dim_2", "reason": "oracle says"})
     fake.on("disclosure", lambda b: "{broken" if slot(b) == "skill_memory_dim_6" else
             {"disclosed": slot(b) == "skill_memory_dim_3", "evidence": "a quote", "reason": "disclosure says"})
-    fake.on("elicitation", lambda b: {"label": "agent_elicitation_failure" if slot(b) == "skill_memory_dim_4"
-                                      else "simulator_too_strict", "evidence": "", "reason": "who stalled"})
+    fake.on("elicitation", lambda b: {"category": "A" if slot(b) == "skill_memory_dim_4" else "B",
+                                      "reason": "who stalled", "evidence": ""})
     return fake
 
 
@@ -73,6 +74,26 @@ async def test_overflow_and_failed_reconstructions(settings, fake):
     assert {a.label for a in dump} == {"overflow"} and len(dump) == 31
     assert {a.label for a in retrieve} == {"unclassified"}
     assert all(a.note.startswith("reconstruction failed") for a in retrieve)
+
+
+async def test_overflow_targets_run_the_stages_and_table4_counts_them_as_published(settings, fake):
+    """The published runner scored an overflowing store "unknown" -> 0 and ran the stages: Table 4
+    keeps `overflow` and gives the published code's counts beside it."""
+    scripted(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=6)
+        await score_runs(rt, ["longctx_full"], ["dump_all"], context_window=300)
+        await attribute_runs(rt, ["longctx_full"], ["dump_all"])
+        dump = {a.dimension: a for a in await rt.store.load_attributions("longctx_full", "dump_all")}
+        (row,) = [r for r in (await compute_tables(rt.store, bootstrap=0))["table4"] if r["mode"] == "dump_all"]
+    assert {a.label for a in dump.values()} == {"overflow"}
+    assert [s["name"] for s in dump["skill_memory_dim_5"].stages] == ["oracle", "disclosure", "elicitation"]
+    published = row["published_equivalent"]
+    assert row["overflow"] == 31 and "overflow" not in published
+    assert published["task_design_failure"] == 1 and published["memory_failure"] == 1
+    assert published["agent_elicitation_failure"] == 1 and published["simulator_too_strict"] == 2
+    assert published["unclassified"] == 1 and published["no_targeted_task"] == 25
+    assert published["recovery_rate"] == 0.0 and row["recovery_rate"] is None
 
 
 async def test_attribution_resumes(settings, fake):

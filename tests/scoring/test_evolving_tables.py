@@ -48,6 +48,7 @@ def test_a_hand_built_case_matches_the_hand_computation():
     assert row["FAA"] == pytest.approx(0.5) and row["stale_in_recovery"] == pytest.approx(0.5)
     assert row["stale_in_store"] == pytest.approx(((1 + 0) / 2 / 2 + 1.0 / 2 + (0.5)) / 2)
     assert row["users"] == 2 and row["targets"] == 5 and row["FAMA_ci95"] is None
+    assert all(isinstance(row[m], float) for m in ("FAMA", "MPA", "FAA", "stale_in_store", "stale_in_recovery"))
 
 
 def test_retrieve_uses_the_headline_k_and_failed_criteria_are_left_out():

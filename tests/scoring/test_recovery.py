@@ -126,15 +126,17 @@ async def test_empty_memory_is_unknown_without_any_call(settings, fake):
     assert requests_for(fake, "slot_fill") == [] and requests_for(fake, "recovery_judge") == []
 
 
-async def test_overflow_by_estimate_and_by_server_error(settings, fake):
+async def test_overflow_by_the_servers_token_count_and_by_server_error(settings, fake):
     script(fake)
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=2, tasks=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"], context_window=300, dims="targeted")
-        estimated = await rt.store.load_reconstructions("longctx_full", "dump_all")
-        assert [(r.status, r.score) for r in estimated] == [("overflow", 0.0)] * 2
-        assert "tokens > window 300" in estimated[0].error
+        counted = await rt.store.load_reconstructions("longctx_full", "dump_all")
+        assert [(r.status, r.score) for r in counted] == [("overflow", 0.0)] * 2
+        assert "tokens > window 300" in counted[0].error
         assert requests_for(fake, "slot_fill") == []
+        # The count is recorded like a call: replay decides overflow without a server.
+        assert await rt.store.fetchone("SELECT 1 FROM calls WHERE role='tokenize:slot_fill'") is not None
 
         fake.faults = ["overflow", "overflow"]
         await score_runs(rt, ["longctx_full"], ["retrieve"], dims="targeted")
@@ -174,3 +176,16 @@ async def test_unknown_run_and_mode_are_bad_input(settings, fake):
             await score_runs(rt, ["nope"], ["dump_all"])
         with pytest.raises(BadInput, match="unknown mode"):
             await score_runs(rt, ["nope"], ["everything"])
+
+
+async def test_a_server_without_a_tokenizer_is_asked_and_its_context_error_decides(settings, fake):
+    """No characters-per-token guess: without the server's count the call is made."""
+    script(fake)
+    fake.tokenize = False
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=1)
+        fake.faults = ["overflow"]
+        await score_runs(rt, ["longctx_full"], ["dump_all"], context_window=300, dims="targeted")
+        (row,) = await rt.store.load_reconstructions("longctx_full", "dump_all")
+    assert row.status == "overflow" and len(requests_for(fake, "slot_fill")) == 1
+

@@ -28,7 +28,7 @@ async def test_judge_model_variant_rejudges_the_same_predictions(settings, fake)
     script(fake)
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=1, tasks=3)
-        await score_runs(rt, ["longctx_full"], ["dump_all", "retrieve"], context_window=1500)
+        await score_runs(rt, ["longctx_full"], ["dump_all", "retrieve"], context_window=1300)
         fills = len(requests_for(fake, "slot_fill"))
         fake.on("recovery_judge", lambda body: {"score": 1.0 if body["model"] == "judge-2" else 0.0, "reason": "r"})
         await rescore_runs(rt, ["longctx_full"], "judge2", judge_model="judge-2")
@@ -39,10 +39,10 @@ async def test_judge_model_variant_rejudges_the_same_predictions(settings, fake)
     assert [(r.mode, r.user_id, r.dimension, r.label, r.status) for r in default] == \
         [(r.mode, r.user_id, r.dimension, r.label, r.status) for r in variant]
     assert all(r.score == (1.0 if r.status == "ok" else 0.0) for r in variant)
-    assert {r.status for r in variant} == {"ok", "overflow"}  # dump_all overflows at 1500, retrieve fits
+    assert {r.status for r in variant} == {"ok", "overflow"}  # dump_all overflows at 1300, retrieve fits
     config = loads(passes[0]["config"])
     assert config["judge_model"] == "judge-2" and config["rescore"]["judge_model"] == "judge-2"
-    assert config["context_window"] == 1500
+    assert config["context_window"] == 1300
 
 
 async def test_judge_prompt_variant_uses_the_other_file(settings, fake, tmp_path):

@@ -65,7 +65,9 @@ def calls(run_id, role, artifact, failed, limit, as_json, embeddings):
                       f"{usage['prompt_tokens'] + usage['completion_tokens']:,}", f"{r['latency']:.2f} s",
                       _preview(messages[-1].get("content")), _preview(r["response"] or r.get("error", {}).get("error")))
     out.print(table)
-    out.print(f"{len(records)} call(s)", highlight=False)
+    # A memory system that only embeds makes no calls: its vectors are cached apart, by model and text.
+    hint = "" if records else " (embeddings are cached apart from calls: `memaudit calls --embeddings` lists them)"
+    out.print(f"{len(records)} call(s){hint}", highlight=False)
 
 
 def _show_embeddings(rows: list[dict], as_json: bool) -> None:

@@ -114,3 +114,11 @@ def test_embeddings_are_listed_apart_from_calls(tmp_path, capsys):
                                                  {"model": "bge-m3", "vectors": 1, "bytes": 4096}]
     main(["--db", str(db), "calls", "--embeddings"])
     assert "3 cached vector(s)" in capsys.readouterr().out
+
+
+def test_no_matching_call_points_at_the_embeddings(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    seed_store(db)
+    main(["--db", str(db), "calls", "--role", "memory:nothing*"])
+    assert "0 call(s) (embeddings are cached apart from calls: `memaudit calls --embeddings`" in \
+        " ".join(capsys.readouterr().out.split())

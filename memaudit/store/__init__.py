@@ -233,8 +233,9 @@ class Store:
         (an exception raised while producing a batch rolls everything back). Within a batch, the
         statements are grouped by SQL, in order of first appearance, and each group goes through one
         executemany: a batch must not depend on interleaving (parents before children is kept).
-        `commit_every` rows, commit and go on in a new transaction: for a store whose writer makes
-        the whole write atomic otherwise (store/sidefile.py), so that the WAL stays small."""
+        Every `commit_every` bytes of text and blobs written, commit and go on in a new transaction:
+        for a store whose writer makes the whole write atomic otherwise (store/sidefile.py), so that
+        the WAL stays small (bytes, not rows: one memory snapshot row can hold a megabyte)."""
         await self.flush()
         async with self._lock, self._faults():
             await self.conn.execute("BEGIN IMMEDIATE")
@@ -246,7 +247,7 @@ class Store:
                         groups.setdefault(sql, []).append(params)
                     for sql, rows in groups.items():
                         await self.conn.executemany(sql, rows)
-                    written += len(batch)
+                    written += sum(len(v) for _, params in batch for v in params if isinstance(v, (str, bytes)))
                     if commit_every is not None and written >= commit_every:
                         await self.conn.execute("COMMIT")
                         await self.conn.execute("BEGIN IMMEDIATE")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from memaudit.cli.batch_cmds import batch_options, batched
-from memaudit.cli.common import current_settings, global_options, run, split_list
+from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
 from memaudit.errors import BadInput
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
@@ -68,22 +68,23 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
 @click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
               help="targeted = only bank entries whose task ran (a partial score)")
 @batch_options
+@shard_option
 @panel_options
 @global_options
-def score(mode, k_text, runs, context_window, dims, use_batch, batch_file, judges, repeats):
+def score(mode, k_text, runs, context_window, dims, use_batch, batch_file, shard, judges, repeats):
     """Slot-fill and judge every bank entry of every user with episodes, from the final memory."""
     run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims,
-        use_batch, batch_file, split_list(judges), repeats)
+        use_batch, batch_file, shard, split_list(judges), repeats)
 
 
-async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None, judges=None,
-                 repeats=1):
+async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None, shard=None,
+                 judges=None, repeats=1):
     from memaudit.judges.panel import Panel
     from memaudit.runtime import open_runtime
     from memaudit.scoring.evolving import score_evolving
     from memaudit.scoring.recovery import BATCH_ROLES, pass_variant, score_runs
 
-    async with open_runtime(settings, create=False) as rt:
+    async with open_runtime(settings, create=False, shard=shard) as rt:
         panel = Panel.build(rt.llm, judges, repeats)
         chosen = await _chosen_runs(rt.store, runs)
         async with batched(rt, BATCH_ROLES, use_batch, batch_file):
@@ -101,18 +102,19 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
 @batch_options
+@shard_option
 @global_options
-def attribute(mode, runs, use_batch, batch_file):
+def attribute(mode, runs, use_batch, batch_file, shard):
     """Stages 0-2 of failure attribution for every target scored below 0.75."""
-    run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file)
+    run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file, shard)
 
 
-async def _attribute(settings, modes, runs, use_batch=False, batch_file=None):
+async def _attribute(settings, modes, runs, use_batch=False, batch_file=None, shard=None):
     from memaudit.runtime import open_runtime
     from memaudit.scoring.attribution import BATCH_ROLES, attribute_runs
     from memaudit.scoring.recovery import pass_variant
 
-    async with open_runtime(settings, create=False) as rt:
+    async with open_runtime(settings, create=False, shard=shard) as rt:
         chosen = await _chosen_runs(rt.store, runs)
         async with batched(rt, BATCH_ROLES, use_batch, batch_file):
             await attribute_runs(rt, chosen, modes)

@@ -34,6 +34,7 @@ from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_prove
 from memaudit.roles import ROLE_SPECS, ask
 from memaudit.runtime import Runtime
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
+from memaudit.study.shard import WHOLE, Shard
 from memaudit.types import DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
 
 if TYPE_CHECKING:
@@ -267,7 +268,8 @@ class ReadyUser:
     snapshot_task: int | None  # the final memory snapshot: after this task (None: no memory stored)
 
 
-async def ready_users(store: Store, run: Run, bench: Benchmark) -> tuple[list[ReadyUser], list[str]]:
+async def ready_users(store: Store, run: Run, bench: Benchmark,
+                      shard: Shard = WHOLE) -> tuple[list[ReadyUser], list[str]]:
     """Users whose final memory can be scored, in benchmark order, and one line per user skipped.
 
     A rollout run's user is ready once every episode the run planned for it (its `users` and first
@@ -278,6 +280,8 @@ async def ready_users(store: Store, run: Run, bench: Benchmark) -> tuple[list[Re
     planned_users = run.config.users  # None: every user of the benchmark
     ready, skipped = [], []
     for user in bench.users:
+        if not shard.holds(run.system, user.id):  # another shard's cell
+            continue
         done = await store.episodes.done(run.run, user.id)
         if run.origin == "rollout":
             if planned_users is not None and user.id not in planned_users:
@@ -334,7 +338,7 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
                                           PassConfig(context_window, window, dims, rescore, scorer.describe()))
     have = await rt.store.scores.keys(run_id, variant)
     jobs = []
-    ready, skipped = await ready_users(rt.store, run, bench)
+    ready, skipped = await ready_users(rt.store, run, bench, rt.shard)
     skipped += unplayed_note(run_id, bench, ready, dims)
     for r in ready:
         user = r.user

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, run, split_list
+from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
 from memaudit.cli.score_cmds import panel_options
 from memaudit.errors import BadInput
 
@@ -23,18 +23,19 @@ from memaudit.errors import BadInput
               help="flag a judge `harsh` when its positive pass rate is below this")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 @panel_options
+@shard_option
 @global_options
-def judge_check(runs, benches, per_category, max_false_pass, min_pass, fmt, judges, repeats):
+def judge_check(runs, benches, per_category, max_false_pass, min_pass, fmt, judges, repeats, shard):
     """Control answers with a known grade (truth, paraphrase; another user's value, a vague
     non-answer, the reversed value) sent to every judge: flags lenient and harsh judges."""
     from memaudit.judges.checks import Thresholds
 
     text = run(_judge_check, current_settings(), split_list(runs), split_list(benches), per_category,
-               Thresholds(max_false_pass, min_pass), fmt, split_list(judges), repeats)
+               Thresholds(max_false_pass, min_pass), fmt, split_list(judges), repeats, shard)
     click.echo(text, nl=False)
 
 
-async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, judges, repeats) -> str:
+async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, judges, repeats, shard=None) -> str:
     import orjson
 
     from memaudit.judges.checks import check_summary
@@ -42,7 +43,7 @@ async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, j
     from memaudit.judges.panel import Panel
     from memaudit.runtime import open_runtime
 
-    async with open_runtime(settings, create=False) as rt:
+    async with open_runtime(settings, create=False, shard=shard) as rt:
         panel = Panel.build(rt.llm, judges, repeats) or Panel.single(rt.llm)
         chosen = await _benches(rt.store, runs, benches)
         await run_judge_check(rt, chosen, panel, per_category=per_category, thresholds=thresholds)

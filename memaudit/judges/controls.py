@@ -121,6 +121,8 @@ async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_
         config = {**panel.describe(), "max_false_pass": thresholds.max_false_pass, "min_pass": thresholds.min_pass,
                   "provenance": check_provenance(rt.settings)}
         await rt.store.write([rt.store.judges.check_statement(name, seed, per_category, config)])
+        # --shard: a judge-check cell is (benchmark, user); the sample is drawn whole first, so every
+        # shard of N agrees on it and the shards together check exactly the unsharded sample.
         jobs += [partial(_check_entry, rt, panel, prompt, bench, user, entry, seed)
-                 for user, entry in sample_entries(bench, per_category, seed)]
+                 for user, entry in sample_entries(bench, per_category, seed) if rt.shard.holds(name, user.id)]
     await run_all(rt.store, jobs)

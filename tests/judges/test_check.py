@@ -97,3 +97,31 @@ def test_judge_check_command_against_a_loopback_fake(tmp_path, capsys):
         main(["--db", db, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "judge-check", "--judges", "a,b"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and err.count("\n") == 1 and "odd number of judges" in err
+
+
+def test_judge_check_shards_together_check_the_whole_sample(tmp_path, capsys):
+    """--shard I/N on judge-check: each (benchmark, user) cell is checked by exactly one shard, so
+    the shards' verdicts together are the unsharded command's."""
+    fake = fixed_judges(FakeOpenAI())
+
+    async def save(db):
+        async with open_store(db) as store:
+            await store.save_benchmark(make_bench(n_users=4, n_tasks=1), replace=True)
+
+    async def verdicts(db):
+        async with open_store(db) as store:
+            async with store.conn.execute("SELECT * FROM control_verdicts ORDER BY 1, 2, 3, 4, 5, 6") as cursor:
+                return [tuple(row) for row in await cursor.fetchall()]
+
+    whole, sharded = str(tmp_path / "whole.db"), str(tmp_path / "sharded.db")
+    for db in (whole, sharded):
+        anyio.run(save, db)
+    common = ["--base-url", None, "--model", "fake-model", "judge-check", "--judges", "top-a,top-b,low",
+              "--per-category", "2", "--format", "json"]
+    with serve(fake) as url:
+        common[1] = url
+        main(["--db", whole, *common])
+        for spec in ("1/2", "2/2"):
+            main(["--db", sharded, *common, "--shard", spec])
+    capsys.readouterr()
+    assert anyio.run(verdicts, sharded) == anyio.run(verdicts, whole) != []

@@ -32,6 +32,7 @@ from memaudit.errors import BadInput
 from memaudit.provenance import differences
 from memaudit.store import Store, loads
 from memaudit.store.calls import CACHE_TABLES, CACHE_UNION
+from memaudit.store.sidefile import swap_in
 
 BENCH_TABLES = ("benchmarks", "users", "bank_entries", "tasks")  # one benchmark's content: compared as a whole
 # Bookkeeping that may differ between two records of the same cell: whether a call came from the
@@ -72,7 +73,7 @@ async def merge_shards(shards: list[Path], into: Path) -> MergeReport:
             reports, changed = _merge_into_copy(side, shards, into)
             if changed or not into.exists():
                 _refuse_live_writer(into)
-                _replace(side, into)
+                swap_in(side, into)
             return MergeReport(str(into), reports, changed)
         finally:
             _remove(side)
@@ -160,17 +161,6 @@ def _merge_into_copy(side: Path, shards: list[Path], into: Path) -> tuple[list[S
         changed = conn.total_changes != before
         conn.execute("PRAGMA journal_mode=WAL")  # as every store is kept (Store.open)
         return reports, changed
-
-
-def _replace(side: Path, into: Path) -> None:
-    with open(side, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(side, into)
-    directory = os.open(into.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # the rename itself survives a power cut
-    finally:
-        os.close(directory)
 
 
 # -- checks -------------------------------------------------------------------------------------

@@ -22,6 +22,11 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
 
     [roles.recovery_judge]
     reasoning_effort = "low"       # sent to reasoning models (none|minimal|low|medium|high|xhigh)
+    models = ["judge-a", "judge-b", "judge-c"]   # a judge panel (odd size; see memaudit/scoring/panel.py)
+
+    [judges.judge-b]               # a panel judge with its own endpoint (same keys as a role section)
+    base_url = "https://other.example.com/v1"
+    api_key_env = "OTHER_KEY"
 """
 from __future__ import annotations
 
@@ -87,6 +92,8 @@ class Settings:
     embed_base_url: str | None = None
     # A Mem-T checkout whose own prompt templates the memt policy is driven with (Mem-T-4B on vLLM).
     memt_prompts: Path | None = None
+    # `[judges.NAME]` sections: the endpoint (and settings) of a panel judge (memaudit/scoring/panel.py).
+    judge_sections: dict = field(default_factory=dict)
 
     def embedding(self, group: str) -> tuple[str, str | None, str | None]:
         """(model, endpoint or None for a local model, api key) of a role group's embeddings."""
@@ -147,7 +154,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
     """Resolve settings from flags (keyword arguments), the environment and the config file."""
     env = os.environ if env is None else env
     config = config or env.get("MEMAUDIT_CONFIG")
-    file_default, sections = _read_config(Path(config)) if config else ({}, {})
+    file_default, sections, judges = _read_config(Path(config)) if config else ({}, {}, {})
 
     def pick(flag, env_names, file_key, default):
         if flag is not None:
@@ -208,6 +215,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
         embed_base_url=str(embed_url).rstrip("/") if embed_url else None,
         memt_prompts=Path(memt_dir) if memt_dir is not None else None,
         timeout=seconds,
+        judge_sections=judges,
     )
 
 
@@ -230,7 +238,7 @@ def _with_defaults(sections: dict, default: dict) -> dict:
     return {role: {**shared, **sections.get(role, {})} for role in GROUPS}
 
 
-def _read_config(path: Path) -> tuple[dict, dict]:
+def _read_config(path: Path) -> tuple[dict, dict, dict]:
     import tomllib  # here: most commands run without a config file, and every start-up counts
     try:
         data = tomllib.loads(path.read_text())
@@ -241,9 +249,9 @@ def _read_config(path: Path) -> tuple[dict, dict]:
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"invalid TOML: {exc}", file=str(path)) from None
     for key in data:
-        if key not in ("default", "roles") and key not in DEFAULT_KEYS:
-            raise BadInput(f"unknown key {key!r}; a config file has [default], [roles.<name>] and the keys of "
-                           "[default]", file=str(path), field=key)
+        if key not in ("default", "roles", "judges") and key not in DEFAULT_KEYS:
+            raise BadInput(f"unknown key {key!r}; a config file has [default], [roles.<name>], [judges.<name>] and "
+                           "the keys of [default]", file=str(path), field=key)
     default = _checked(path, "default", data.get("default", {}), DEFAULT_KEYS)
     for key in DEFAULT_KEYS:
         if key in data:
@@ -255,8 +263,12 @@ def _read_config(path: Path) -> tuple[dict, dict]:
     for name, section in roles.items():
         if name not in GROUPS:
             raise BadInput(f"unknown role {name!r}; roles are {', '.join(GROUPS)}", file=str(path), field=f"roles.{name}")
-        sections[name] = _checked(path, f"roles.{name}", section, ROLE_KEYS)
-    return default, sections
+        sections[name] = _checked(path, f"roles.{name}", section, PANEL_KEYS if name == "recovery_judge" else ROLE_KEYS)
+    judges = data.get("judges", {})
+    if not isinstance(judges, dict):
+        raise BadInput("must be a table of judge sections ([judges.<name>])", file=str(path), field="judges")
+    return default, sections, {name: _checked(path, f"judges.{name}", section, ROLE_KEYS)
+                               for name, section in judges.items()}
 
 
 def _checked(path: Path, where: str, section, allowed: dict) -> dict:
@@ -311,3 +323,13 @@ DEFAULT_KEYS = {
     **ROLE_KEYS, "db": _text, "concurrency": _number(1, 100_000, whole=True), "cache": _one_of(CACHE_MODES),
     "seed": _number(-2**63, 2**63 - 1, whole=True), "memt_prompts": _text, "timeout": _number(0.001, 86_400),
 }
+
+
+def _names(value) -> str | None:
+    if isinstance(value, list) and all(not _text(v) for v in value):
+        return None
+    return "expected a list of model names"
+
+
+# [roles.recovery_judge] may also name a judge panel (memaudit/scoring/panel.py).
+PANEL_KEYS = {**ROLE_KEYS, "models": _names}

@@ -15,6 +15,9 @@ from pathlib import Path
 
 from memaudit.config import PROMPTS_DIR, Settings
 from memaudit.errors import BadInput, CacheMiss
+from memaudit.tables.judge_checks import Thresholds
+from memaudit.scoring.judge_check import run_judge_check
+from memaudit.scoring.panel import Panel
 from memaudit.provenance import merge_roles, recorded_settings
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
@@ -25,6 +28,7 @@ from memaudit.scoring.recovery import score_runs, with_prompts
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
+from memaudit.store.judges import CONTROL_TABLES
 from memaudit.tables.metrics import run_models
 from memaudit.tables.paper import compute_tables
 from memaudit.types import DEFAULT_VARIANT
@@ -99,6 +103,9 @@ async def _recorded_settings(recorded: Store, runs: list[Run], settings: Setting
             merge_roles(found, run.config.provenance.get("roles", {}), f"run {run.run}", seen)
         for p in await recorded.scores.passes(run.run, DEFAULT_VARIANT):  # a variant's changes are its own
             merge_roles(found, p.config.scorer.get("provenance", {}).get("roles", {}), f"run {run.run}", seen)
+    for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
+        merge_roles(found, check["config"].get("provenance", {}).get("roles", {}),
+                    f"judge-check of {check['bench']}", seen)
     if not found:
         return settings
     backend = next(iter(found.values())).get("backend")
@@ -126,20 +133,21 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
     for run, found in passes.items():
         default = [p for p in found if p.variant == DEFAULT_VARIANT]
-        for (window, dims, prompts), group in _by_settings(default).items():
+        for (window, dims, prompts, panel), group in _by_settings(default).items():
             modes = sorted({p.mode for p in group})
             ks = sorted({p.k for p in group if p.mode == "retrieve"}) or [5]
-            scoring.setdefault(dumps([modes, ks, window, dims, prompts]), []).append(run)
+            scoring.setdefault(dumps([modes, ks, window, dims, prompts, loads(panel)]), []).append(run)
     for signature, group in scoring.items():
-        modes, ks, window, dims, prompts = loads(signature)
+        modes, ks, window, dims, prompts, panel = loads(signature)
         scoring_rt = with_prompts(rt, prompts)
-        await score_runs(scoring_rt, group, modes, ks=tuple(ks), context_window=window, dims=dims)
+        await score_runs(scoring_rt, group, modes, ks=tuple(ks), context_window=window, dims=dims,
+                         panel=_panel(scoring_rt, panel))
         await score_evolving(scoring_rt, group, modes, ks=tuple(ks), context_window=window)
     for run, found in passes.items():
         variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
             await rescore_runs(rt, [run], variant, judge_model=change.judge_model, judge_prompt=change.judge_prompt,
-                               reader_model=change.reader_model)
+                               reader_model=change.reader_model, panel=_panel(rt, change.panel))
 
     attribution: dict[str, list[str]] = {}
     for run in runs:
@@ -160,6 +168,19 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     for (k, threshold), group in utilization.items():
         await utilization_runs(rt, group, k=k, threshold=threshold)
 
+    # judge-check passes of the runs' benchmarks (memaudit/scoring/judge_check.py)
+    for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
+        cfg = check["config"]
+        await run_judge_check(rt, [check["bench"]], _panel(rt, cfg), per_category=check["per_category"],
+                              seed=check["seed"], thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]))
+
+
+def _panel(rt: Runtime, recorded: dict | None) -> Panel | None:
+    """The judge panel a pass recorded ({"judges", "repeats"}), or None for the one judge."""
+    if not recorded or not recorded.get("judges"):
+        return None
+    return Panel.build(rt.llm, recorded["judges"], recorded.get("repeats", 1))
+
 
 def recorded_dir(prompts: dict | None) -> str | None:
     """The prompt directory a run or pass recorded (memaudit's own: wherever it is installed now);
@@ -170,12 +191,13 @@ def recorded_dir(prompts: dict | None) -> str | None:
 
 
 def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:
-    """Passes grouped by the options they were scored with (a run may mix windows, dims or prompt
-    directories: `--prompts`, recorded in the pass)."""
+    """Passes grouped by the options they were scored with (a run may mix windows, dims, prompt
+    directories: `--prompts`, recorded in the pass, or judge panels: the panel as JSON text)."""
     out: dict[tuple, list[ScorePass]] = {}
     for p in passes:
         prompts = recorded_dir(p.config.scorer.get("prompts"))
-        out.setdefault((p.config.context_window, p.config.dims, prompts), []).append(p)
+        panel = {k: p.config.scorer[k] for k in ("judges", "repeats") if k in p.config.scorer}
+        out.setdefault((p.config.context_window, p.config.dims, prompts, dumps(panel)), []).append(p)
     return out
 
 
@@ -192,6 +214,13 @@ async def first_difference(recorded: Store, replayed: Store, runs: list[str]) ->
     found = _compare("oracle", ORACLE_KEY, recorded_oracle, replayed_oracle)
     if found:
         return found
+    # Control answers and their verdicts belong to benchmarks, not runs.
+    benches = sorted({r.bench for r in await select_runs(recorded, runs)})
+    before, after = await recorded.judges.control_rows(benches), await replayed.judges.control_rows(benches)
+    for table, key in CONTROL_TABLES.items():
+        found = _compare(table, key, before[table], after[table])
+        if found:
+            return found
     # Intervals are a function of the compared rows: skip the resampling.
     return _compare_json("tables", await compute_tables(recorded, runs, bootstrap=0),
                          await compute_tables(replayed, runs, bootstrap=0))

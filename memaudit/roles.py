@@ -111,6 +111,10 @@ ROLE_SPECS: dict[str, RoleSpec] = {
     "act_judge": _spec("act_judge", "recovery_judge", "utilization",
                        obj(shaped={"type": "string", "enum": ["first", "second", "neither"]}, reason=REASON),
                        0.0, 160),
+    # judge-check (memaudit/scoring/judge_check.py): a paraphrase, a vague non-answer and the reversed
+    # value of one bank entry, written once and cached.
+    "control_writer": _spec("control_writer", "generator", "generation",
+                            obj(paraphrase=LABEL, non_answer=LABEL, reversed=LABEL), 0.7, 300),
 }
 
 

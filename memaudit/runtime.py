@@ -15,6 +15,7 @@ from memaudit.llm.embed import Embedder, configured_embedder
 from memaudit.llm.proxy import close_proxy
 from memaudit.llm.server import embedded_server
 from memaudit.store import Store, open_store
+from memaudit.shards import WHOLE, Shard
 
 if TYPE_CHECKING:  # a test's MockTransport; commands never import httpx
     import httpx
@@ -26,13 +27,15 @@ class Runtime:
     store: Store
     llm: LLM
     embedder: Embedder
+    shard: Shard = WHOLE  # the (system, user) cells this command works on (memaudit/shards.py)
 
 
 @asynccontextmanager
 async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None,
-                       embedder: Embedder | None = None, create: bool = True):
+                       embedder: Embedder | None = None, create: bool = True, shard: Shard | None = None):
     """`create=False`: the command works on what a store holds (score, attribute): no store at
-    settings.db is a one-line error, and no file is made."""
+    settings.db is a one-line error, and no file is made. `shard`: only these (system, user) cells
+    (None: all of them)."""
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings.db, create=create))
 
@@ -48,4 +51,5 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
         llm = LLM(settings, store.calls, transport=transport, start_server=on_demand)
         stack.push_async_callback(llm.aclose)
         stack.push_async_callback(close_proxy, llm)  # before the client it forwards to
-        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings))
+        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings),
+                      shard or WHOLE)

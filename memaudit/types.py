@@ -197,6 +197,7 @@ class Reconstruction:
     status: str  # ok | overflow | failed
     error: str | None = None
     snapshot_task: int | None = None  # the memory read: the user's snapshot after this task
+    verdicts: tuple = ()  # a judge panel's verdicts (memaudit/scoring/panel.py Verdict), stored beside the row
 
 
 @dataclass

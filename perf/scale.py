@@ -2,7 +2,8 @@
 sizes, each run as a CLI process on the path users run. Prints, per command and size, the wall
 time, the CPU time (user + system: steadier than wall time on a shared machine), the process's peak
 memory (max RSS) and the size of what it wrote, then the growth exponent of each figure between
-the sizes (1.0 = linear, 2.0 = quadratic).
+the sizes (1.0 = linear, 2.0 = quadratic). `serve` is `view --serve`: the time until it serves
+(the report's tables and run pages written), its CPU and memory including one user's data served.
 
 The release is synthetic (memaudit/testing/release_fixture.py) with the published study's five
 runs and their memory footprints; replies are shorter than the published ones so that the large
@@ -15,10 +16,12 @@ import argparse
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,6 +71,24 @@ def run_cli(args: list[str], stdout=subprocess.DEVNULL, watch: Path | None = Non
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def serve_cli(db: Path, out: Path) -> tuple[float, float, float]:
+    """`view --serve` until it serves, then one user's data fetched through it, then stopped:
+    (seconds until it served, CPU seconds, peak RSS in MiB)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, str(REPO / "memaudit.py"), "view", "--db", str(db), "--out", str(out),
+                             "--serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    seconds = time.perf_counter() - start
+    url = line.split("served at ", 1)[1].split()[0]
+    user = sorted((out / "runs").glob("*.html"))[0]  # any run page links users; fetch the first user's data
+    key = user.read_text().split("user.html#f=", 1)[1].split("&", 1)[0]
+    with urllib.request.urlopen(url.rsplit("/", 1)[0] + f"/data/{key}.js") as response:
+        response.read()
+    proc.send_signal(signal.SIGTERM)  # not SIGINT: a process started in the background ignores it
+    _, _, usage = os.wait4(proc.pid, 0)
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
 def measure(work: Path, users: int, archive: bool) -> dict[str, tuple[float, float, float, int]]:
     root, db = work / "release", work / "audit.db"
     synthesise(root, users)
@@ -79,6 +100,7 @@ def measure(work: Path, users: int, archive: bool) -> dict[str, tuple[float, flo
         figures["tables"] = (*run_cli(["tables", "--db", str(db), "--format", "json"], stdout=sink),
                              size(work / "tables.json"))
     figures["view"] = (*run_cli(["view", "--db", str(db), "--out", str(work / "report")]), size(work / "report"))
+    figures["serve"] = (*serve_cli(db, work / "served"), size(work / "served"))
     target = ["--archive", str(work / "export.tar.gz")] if archive else ["--out", str(work / "export")]
     figures["export"] = (*run_cli(["export", "--db", str(db), *target]),
                          size(work / ("export.tar.gz" if archive else "export")))

@@ -27,6 +27,8 @@ COMMANDS = {
                                       "trip, determinism."),
     "cache": ("system_cmds", "The call cache in the store: statistics, and merging caches from other machines."),
     "calls": ("calls_cmds", "Every recorded model call (oldest first), with its prompt and response."),
+    "cost": ("study_cmds", "What each run cost: tokens per stage and role, priced on demand and in batch, beside "
+                           "its plan."),
     "demo": ("demo_cmds", "The bundled sample benchmark end to end: rollout, scoring in both modes, attribution, "
                           "tables, report."),
     "export": ("release_cmds", "Write runs and their benchmark in the published release layout."),
@@ -34,9 +36,17 @@ COMMANDS = {
                                   "the base seed)."),
     "generate-act": ("utilization_cmds", "Act scenarios for every bank entry that has none yet, checked by the "
                                          "blind anti-fishing critic."),
+    "human": ("judge_cmds", "Human grades from the audit page of `memaudit view --audit N`."),
     "import-release": ("release_cmds", "Import a published release: its benchmark and its runs (history, memory, "
                                      "recon_judge, attribution, oracle), as runs named after their directories."),
+    "judge-check": ("judge_cmds", "Control answers with a known grade (truth, paraphrase; another user's value, a "
+                                  "vague non-answer, the reversed value) sent to every judge: flags lenient and "
+                                  "harsh judges."),
     "memory": ("memory_cmds", "Work with dumped memory stores."),
+    "merge": ("study_cmds", "Merge the stores of a sharded study (SHARD.db...) into one study store, all or "
+                            "nothing."),
+    "plan": ("study_cmds", "Estimate the calls, tokens and cost of a study before it runs; recorded in the store "
+                           "for `cost`."),
     "prompts": ("prompts_cmds", "Prompt directories: build the published pack; list the prompts in effect."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact. "
                              "The model settings are the ones the runs recorded: no model option is needed, no "

@@ -90,6 +90,17 @@ def current_settings(**extra):
     return settings_from(click.get_current_context().obj, **extra)
 
 
+def shard_option(fn):
+    """`--shard I/N` (memaudit/shards.py): parsed before anything runs, so a bad spec is one line."""
+    def parse(ctx, param, value):
+        from memaudit.shards import parse_shard
+        return parse_shard(value)
+
+    return click.option("--shard", default=None, metavar="I/N", callback=parse,
+                        help="only the (system, user) cells of shard I of N (1-based), e.g. "
+                             "$SLURM_ARRAY_TASK_ID/16; join the shards' stores with `memaudit merge`")(fn)
+
+
 def split_list(text: str | None) -> list[str] | None:
     """`a, b,c` -> ["a", "b", "c"]; nothing given -> None (meaning: all)."""
     return [part.strip() for part in text.split(",") if part.strip()] if text else None

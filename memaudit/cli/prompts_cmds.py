@@ -37,7 +37,7 @@ def import_published_cmd(src, out_dir):
 @global_options
 def list_cmd(as_json):
     """Per prompt file of the directory in effect (--prompts, else memaudit's own): the role it
-    serves, its sha256, and where its text comes from."""
+    serves, its sha256, and where its text comes from (memaudit, or the published source)."""
     import orjson
 
     from memaudit.prompts import GUIDES_FILE, load_prompt, prompt_pack
@@ -50,11 +50,12 @@ def list_cmd(as_json):
         header = dict(line.split(":", 1) for line in prompt.header.splitlines() if ":" in line and
                       not line.startswith(" "))
         rows.append({"prompt": path.stem, "role": header.get("role", "").strip(), "sha256": prompt.sha256,
-                     "source": header.get("source", "").strip() or pack["name"], "file": str(path)})
+                     "source": header.get("source", "").strip() or "memaudit", "file": str(path)})
     guides = Path(prompts_dir) / GUIDES_FILE
     if guides.exists():
         rows.append({"prompt": guides.stem, "role": "slot_fill, retrieve query",
-                     "sha256": hashlib.sha256(guides.read_bytes()).hexdigest(), "source": pack["name"],
+                     "sha256": hashlib.sha256(guides.read_bytes()).hexdigest(),
+                     "source": "published category guides" if (Path(prompts_dir) / "pack.json").exists() else "",
                      "file": str(guides)})
     if as_json:
         for row in rows:

@@ -9,7 +9,7 @@ import click
 from memaudit.cli.common import current_settings, global_options, out, run, split_list
 from memaudit.errors import BadInput
 
-IMPORT_COMMIT_ROWS = 20_000  # rows per commit into the side file: a few MB of WAL between checkpoints
+IMPORT_COMMIT_BYTES = 4 << 20  # per commit into the side file: the WAL stays near SQLite's 4 MB checkpoint size
 
 
 @click.command("import-release")
@@ -43,7 +43,7 @@ async def _import_release_dir(settings, root, name, tasks_dir):
     # Into a copy beside the store, swapped in at the end: all-or-nothing without a WAL as large
     # as the import (memaudit/store/sidefile.py).
     async with replacing(settings.db) as store:
-        return await import_release_dir(store, root, name=name, tasks_dir=tasks_dir, commit_every=IMPORT_COMMIT_ROWS)
+        return await import_release_dir(store, root, name=name, tasks_dir=tasks_dir, commit_every=IMPORT_COMMIT_BYTES)
 
 
 @click.command("export")

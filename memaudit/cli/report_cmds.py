@@ -13,21 +13,41 @@ RUNS_HELP = "comma-separated run ids (default: every run in the store)"
 @click.command("view")
 @click.option("--runs", default=None, help=RUNS_HELP)
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
-              help="directory to write the report into (index.html and one page per user and target)")
+              help="directory to write the report into (index.html, run pages, one data file per user)")
+@click.option("--serve", is_flag=True,
+              help="write only the tables and run pages, then serve the report on 127.0.0.1, producing each "
+                   "user's drill-down from the store when it is opened (until Ctrl-C)")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="with --serve: the loopback port (0: a free one)")
+@click.option("--audit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="also write audit.html: N targets (sampled with --seed) for a person to grade")
 @global_options
-def view(runs, out_dir):
+def view(runs, out_dir, serve, port, audit):
     """Write a static HTML report: tables whose cells drill down to users, targets and transcripts."""
     chosen = split_list(runs)
-    index = run(_view, current_settings(), chosen, out_dir)
-    out.print(f"report written: {index} (open it in a browser; it works from disk)", highlight=False)
+    index = run(_view, current_settings(), chosen, out_dir, serve, port, audit)
+    if not serve:
+        out.print(f"report written: {index} (open it in a browser; it works from disk)", highlight=False)
 
 
-async def _view(settings, runs, out_dir):
-    from memaudit.report.view import write_report
-    from memaudit.store import open_store
+async def _view(settings, runs, out_dir, serve, port, audit):
+    from memaudit.report.view import build_report
+    from memaudit.store import open_store, select_runs
 
     async with open_store(settings.db, create=False) as store:
-        return await write_report(store, out_dir, runs)
+        report = await build_report(store, out_dir, runs, on_demand=serve)
+        if audit is not None:  # before serving: the page is a file beside the report
+            from memaudit.report.audit import write_audit_page
+
+            chosen = [r.run for r in await select_runs(store, runs)]
+            page = await write_audit_page(store, out_dir, chosen, audit, settings.seed, settings.prompts_dir)
+            out.print(f"audit page written: {page}", highlight=False)
+        if serve:
+            from memaudit.report.serve import serve_report
+
+            await serve_report(report, port, started=lambda url: out.print(
+                f"report served at {url} (loopback only; Ctrl-C stops it)", highlight=False))
+        return report.index
 
 
 COMMANDS: list = [view]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, out, run, split_list
+from memaudit.cli.common import current_settings, global_options, out, run, shard_option, split_list
 
 
 @click.command("rollout")
@@ -19,15 +19,16 @@ from memaudit.cli.common import current_settings, global_options, out, run, spli
               help="teacher-forced: replay the recorded episodes of RUN into each system's memory "
                    "(no assistant, simulator or judge calls)")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
+@shard_option
 @global_options
-def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet):
+def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.
     One process writes a run at a time: a second rollout of the same run is refused as busy."""
-    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet)
+    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard)
 
 
-async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet):
+async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
     from memaudit.adapters.registry import get_adapter
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
@@ -42,7 +43,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     names = split_list(systems) or []
     for name in names:
         get_adapter(name)  # an unknown or broken system is refused before a store is opened
-    async with open_runtime(settings) as rt:
+    async with open_runtime(settings, shard=shard) as rt:
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
                                  max_turns=25 if max_turns is None else max_turns, tag=tag, k=k,

@@ -8,12 +8,21 @@ from pathlib import Path
 import click
 
 from memaudit.cli.batch_cmds import batch_options, batched
-from memaudit.cli.common import ATTRIBUTE_HELP, current_settings, global_options, run, split_list
+from memaudit.cli.common import ATTRIBUTE_HELP, current_settings, global_options, run, shard_option, split_list
 from memaudit.errors import BadInput
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
 MAX_K = 100_000  # far above any memory's size; a larger number would overflow the store's integers
+JUDGES_HELP = ("a judge panel: comma-separated models (odd count), each graded target gets the median "
+               "(default: [roles.recovery_judge] models in --config, else the one configured judge)")
+REPEATS_HELP = "test–retest: ask each judge this many times with distinct seeds (repeat 1 is the one that counts)"
+
+
+def panel_options(fn):
+    """--judges and --repeats (score, rescore, judge-check)."""
+    fn = click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True, help=REPEATS_HELP)(fn)
+    return click.option("--judges", default=None, help=JUDGES_HELP)(fn)
 
 
 def _modes(mode: str) -> list[str]:
@@ -59,22 +68,28 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
 @click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
               help="targeted = only bank entries whose task ran (a partial score)")
 @batch_options
+@shard_option
+@panel_options
 @global_options
-def score(mode, k_text, runs, context_window, dims, use_batch, batch_file):
+def score(mode, k_text, runs, context_window, dims, use_batch, batch_file, shard, judges, repeats):
     """Slot-fill and judge every bank entry of every user with episodes, from the final memory."""
     run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims,
-        use_batch, batch_file)
+        use_batch, batch_file, shard, split_list(judges), repeats)
 
 
-async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None):
+async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None, shard=None,
+                 judges=None, repeats=1):
+    from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
     from memaudit.scoring.evolving import score_evolving
     from memaudit.scoring.recovery import BATCH_ROLES, pass_variant, score_runs
 
-    async with open_runtime(settings, create=False) as rt:
+    async with open_runtime(settings, create=False, shard=shard) as rt:
+        panel = Panel.build(rt.llm, judges, repeats)
         chosen = await _chosen_runs(rt.store, runs)
         async with batched(rt, BATCH_ROLES, use_batch, batch_file):
-            skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims)
+            skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims,
+                                       panel=panel)
         # evolving targets only (a static run makes no call here); judged on the rows scored so far
         await score_evolving(rt, chosen, modes, ks=ks, context_window=context_window)
         for line in skipped:
@@ -87,17 +102,18 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
 @batch_options
+@shard_option
 @global_options
-def attribute(mode, runs, use_batch, batch_file):
-    run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file)
+def attribute(mode, runs, use_batch, batch_file, shard):
+    run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file, shard)
 
 
-async def _attribute(settings, modes, runs, use_batch=False, batch_file=None):
+async def _attribute(settings, modes, runs, use_batch=False, batch_file=None, shard=None):
     from memaudit.runtime import open_runtime
     from memaudit.scoring.attribution import BATCH_ROLES, attribute_runs
     from memaudit.scoring.recovery import pass_variant
 
-    async with open_runtime(settings, create=False) as rt:
+    async with open_runtime(settings, create=False, shard=shard) as rt:
         chosen = await _chosen_runs(rt.store, runs)
         async with batched(rt, BATCH_ROLES, use_batch, batch_file):
             await attribute_runs(rt, chosen, modes)
@@ -117,21 +133,24 @@ async def _attribute(settings, modes, runs, use_batch=False, batch_file=None):
               help="another prompt file for the recovery judge (same placeholders)")
 @click.option("--reader-model", default=None, help="model for the slot-filling reader (slots are filled again)")
 @click.option("--runs", default=None, help=RUNS_HELP)
+@panel_options
 @global_options
-def rescore(variant, judge_model, judge_prompt, reader_model, runs):
+def rescore(variant, judge_model, judge_prompt, reader_model, runs, judges, repeats):
     """Frozen rescoring: re-judge the default predictions (or re-fill them) as a new variant."""
     run(_rescore, current_settings(), variant, judge_model, str(judge_prompt) if judge_prompt else None,
-        reader_model, split_list(runs))
+        reader_model, split_list(runs), split_list(judges), repeats)
 
 
-async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, runs):
+async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, runs, judges, repeats):
+    from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
     from memaudit.scoring.rescore import rescore_runs
 
     async with open_runtime(settings, create=False) as rt:
+        panel = Panel.build(rt.llm, judges, repeats)
         chosen = await _chosen_runs(rt.store, runs) if runs is not None else await rt.store.scores.scored_runs()
         await rescore_runs(rt, chosen, variant, judge_model=judge_model, judge_prompt=judge_prompt,
-                           reader_model=reader_model)
+                           reader_model=reader_model, panel=panel)
         await _print_scores(rt.store, chosen, variant)
 
 

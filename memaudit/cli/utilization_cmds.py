@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, run, split_list
+from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
 from memaudit.utilization.act import KNOW_THRESHOLD
 
 
@@ -15,18 +15,19 @@ from memaudit.utilization.act import KNOW_THRESHOLD
               help="retrieve k of Know (its recovery pass) and of the assistant's context()")
 @click.option("--threshold", type=float, default=KNOW_THRESHOLD, show_default=True,
               help="recovery score at or above which an entry counts as known")
+@shard_option
 @global_options
-def utilization(runs, k, threshold):
+def utilization(runs, k, threshold, shard):
     """Know vs Act: is what the memory knows used when the user asks for help?"""
-    run(_utilization, current_settings(), split_list(runs), k, threshold)
+    run(_utilization, current_settings(), split_list(runs), k, threshold, shard)
 
 
-async def _utilization(settings, runs, k, threshold):
+async def _utilization(settings, runs, k, threshold, shard):
     from memaudit.runtime import open_runtime
     from memaudit.tables.utilization import load_cases, outcome
     from memaudit.utilization.act import utilization_runs
 
-    async with open_runtime(settings) as rt:
+    async with open_runtime(settings, shard=shard) as rt:
         chosen = runs if runs is not None else [r["run"] for r in await rt.store.list_runs()]
         measured = await utilization_runs(rt, chosen, k=k, threshold=threshold)
         for run_id in chosen:

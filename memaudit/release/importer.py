@@ -35,7 +35,7 @@ EPISODE_FILE = re.compile(r"episode_(\d+)\.json")
 async def import_release(store: Store, path: str | Path, *, name: str | None = None,
                          tasks_dir: str | None = None, commit_every: int | None = None) -> list[str]:
     """Import the benchmark and every run of a release directory; returns the run ids. One
-    transaction, unless `commit_every` (Store.write_stream) says the caller makes it atomic."""
+    transaction, unless `commit_every` (bytes, Store.write_stream) says the caller makes it atomic."""
     root = Path(path)
     # Published runs are imported as recorded: task coverage gaps are the protocol's `no_targeted_task`.
     bench = load_release_benchmark(root, name=name, tasks_dir=tasks_dir, coverage=False)

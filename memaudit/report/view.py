@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 
 from memaudit.ids import inside, refuse_links_out
-from memaudit.report import data, evolving, userdata, utilization
+from memaudit.report import data, evolving, judges, userdata, utilization
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, link, mean_std_text, num, page,
                                   score_class, slug, stacked_chart, table)
@@ -48,14 +48,21 @@ USER_SCRIPT = "assets/user.js"
 
 async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> Path:
     """Write the report for `runs` (default: every run in the store) into out_dir; returns index.html."""
+    return (await build_report(store, out_dir, runs)).index
+
+
+async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, on_demand: bool = False) -> "Report":
+    """The report's pages in out_dir and, unless `on_demand`, every user's data file; with
+    `on_demand` a server answers those from the store instead (Report.user_data, report/serve.py)."""
     out = Path(out_dir)
     selected = await data.report_runs(store, runs)
     summary = await data.load_summary(store, selected)
     tables = await compute_tables(store, [r["run"] for r in selected])
+    paneled = await judges.paneled_runs(store, [r["run"] for r in selected])
     refuse_links_out(out)
     writer = _Writer(out)
     writer.copy_assets()
-    writer.write(INDEX, _index_page(summary, tables))
+    writer.write(INDEX, _index_page(summary, tables, judges.index_section(tables, paneled)))
     for run in summary.runs:
         writer.write(_run_page(run["run"]), _run_overview(summary, run))
         for p in summary.run_passes(run["run"]):
@@ -65,14 +72,35 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
             for name, targets in lists.items():
                 writer.write(_list_page(p, name), _target_list(rows, run, p, name, targets))
     await utilization.write_pages(store, writer, tables)
+    await judges.write_pages(store, writer, paneled)
     writer.write(userdata.APP, _app_shell(summary))
-    for bench, users in summary.users.items():
-        bench_runs = [r for r in summary.runs if r["bench"] == bench]
-        for uid in users:
-            if any(summary.has_user(r, uid) for r in bench_runs):
-                await _write_user(store, writer, summary, bench, bench_runs, uid)
+    report = Report(out / INDEX, store, summary)
+    if not on_demand:
+        for bench, uid in report.users().values():
+            writer.write(userdata.data_file(bench, uid), await report.user_data(bench, uid))
     writer.remove_stale()
-    return out / INDEX
+    return report
+
+
+class Report:
+    """A written report: its index and what it needs to produce a user's data file."""
+
+    def __init__(self, index: Path, store: Store, summary: Summary):
+        self.index, self.store, self.summary = index, store, summary
+
+    def users(self) -> dict[str, tuple[str, str]]:
+        """data key -> (benchmark, user) of every user with a record in a reported run."""
+        found = {}
+        for bench, users in self.summary.users.items():
+            runs = [r for r in self.summary.runs if r["bench"] == bench]
+            found.update({userdata.data_key(bench, uid): (bench, uid) for uid in users
+                          if any(self.summary.has_user(r, uid) for r in runs)})
+        return found
+
+    async def user_data(self, bench: str, uid: str) -> str:
+        """The text of the user's data file."""
+        runs = [r for r in self.summary.runs if r["bench"] == bench]
+        return userdata.encode(bench, uid, await _user_payload(self.store, self.summary, bench, runs, uid))
 
 
 class _Writer:
@@ -123,7 +151,7 @@ def _pass_anchor(p: Pass) -> str:
 
 
 # -- index -------------------------------------------------------------------------------------
-def _index_page(summary: Summary, tables: dict) -> str:
+def _index_page(summary: Summary, tables: dict, judges_section: str) -> str:
     runs = {r["run"]: r for r in summary.runs}
     parts = [_runs_section(summary)]
     parts.append(_table2(summary, tables.get("table2") or [], runs))
@@ -136,6 +164,7 @@ def _index_page(summary: Summary, tables: dict) -> str:
     parts.append(utilization.index_sections(tables))
     if tables.get("evolving"):
         parts.append(evolving.index_section(tables))
+    parts.append(judges_section)
     parts.append(_users_section(summary))
     return page(INDEX, "memaudit audit report", "\n".join(parts))
 
@@ -403,8 +432,7 @@ def _app_shell(summary: Summary) -> str:
             "</body></html>\n")
 
 
-async def _write_user(store: Store, writer: _Writer, summary: Summary, bench: str, runs: list[dict],
-                      uid: str) -> None:
+async def _user_payload(store: Store, summary: Summary, bench: str, runs: list[dict], uid: str) -> dict:
     user = await store.benchmarks.user_row(bench, uid)
     runs = [r for r in runs if summary.has_user(r, uid)]
     names = [r["run"] for r in runs]
@@ -419,8 +447,7 @@ async def _write_user(store: Store, writer: _Writer, summary: Summary, bench: st
                                     anchor=f"{slug(run)}-e{task_idx}-t{turn}")
         return esc(f"#{where}")
     history = await evolving.target_sections(store, bench, uid, names, episode_href)
-    payload = userdata.payload(user, runs, passes, detail, snapshots, _citations, {"target": history})
-    writer.write(userdata.data_file(bench, uid), userdata.encode(bench, uid, payload))
+    return userdata.payload(user, runs, passes, detail, snapshots, _citations, {"target": history})
 
 
 def _pass_row(summary: Summary, p: Pass, uid: str) -> dict:

@@ -208,16 +208,18 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*prompts, *get_adapter(system).prompts), rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, with_adapter_origin(recorded, system), hashes)
-        finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in chosen]
+        mine = [u for u in chosen if rt.shard.holds(system, u.id)]
+        finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in mine]
         if progress:
-            progress(RunPlanned(run, len(chosen), sum(len(t) for t in plan.values()), sum(finished),
-                                sum(n == len(plan[u.id]) for n, u in zip(finished, chosen))))
+            progress(RunPlanned(run, len(mine), sum(len(plan[u.id]) for u in mine), sum(finished),
+                                sum(n == len(plan[u.id]) for n, u in zip(finished, mine))))
     # The embedded server answers one request at a time: interleaving pairs there buys no speed and
     # evicts each pair's prompt prefix from its cache, so pairs run one after another, user-major
     # (a user's simulator and judge prefixes are shared by every system).
     one_at_a_time = rt.settings.on_embedded("agent")
     pairs = [(s, r, u) for u in chosen for s, r in zip(systems, runs)] if one_at_a_time else \
         [(s, r, u) for s, r in zip(systems, runs) for u in chosen]
+    pairs = [(s, r, u) for s, r, u in pairs if rt.shard.holds(s, u.id)]
     limiter = anyio.CapacityLimiter(1 if one_at_a_time else len(pairs))
 
     async def run_pair(system: str, run: str, user: User) -> None:

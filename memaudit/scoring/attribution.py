@@ -11,7 +11,7 @@
     a failed reconstruction           -> unclassified (noted)
 
 An `overflow` target keeps its own label, and is also run through the stages as the published
-runner did (it scored such a target "unknown" -> 0): memaudit/scoring/metrics.py `published_label`
+runner did (it scored such a target "unknown" -> 0): memaudit/tables/metrics.py `published_label`
 reads from them the label the published code would have given, for Table 4's `published_equivalent`.
 
 The oracle sees only the task text, dimension, short and explanation, so one verdict (one model
@@ -173,7 +173,8 @@ async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
         for k in sorted({r.k for r in recons}):
             await rt.store.attributions.record_pass(run_id, mode, k, variant, attribution_provenance(rt))
         for recon in recons:
-            if (recon.mode, recon.k, recon.user_id, recon.dimension) in have:
+            if (recon.mode, recon.k, recon.user_id, recon.dimension) in have \
+                    or not rt.shard.holds(run.system, recon.user_id):
                 continue
             task = next((t for t in bench.tasks.get(recon.user_id, ()) if t.target_dimension == recon.dimension), None)
             episode = episodes.get((recon.user_id, task.index)) if task else None

@@ -17,7 +17,7 @@ import copy
 from pathlib import Path
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
 
@@ -33,7 +33,11 @@ from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_prove
 from memaudit.roles import ROLE_SPECS, role_group
 from memaudit.runtime import Runtime
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
+from memaudit.shards import WHOLE, Shard
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
+
+if TYPE_CHECKING:
+    from memaudit.scoring.panel import Panel
 
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
@@ -132,16 +136,19 @@ class Scorer:
     reader_prompt: Prompt
     judge_prompt: Prompt
     guides: dict
+    panel: "Panel | None" = None  # a judge panel grades instead of the one judge (memaudit/scoring/panel.py)
 
     @classmethod
-    def configured(cls, llm: LLM) -> "Scorer":
+    def configured(cls, llm: LLM, panel: "Panel | None" = None) -> "Scorer":
         prompts_dir = llm.settings.prompts_dir
         return cls(llm, llm, load_prompt(ROLE_SPECS["slot_fill"].prompt, prompts_dir),
-                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir), category_guides(prompts_dir))
+                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir), category_guides(prompts_dir),
+                   panel)
 
     def describe(self) -> dict:
         reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
-        return {"reader_model": self.reader.settings.role("slot_fill").model,
+        panel = {} if self.panel is None else self.panel.describe()
+        return {**panel, "reader_model": self.reader.settings.role("slot_fill").model,
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role("recovery_judge").model,
                 "judge_prompt": self.judge_prompt.sha256,
@@ -227,6 +234,8 @@ async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
     """Grade the row's label against its ground truth on the five-level rubric."""
     if is_unknown(recon.label):
         return replace(recon, score=0.0, judge_reason=UNKNOWN_REASON, status="ok", error=None)
+    if scorer.panel is not None:
+        return await scorer.panel.judge(recon, scorer.judge_prompt)
     try:
         verdict = await ask(scorer.judge, "recovery_judge", prompt=scorer.judge_prompt,
                             seed_parts=(recon.user_id, recon.dimension), dimension=recon.dimension,
@@ -245,7 +254,7 @@ async def save_reconstruction(store: Store, recon: Reconstruction, uses: list) -
     """Queued with the calls it used and committed in the store's next batch: one transaction per
     row would make the one writer the bottleneck at hundreds of calls in flight. A row lost to a
     kill is scored again on resume, from the cache."""
-    store.write_later([store.scores.reconstruction_statement(recon),
+    store.write_later([store.scores.reconstruction_statement(recon), *store.judges.verdict_statements(recon),
                        *store.calls.use_statements(recon.run, artifact_name(recon), uses)])
     await store.maybe_flush()
 
@@ -258,7 +267,8 @@ class ReadyUser:
     snapshot_task: int | None  # the final memory snapshot: after this task (None: no memory stored)
 
 
-async def ready_users(store: Store, run: Run, bench: Benchmark) -> tuple[list[ReadyUser], list[str]]:
+async def ready_users(store: Store, run: Run, bench: Benchmark,
+                      shard: Shard = WHOLE) -> tuple[list[ReadyUser], list[str]]:
     """Users whose final memory can be scored, in benchmark order, and one line per user skipped.
 
     A rollout run's user is ready once every episode the run planned for it (its `users` and first
@@ -269,6 +279,8 @@ async def ready_users(store: Store, run: Run, bench: Benchmark) -> tuple[list[Re
     planned_users = run.config.users  # None: every user of the benchmark
     ready, skipped = [], []
     for user in bench.users:
+        if not shard.holds(run.system, user.id):  # another shard's cell
+            continue
         done = await store.episodes.done(run.run, user.id)
         if run.origin == "rollout":
             if planned_users is not None and user.id not in planned_users:
@@ -325,7 +337,7 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
                                           PassConfig(context_window, window, dims, rescore, scorer.describe()))
     have = await rt.store.scores.keys(run_id, variant)
     jobs = []
-    ready, skipped = await ready_users(rt.store, run, bench)
+    ready, skipped = await ready_users(rt.store, run, bench, rt.shard)
     skipped += unplayed_note(run_id, bench, ready, dims)
     for r in ready:
         user = r.user
@@ -381,12 +393,13 @@ async def pass_variant(rt: Runtime, run_id: str) -> str:
 
 
 async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None, dims: str = "all",
-                     variant: str | None = None) -> list[str]:
+                     variant: str | None = None, panel: "Panel | None" = None) -> list[str]:
     """Score every target of every ready user of every run in every mode (and every k of
     retrieve), all in parallel; returns one line per user skipped because it was not ready.
-    `variant` None: each run's `pass_variant`."""
+    `variant` None: each run's `pass_variant`. With a `panel`, every panel judge grades every
+    target (memaudit/scoring/panel.py)."""
     check_options(modes, dims)
-    scorer = Scorer.configured(rt.llm)
+    scorer = Scorer.configured(rt.llm, panel)
     jobs, skipped = [], []
     for run_id in runs:
         run_variant = variant or await pass_variant(rt, run_id)

@@ -12,6 +12,8 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.evolving      criteria of evolving targets                      (store/evolving.py)
     store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
+    store.judges        panel verdicts, judge-check controls, human grades (store/judges.py)
+    store.plans         cost estimates made before a run (memaudit plan)  (store/plans.py)
     store.batches       calls waiting for a Batch API result, batches     (store/batches.py)
 
 Rows, not rules: the store reads and writes rows; what they mean lives in the stages.
@@ -40,7 +42,9 @@ from memaudit.store.batches import Batches
 from memaudit.store.benchmarks import Benchmarks
 from memaudit.store.calls import Calls, Vectors
 from memaudit.store.episodes import Episodes
+from memaudit.store.judges import Judges
 from memaudit.store.evolving import Evolving
+from memaudit.store.plans import Plans
 from memaudit.store.rows import Statement, dumps, loads, marks
 from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
 from memaudit.store.utilization import Utilization
@@ -114,7 +118,9 @@ class Store:
         self.calls = Calls(self)
         self.vectors = Vectors(self)
         self.utilization = Utilization(self)
+        self.judges = Judges(self)
         self.evolving = Evolving(self)
+        self.plans = Plans(self)
         self.batches = Batches(self)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -230,8 +236,9 @@ class Store:
         (an exception raised while producing a batch rolls everything back). Within a batch, the
         statements are grouped by SQL, in order of first appearance, and each group goes through one
         executemany: a batch must not depend on interleaving (parents before children is kept).
-        `commit_every` rows, commit and go on in a new transaction: for a store whose writer makes
-        the whole write atomic otherwise (store/sidefile.py), so that the WAL stays small."""
+        Every `commit_every` bytes of text and blobs written, commit and go on in a new transaction:
+        for a store whose writer makes the whole write atomic otherwise (store/sidefile.py), so that
+        the WAL stays small (bytes, not rows: one memory snapshot row can hold a megabyte)."""
         await self.flush()
         async with self._lock, self._faults():
             await self.conn.execute("BEGIN IMMEDIATE")
@@ -243,7 +250,7 @@ class Store:
                         groups.setdefault(sql, []).append(params)
                     for sql, rows in groups.items():
                         await self.conn.executemany(sql, rows)
-                    written += len(batch)
+                    written += sum(len(v) for _, params in batch for v in params if isinstance(v, (str, bytes)))
                     if commit_every is not None and written >= commit_every:
                         await self.conn.execute("COMMIT")
                         await self.conn.execute("BEGIN IMMEDIATE")

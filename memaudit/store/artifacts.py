@@ -28,6 +28,7 @@ ARTIFACTS = {
     "evolving_judgments": ("run", "mode", "k", "variant", "user_id", "dimension", "criterion", "version"),
     "utilization_passes": ("run", "k"),
     "act_cases": ("run", "k", "user_id", "dimension"),
+    "judge_verdicts": ("run", "mode", "k", "variant", "user_id", "dimension", "judge", "repeat"),
 }
 ORACLE_KEY = ("bench", "user_id", "dimension", "task_hash")
 

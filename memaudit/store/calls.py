@@ -15,6 +15,21 @@ CALL_COLUMNS = ("key, role, model, request, response, ok, prompt_tokens, complet
                 "latency, created, reasoning_tokens")
 
 
+# The content-addressed union of a store attached as `src` into this one (`cache merge`, and
+# `memaudit merge` of study shards, which first refuses keys whose responses differ).
+CACHE_UNION = (
+    f"INSERT INTO calls({CALL_COLUMNS}) SELECT {CALL_COLUMNS} FROM src.calls WHERE true "
+    "ON CONFLICT(key) DO UPDATE SET response=excluded.response, ok=excluded.ok, "
+    "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
+    "cached_tokens=excluded.cached_tokens, latency=excluded.latency, created=excluded.created, "
+    "reasoning_tokens=excluded.reasoning_tokens "
+    "WHERE calls.ok = 0 AND excluded.ok = 1",
+    "INSERT OR IGNORE INTO embeddings(model, text_hash, vector) SELECT model, text_hash, vector FROM src.embeddings",
+    "INSERT OR IGNORE INTO param_refusals(model, backend, param) SELECT model, backend, param FROM src.param_refusals",
+)
+CACHE_TABLES = ("calls", "embeddings", "param_refusals")
+
+
 class Calls:
     def __init__(self, db: "Store"):
         self.db = db
@@ -76,6 +91,14 @@ class Calls:
             "FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
             "JOIN calls c ON c.key=u.key GROUP BY u.role ORDER BY u.role", (run,))
 
+    async def run_call_usage(self, run: str):
+        """Each distinct call the run's artifacts used, once: its key, role, model, tokens and the
+        first artifact (by name) that used it."""
+        return await self.db.fetchall(
+            "SELECT u.key, u.role, u.artifact, c.model, c.prompt_tokens, c.cached_tokens, c.completion_tokens, "
+            "c.reasoning_tokens FROM (SELECT key, MIN(role) AS role, MIN(artifact) AS artifact FROM call_uses "
+            "WHERE run=? GROUP BY key) u JOIN calls c ON c.key = u.key ORDER BY u.key", (run,))
+
     async def models_by_role(self, run: str) -> list[tuple[str, str]]:
         """(call role, model) of every distinct pair among the calls the run's artifacts used."""
         rows = await self.db.fetchall(
@@ -108,18 +131,7 @@ class Calls:
         stored answer is never replaced, except a recorded failure by a successful answer."""
         await self.db.conn.execute("ATTACH DATABASE ? AS src", (str(source),))
         try:
-            await self.db.write([
-                (f"INSERT INTO calls({CALL_COLUMNS}) SELECT {CALL_COLUMNS} FROM src.calls WHERE true "
-                 "ON CONFLICT(key) DO UPDATE SET response=excluded.response, ok=excluded.ok, "
-                 "prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, "
-                 "cached_tokens=excluded.cached_tokens, latency=excluded.latency, created=excluded.created, "
-                 "reasoning_tokens=excluded.reasoning_tokens "
-                 "WHERE calls.ok = 0 AND excluded.ok = 1", ()),
-                ("INSERT OR IGNORE INTO embeddings(model, text_hash, vector) "
-                 "SELECT model, text_hash, vector FROM src.embeddings", ()),
-                ("INSERT OR IGNORE INTO param_refusals(model, backend, param) "
-                 "SELECT model, backend, param FROM src.param_refusals", ()),
-            ])
+            await self.db.write([(sql, ()) for sql in CACHE_UNION])
         finally:
             await self.db.conn.execute("DETACH DATABASE src")
 

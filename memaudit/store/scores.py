@@ -18,17 +18,19 @@ class Rescore:
     judge_prompt: str | None   # an absolute path, so replay finds it from any directory
     reader_model: str | None
     base_variant: str = DEFAULT_VARIANT  # stored as "from"
+    panel: dict | None = None  # a judge panel: {"judges": [...], "repeats": n} (memaudit/scoring/panel.py)
 
     def to_json(self) -> dict:
+        panel = {} if self.panel is None else {"panel": self.panel}
         return {"from": self.base_variant, "judge_model": self.judge_model, "judge_prompt": self.judge_prompt,
-                "reader_model": self.reader_model}
+                "reader_model": self.reader_model, **panel}
 
     @classmethod
     def from_json(cls, data: dict | None) -> "Rescore | None":
         if data is None:
             return None
         return cls(data.get("judge_model"), data.get("judge_prompt"), data.get("reader_model"),
-                   data.get("from", DEFAULT_VARIANT))
+                   data.get("from", DEFAULT_VARIANT), data.get("panel"))
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,9 @@ class Scores:
         return [(f"DELETE FROM attributions WHERE run=? AND EXISTS ({stale} AND r.mode=attributions.mode AND "
                  "r.k=attributions.k AND r.variant=attributions.variant AND r.user_id=attributions.user_id AND "
                  "r.dimension=attributions.dimension)", (run, run)),
+                (f"DELETE FROM judge_verdicts WHERE run=? AND EXISTS ({stale} AND r.mode=judge_verdicts.mode AND "
+                 "r.k=judge_verdicts.k AND r.variant=judge_verdicts.variant AND r.user_id=judge_verdicts.user_id AND "
+                 "r.dimension=judge_verdicts.dimension)", (run, run)),
                 (f"DELETE FROM reconstructions WHERE run=? AND snapshot_task IS NOT "
                  "(SELECT MAX(s.task_idx) FROM snapshots s WHERE s.run=reconstructions.run AND "
                  "s.user_id=reconstructions.user_id)", (run,))]

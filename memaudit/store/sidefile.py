@@ -62,7 +62,8 @@ def _copy(path: Path, side: Path) -> tuple:
     return _fingerprint(path)
 
 
-def _swap(side: Path, path: Path) -> None:
+def swap_in(side: Path, path: Path) -> None:
+    """Rename a finished side file over `path` durably (import-release, merge)."""
     with open(side, "rb") as handle:
         os.fsync(handle.fileno())
     os.replace(side, path)
@@ -97,6 +98,6 @@ async def replacing(path: str | Path):
         if (_fingerprint(path) if path.exists() else None) != before:
             raise BadInput("another command wrote the store during the import; nothing was imported, "
                            "run it again when the store is idle", file=str(path))
-        _swap(side, path)
+        swap_in(side, path)
     finally:
         _remove_side(side)

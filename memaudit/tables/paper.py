@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from memaudit.errors import BadInput
+from memaudit.tables.judges_render import judges_tables
+from memaudit.tables.judges import judges_section
 from memaudit.store import Run, Store, select_runs
 from memaudit.tables import carryover, evolving, metrics, stats, utilization
 from memaudit.tables.columns import TABLE2, ci_text, num, pm, project, text_table
@@ -24,7 +26,7 @@ from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODE
 DEFAULT_K = 5
 ALPHA = 0.05
 SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "utilization", "carryover",
-            "prompts", "evolving", "evolving_targets", "robustness")
+            "prompts", "evolving", "evolving_targets", "judges", "robustness")
 AS_RELEASED = "as released"  # an imported run's rollout, scores or labels: the published prompts
 
 
@@ -74,6 +76,7 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
         "utilization": await utilization.utilization_rows(store, [r.run for r in selected], boot),
         "carryover": await carryover.carryover_rows(store, [r.run for r in selected], boot),
         "prompts": [row for info in selected for row in await prompt_rows(store, info, variant)],
+        "judges": await judges_section(store, selected, resamples=bootstrap, seed=seed),
     }
     # Evolving banks only (issue 25): a store without evolving targets gets no such section.
     tables.update(await evolving.evolving_sections(store, [r.run for r in selected], boot, variant))
@@ -414,9 +417,13 @@ def _render_text(tables: dict, *, latex: bool) -> str:
     for name in SECTIONS:
         if tables.get(name) is None:
             continue
-        title, build = TITLES[name]
-        header, body = build(tables[name])
-        parts.append(_latex_table(title, header, body) if latex else _md_table(title, header, body))
+        if name == "judges":  # several tables: memaudit/tables/judges_render.py
+            built = judges_tables(tables[name], num, ci_text)
+        else:
+            title, build = TITLES[name]
+            built = [(title, *build(tables[name]))]
+        for title, header, body in built:
+            parts.append(_latex_table(title, header, body) if latex else _md_table(title, header, body))
     return "\n\n".join(parts) + "\n"
 
 
@@ -476,6 +483,9 @@ def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
         if name == "robustness":
             sections.append((name, [{k: v for k, v in rows.items() if k != "modes"}]))
             sections.append(("robustness_modes", rows["modes"]))
+        elif name == "judges":
+            sections.append(("judges", rows["per_judge"]))
+            sections.append(("judges_pairs", (rows["agreement"] or {}).get("pairs") or []))
         else:
             sections.append((name, rows))
     return sections

@@ -234,7 +234,7 @@ async def plan_utilization(rt: Runtime, run_id: str, k: int, threshold: float) -
     episodes = {(e.user_id, e.task_index): e for e in await rt.store.load_episodes(run_id)}
     jobs = []
     for recon in recons:
-        if (recon.user_id, recon.dimension) in have:
+        if (recon.user_id, recon.dimension) in have or not rt.shard.holds(run.system, recon.user_id):
             continue
         scenario = scenarios.get(recon.user_id, {}).get(recon.dimension)
         if scenario is None:

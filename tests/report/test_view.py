@@ -149,3 +149,37 @@ def test_view_and_tables_never_write_through_a_symlink_leading_out(tmp_path, cap
             main([command, "--db", str(tmp_path / "audit.db"), "--out", str(out)])
         assert exit_info.value.code == 2 and "resolves outside" in capsys.readouterr().err
     assert victim.read_text() == "keep me"
+
+
+@pytest.mark.anyio
+async def test_served_report_answers_user_data_from_the_store_on_loopback(tmp_path):
+    """`view --serve`: the pages on disk hold no user data; the server produces a user's data file
+    (the same bytes a static report writes) when asked, and only for users of the report."""
+    import urllib.error
+    import urllib.request
+
+    from memaudit.report.serve import serve_report
+    from memaudit.report.view import build_report
+
+    static = await _report(tmp_path)
+    async with open_store(tmp_path / "audit.db") as store:
+        report = await build_report(store, tmp_path / "served", on_demand=True)
+        assert not (tmp_path / "served/data").exists() and (tmp_path / "served/user.html").exists()
+        urls = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: serve_report(report, started=urls.append))
+            while not urls:
+                await anyio.sleep(0.01)
+            assert urls[0].startswith("http://127.0.0.1:") and urls[0].endswith("/index.html")
+            root = urls[0].removesuffix("index.html")
+
+            def get(path: str) -> bytes:
+                with urllib.request.urlopen(root + path) as response:
+                    return response.read()
+
+            served = await anyio.to_thread.run_sync(get, "data/synthetic/user_001.js")
+            assert served == (static.parent / "data/synthetic/user_001.js").read_bytes()
+            assert b"Table 2" in await anyio.to_thread.run_sync(get, "index.html")
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                await anyio.to_thread.run_sync(get, "data/synthetic/user_999.js")
+            tg.cancel_scope.cancel()

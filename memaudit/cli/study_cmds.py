@@ -1,0 +1,152 @@
+"""Commands: merge (the stores of a sharded study into one), cost (what runs cost) and plan (what a
+study will cost before it runs)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+
+from memaudit.cli.common import current_settings, global_options, run, split_list
+
+
+@click.command("merge")
+@click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--into", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="the study store (created when absent); replaced only by a complete merge")
+def merge(shards, into):
+    """Merge the stores of a sharded study (SHARD.db...) into one study store, all or nothing."""
+    from memaudit.study.merge import merge_shards
+
+    report = run(merge_shards, list(shards), into)
+    for shard in report.shards:
+        added = ", ".join(f"{n} {table}" for table, n in sorted(shard.added.items())) or "nothing new"
+        click.echo(f"{shard.shard}: {added}")
+    click.echo(f"{report.into}: " + ("merged" if report.changed else "unchanged (every row was already there)"))
+
+
+def _usd(value) -> str:
+    return "unpriced" if value is None else f"${value:,.4f}"
+
+
+@click.command("cost")
+@click.option("--runs", default=None, help="comma-separated run ids (default: every run in the store)")
+@click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="TOML price list: [models.\"NAME\"] input_per_mtok, cached_input_per_mtok, output_per_mtok, "
+                   "batch_input_per_mtok, batch_output_per_mtok (replaces the bundled list model by model)")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@global_options
+def cost(runs, prices_file, fmt):
+    """What each run cost: tokens per stage and role, priced on demand and in batch, beside its plan."""
+    report = run(_cost, current_settings(), split_list(runs), prices_file)
+    if fmt == "json":
+        click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        return
+    click.echo(_cost_markdown(report))
+
+
+async def _cost(settings, runs, prices_file):
+    from memaudit.store import open_store, select_runs
+    from memaudit.study.cost import load_prices, run_costs
+
+    prices = load_prices(prices_file)
+    async with open_store(settings.db) as store:
+        chosen = [r.run for r in await select_runs(store, runs)]
+        return await run_costs(store, chosen, prices)
+
+
+COLUMNS = ("calls", "uncached_prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens")
+
+
+def _cost_markdown(report: dict) -> str:
+    p = report["prices"]
+    lines = [f"Prices of {p['date'] or 'unknown date'} ({p['source'] or 'no source given'}); USD.", "",
+             "| run | stage | role | calls | prompt (uncached) | prompt (cached) | completion | of which reasoning "
+             "| on demand | batch |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in report["runs"]:
+        for stage, roles in r["by_stage"].items():
+            for role, e in roles.items():
+                lines.append(f"| {r['run']} | {stage} | {role} | " + " | ".join(f"{e[c]:,}" for c in COLUMNS)
+                             + f" | {_usd(e['usd_on_demand'])} | {_usd(e['usd_batch'])} |")
+        lines.append(f"| **{r['run']}** | all | all | " + " | ".join(f"{r[c]:,}" for c in COLUMNS)
+                     + f" | {_usd(r['usd_on_demand'])} | {_usd(r['usd_batch'])} |")
+    t = report["total"]
+    lines.append("| **total** | | | " + " | ".join(f"{t[c]:,}" for c in COLUMNS)
+                 + f" | {_usd(t['usd_on_demand'])} | {_usd(t['usd_batch'])} |")
+    lines += _estimates(report["runs"])
+    unpriced = sorted({m for r in report["runs"] for m in r["unpriced"]})
+    if unpriced:
+        lines += ["", f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their "
+                      "prices with --prices FILE."]
+    return "\n".join(lines)
+
+
+def _estimates(runs: list[dict]) -> list[str]:
+    planned = [r for r in runs if r["estimate"]]
+    if not planned:
+        return []
+    lines = ["", "| run | planned calls | actual calls | difference | planned on demand | actual on demand |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in planned:
+        e = r["estimate"]
+        diff = f"{(r['calls'] - e['calls']) / e['calls']:+.1%}" if e["calls"] else "n/a"
+        lines.append(f"| {r['run']} | {e['calls']:,} | {r['calls']:,} | {diff} | {_usd(e['usd_on_demand'])} | "
+                     f"{_usd(r['usd_on_demand'])} |")
+    return lines
+
+
+@click.command("plan")
+@click.option("--bench", "bench_ref", required=True, help="`sample`, a release-layout path, or an imported name")
+@click.option("--systems", required=True, help="comma-separated memory systems")
+@click.option("--users", type=click.IntRange(min=1), required=True,
+              help="users of the study (more than the benchmark has: users shaped like its average)")
+@click.option("--tasks", type=click.IntRange(min=1), default=None, help="only the first N tasks of each user")
+@click.option("--mode", type=click.Choice(["dump_all", "retrieve", "both"]), default="both", show_default=True,
+              help="the read operator(s) to be scored and attributed")
+@click.option("--k", "k_text", default="5", show_default=True, help="top-k of retrieve; `1,3,5` plans a sweep")
+@click.option("--judges", default=None, help="comma-separated judge models (one recovery judge call each)")
+@click.option("--from", "pilot_db", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="a pilot store whose per-role averages to use (default: documented defaults)")
+@click.option("--tag", default=None, help="the --tag the study's rollout will use (run ids <system>_<tag>)")
+@click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="TOML price list replacing the bundled one model by model")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@global_options
+def plan(bench_ref, systems, users, tasks, mode, k_text, judges, pilot_db, tag, prices_file, fmt):
+    """Estimate the calls, tokens and cost of a study before it runs; recorded in the store for `cost`."""
+    from memaudit.cli.score_cmds import _ks, _modes
+
+    found = run(_plan, current_settings(), bench_ref, split_list(systems) or [], users, tasks, _modes(mode),
+                _ks(k_text), split_list(judges), pilot_db, tag, prices_file)
+    if fmt == "json":
+        click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
+        return
+    click.echo("| run | basis | calls | prompt tokens | completion tokens | on demand | batch |\n"
+               "|---|---|---:|---:|---:|---:|---:|")
+    for run_name, e in found.items():
+        click.echo(f"| {run_name} | {e['basis']} | {e['calls']:,} | {e['prompt_tokens']:,} | "
+                   f"{e['completion_tokens']:,} | {_usd(e['usd_on_demand'])} | {_usd(e['usd_batch'])} |")
+    unpriced = sorted({m for e in found.values() for m in e["unpriced"]})
+    if unpriced:
+        click.echo(f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their prices "
+                   "with --prices FILE.")
+
+
+async def _plan(settings, bench_ref, systems, users, tasks, modes, ks, judges, pilot_db, tag, prices_file):
+    from contextlib import AsyncExitStack
+
+    from memaudit.bench.instances import resolve_bench
+    from memaudit.store import open_store
+    from memaudit.study.cost import load_prices
+    from memaudit.study.plan import plan_study
+
+    prices = load_prices(prices_file)
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(settings.db))
+        pilot = await stack.enter_async_context(open_store(pilot_db)) if pilot_db else None
+        bench = await resolve_bench(store, bench_ref)
+        return await plan_study(store, settings, bench, systems, users=users, tasks=tasks, modes=modes, ks=ks,
+                                judges=judges, pilot=pilot, prices=prices, tag=tag)
+
+
+COMMANDS = [merge, cost, plan]

@@ -1,0 +1,79 @@
+"""The report's judges part: an index section with the `judges` tables section (panel,
+agreement, per-judge B, control-answer flags, human agreement) and, per run scored by a panel, a
+drill-down page with every judge's verdict per target. Read from the store only."""
+from __future__ import annotations
+
+from memaudit.report.html import esc, link, num, page, score_class, slug, table
+from memaudit.store import Store
+from memaudit.types import DEFAULT_VARIANT
+
+INDEX = "index.html"
+
+
+def verdicts_page(run: str) -> str:
+    return f"runs/{slug(run)}/judges.html"
+
+
+def index_section(tables: dict, paneled: list[str]) -> str:
+    section = tables.get("judges")
+    parts = ["<h2>Judges</h2>"]
+    if section is None:
+        return parts[0] + '<p class="muted">nothing judged</p>'
+    agreement = section["agreement"]
+    if agreement is None:
+        parts.append(f'<p class="muted">agreement: {esc(section["agreement_reason"])}</p>')
+    else:
+        ci = agreement["alpha_ci"]
+        parts.append(f"<p>panel {esc(', '.join(section['panel']))}: Krippendorff's α (ordinal) "
+                     f"{num(agreement['alpha_ordinal'])}" + (f" [{num(ci[0])}, {num(ci[1])}]" if ci else "")
+                     + f", exact {num(agreement['exact'])}, within one level {num(agreement['within_one'])}</p>")
+        parts.append(table(["a", "b", "κ (quadratic)", "exact"],
+                           [[esc(p["a"]), esc(p["b"]), f'<td class="n">{num(p["kappa_quadratic"])}</td>',
+                             f'<td class="n">{num(p["exact"])}</td>'] for p in agreement["pairs"]]))
+    rows = [[esc(j["model"]), *(f'<td class="n">{num(j[k])}</td>' for k in ("B_dump_all", "B_retrieve",
+                                                                              "positive_pass", "negative_false_pass")),
+             esc(j["flag"] or "—"), f'<td class="n">{num(j["retest_changed"])}</td>',
+             f'<td class="n">{j["dropped"]}</td>', _human(j["human"])] for j in section["per_judge"]]
+    parts.append(table(["judge", "B full-store", "B top-k", "positive pass", "negative false pass", "flag",
+                        "retest changed", "dropped", "vs human"], rows))
+    if paneled:
+        parts.append("<p>every judge's verdict per target: "
+                     + ", ".join(link(INDEX, verdicts_page(r), esc(r)) for r in paneled) + "</p>")
+    return "".join(parts)
+
+
+def _human(found: dict | None) -> str:
+    if found is None:
+        return "—"
+    return (f"κ {num(found['kappa_quadratic'])}, exact {num(found['exact'])}, ±1 {num(found['within_one'])} "
+            f"(n={found['n']})")
+
+
+async def paneled_runs(store: Store, runs: list[str]) -> list[str]:
+    return sorted({v["run"] for v in await store.judges.verdicts(runs, DEFAULT_VARIANT)}) if runs else []
+
+
+async def write_pages(store: Store, writer, runs: list[str]) -> None:
+    """One page per panel-scored run: target, truth, prediction, the panel score and each verdict."""
+    for run in runs:
+        verdicts = await store.judges.verdicts([run], DEFAULT_VARIANT)
+        judges = list(dict.fromkeys(v["judge"] for v in verdicts))
+        by_target: dict = {}
+        for v in verdicts:
+            by_target.setdefault((v["mode"], v["k"], v["user_id"], v["dimension"]), {})[(v["judge"], v["repeat"])] = v
+        rows = {(r.mode, r.k, r.user_id, r.dimension): r for r in await store.scores.load(run)}
+        path = verdicts_page(run)
+        body = []
+        for key, found in sorted(by_target.items()):
+            r = rows[key]
+            cells = [esc(f"{r.mode}" + ("" if r.mode == "dump_all" else f"@{r.k}")), esc(r.user_id), esc(r.dimension),
+                     esc(r.ground_truth), esc(r.label), _score(r.score, r.judge_reason)]
+            cells += [_score(found[(j, 0)]["score"], found[(j, 0)]["reason"] or found[(j, 0)]["error"])
+                      if (j, 0) in found else "<td>—</td>" for j in judges]
+            body.append(cells)
+        html = table(["mode", "user", "dimension", "true value", "prediction", "panel", *judges], body)
+        writer.write(path, page(path, f"{run}: every judge's verdict", html, crumbs=[(INDEX, "index")]))
+
+
+def _score(score, reason) -> str:
+    return f'<td class="n {score_class(score)}" title="{esc(reason)}">{num(score, 2)}</td>'

@@ -1,0 +1,32 @@
+"""Plans: a study's cost estimate per run id, recorded before the run (memaudit/study/plan.py)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memaudit.store.rows import dumps, loads
+
+if TYPE_CHECKING:
+    from memaudit.store import Store
+
+
+class Plans:
+    def __init__(self, db: "Store"):
+        self.db = db
+
+    async def save(self, estimates: dict[str, dict]) -> None:
+        """Record (or replace) the estimate of each run id, in one transaction."""
+        await self.db.write([("INSERT OR REPLACE INTO plans(run, estimate) VALUES (?,?)", (run, dumps(estimate)))
+                             for run, estimate in estimates.items()])
+
+    async def get(self, run: str) -> dict | None:
+        row = await self.db.fetchone("SELECT estimate FROM plans WHERE run=?", (run,))
+        return None if row is None else loads(row["estimate"])
+
+    async def units(self, run: str) -> dict[str, int]:
+        """The units of work a run holds, per stage: episodes, and targets scored or attributed
+        (default variant); the per-unit rates of a plan are measured against these."""
+        row = await self.db.fetchone(
+            "SELECT (SELECT COUNT(*) FROM episodes WHERE run=?) AS rollout, "
+            "(SELECT COUNT(*) FROM reconstructions WHERE run=? AND variant='default') AS score, "
+            "(SELECT COUNT(*) FROM attributions WHERE run=? AND variant='default') AS attribute", (run, run, run))
+        return dict(row)

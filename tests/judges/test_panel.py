@@ -1,0 +1,168 @@
+"""Judge panels: every panel judge grades every target, the row keeps the median of the valid
+scores, a dropped judge is recorded, an even panel is refused, and agreement is what the
+`krippendorff` package computes on the stored score matrix."""
+from __future__ import annotations
+
+import krippendorff
+import numpy as np
+import pytest
+
+from memaudit.config import load_settings
+from memaudit.errors import BadInput
+from memaudit.scoring.panel import Panel, Verdict, panel_score
+from memaudit.tables.judges import judges_section
+from memaudit.replay import replay_runs
+from memaudit.scoring.recovery import score_runs
+from memaudit.scoring.rescore import rescore_runs
+from memaudit.tables.paper import compute_tables, render
+from memaudit.store import select_runs
+from tests.judges.helpers import PANEL, fixed_judges, panel
+from tests.scoring.recorded import record, requests_for, runtime, script
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_panel_scores_the_median_and_keeps_every_verdict(settings, fake):
+    fixed_judges(script(fake))
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=2, tasks=2)
+        await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt))
+        rows = await rt.store.load_reconstructions("longctx_full")
+        verdicts = await rt.store.judges.verdicts(["longctx_full"], "default")
+        passes = await rt.store.scores.passes("longctx_full")
+    judged = [r for r in rows if r.status == "ok"]
+    assert judged and all(r.score == 1.0 for r in judged)  # median of 1, 1, 0
+    assert len(verdicts) == 3 * len(judged)
+    assert {v["judge"] for v in verdicts} == set(PANEL)
+    assert {v["model"] for v in requests_for(fake, "recovery_judge")} == set(PANEL)
+    assert passes[0].config.scorer["judges"] == PANEL
+
+
+async def test_identical_judges_agree_exactly_and_alpha_matches_the_package(settings, fake):
+    scores = {"top-a": 1.0, "top-b": 1.0}
+    fake.on("recovery_judge", lambda body: {"score": scores.get(body["model"], float(len(body["messages"][-1]["content"]) % 2)),
+                                            "reason": "r"})
+    script(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=2, tasks=2)
+        await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["top-a", "top-b", "mixed"]))
+        section = await judges_section(rt.store, await select_runs(rt.store, None), resamples=50)
+        verdicts = await rt.store.judges.verdicts(["longctx_full"], "default")
+    targets = sorted({(v["user_id"], v["dimension"]) for v in verdicts})
+    matrix = np.array([[next(v["score"] for v in verdicts if v["judge"] == j and (v["user_id"], v["dimension"]) == t)
+                        for t in targets] for j in ["top-a", "top-b", "mixed"]])
+    expected = krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal",
+                                  value_domain=[0.0, 0.25, 0.5, 0.75, 1.0])
+    agreement = section["agreement"]
+    assert agreement["alpha_ordinal"] == pytest.approx(expected)
+    pair = next(p for p in agreement["pairs"] if (p["a"], p["b"]) == ("top-a", "top-b"))
+    assert pair["exact"] == 1.0
+    assert section["panel"] == ["top-a", "top-b", "mixed"]
+    assert [j["model"] for j in section["per_judge"]] == ["top-a", "top-b", "mixed"]
+    assert section["per_judge"][0]["B_dump_all"] == pytest.approx(1.0)
+
+
+async def test_an_even_panel_is_refused(settings, fake):
+    async with runtime(settings, fake) as rt:
+        with pytest.raises(BadInput, match="odd number of judges.*got 2"):
+            Panel.build(rt.llm, ["a", "b"])
+
+
+def test_a_dropped_judge_leaves_the_median_of_the_others():
+    ok = [Verdict("a", 0, 1.0, "r", "ok"), Verdict("b", 0, 0.25, "r", "ok"), Verdict("c", 0, None, None, "failed", "x")]
+    score, reason, error = panel_score(ok)
+    assert score == 0.25 and error is None and "1 dropped" in reason  # the lower median stays on the grid
+    gone = [Verdict(n, 0, None, None, "failed", "invalid output") for n in "abc"]
+    assert panel_score(gone)[0] is None and "every panel judge failed" in panel_score(gone)[2]
+
+
+async def test_a_judge_invalid_after_repair_is_dropped_and_all_dropped_is_a_failed_row(settings, fake):
+    fake.on("recovery_judge", lambda body: {"score": 0.3, "reason": "off the grid"} if body["model"] != "top-a"
+            else {"score": 1.0, "reason": "r"})
+    script(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=1)
+        await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["top-a", "x", "y"]))
+        await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["x"]), variant="alldrop")
+        rows = await rt.store.load_reconstructions("longctx_full")
+        dropped = await rt.store.load_reconstructions("longctx_full", variant="alldrop")
+        verdicts = await rt.store.judges.verdicts(["longctx_full"], "default")
+    assert {r.score for r in rows if r.status == "ok"} == {1.0}
+    assert {v["status"] for v in verdicts if v["judge"] != "top-a"} == {"failed"}
+    assert all(r.status == "failed" and "every panel judge failed" in r.error for r in dropped)
+
+
+async def test_repeats_ask_again_with_distinct_seeds(settings, fake):
+    fake.on("recovery_judge", lambda body: {"score": [0.0, 1.0][body["seed"] % 2], "reason": "r"})
+    script(fake)
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=1)
+        await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["j"], repeats=3))
+        verdicts = await rt.store.judges.verdicts(["longctx_full"], "default")
+        section = await judges_section(rt.store, await select_runs(rt.store, None), resamples=0)
+    seeds = {}
+    for body in requests_for(fake, "recovery_judge"):
+        seeds.setdefault(body["messages"][-1]["content"], set()).add(body["seed"])
+    assert all(len(s) == 3 for s in seeds.values())
+    assert {v["repeat"] for v in verdicts} == {0, 1, 2}
+    assert 0 < section["per_judge"][0]["retest_changed"] <= 1
+
+
+async def test_rescore_with_a_panel_and_replay_is_identical(settings, fake):
+    fixed_judges(script(fake))
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=2)
+        await score_runs(rt, ["longctx_full"], ["dump_all", "retrieve"], panel=panel(rt))
+        await rescore_runs(rt, ["longctx_full"], "panel2", panel=panel(rt, ["top-a", "low", "z"], repeats=2))
+        tables = await compute_tables(rt.store, bootstrap=0)
+    requests = len(fake.requests)
+    assert await replay_runs(settings) is None
+    assert len(fake.requests) == requests
+    text = render(tables, "md")
+    assert "Judges — panel top-a, top-b, low" in text and "Krippendorff" in text
+    assert "judges" in render(tables, "latex") and "judges_pairs" in render(tables, "csv")
+
+
+def test_config_panel_and_judge_endpoints(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('[roles.recovery_judge]\nmodels = ["a", "b", "c"]\n\n'
+                      '[judges.b]\nbase_url = "http://other.test/v1"\nmodel = "b-large"\n')
+    settings = load_settings(config=str(config), base_url="http://fake.test/v1", model="m", env={})
+    from memaudit.scoring.panel import judge_client, panel_names
+
+    assert panel_names(settings, None) == ["a", "b", "c"]
+    assert panel_names(settings, ["x"]) == ["x"]
+
+    class FakeLLM:
+        pass
+
+    llm = FakeLLM()
+    llm.settings = settings
+    b = judge_client(llm, "b").settings.role("recovery_judge")
+    assert b.model == "b-large" and b.base_urls == ("http://other.test/v1",)
+    a = judge_client(llm, "a").settings.role("recovery_judge")
+    assert a.model == "a" and a.base_urls == ("http://fake.test/v1",)
+
+
+def test_bad_panel_config_is_one_line(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('[judges.b]\nbase_urll = "http://other.test/v1"\n')
+    with pytest.raises(BadInput, match="unknown key") as info:
+        load_settings(config=str(config), env={})
+    assert "judges.b" in str(info.value)
+
+
+async def test_an_imported_published_run_has_one_judge_and_no_agreement(tmp_path):
+    from memaudit.release.importer import import_release
+    from memaudit.store import open_store
+    from memaudit.testing.release_fixture import write_release
+
+    root = write_release(tmp_path / "release", users=2, runs=("amem_pooled_50",), turns=2)
+    async with open_store(tmp_path / "audit.db") as store:
+        await import_release(store, root)
+        tables = await compute_tables(store, bootstrap=0)
+    section = tables["judges"]
+    assert section["panel"] == ["recorded judge"] and section["agreement"] is None
+    assert "imported published run" in section["agreement_reason"]
+    assert section["per_judge"][0]["B_dump_all"] == pytest.approx(tables["table2"][0]["B_dump_all"])
+    assert "agreement | one judge: an imported published run" in render(tables, "md")

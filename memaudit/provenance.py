@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from memaudit.canonical import differences
 from memaudit.config import EMBEDDED_MODEL, Settings
 from memaudit.errors import BadInput
 from memaudit.llm.dialects import sampling
@@ -69,39 +70,6 @@ def teacher_forced_provenance(settings: Settings, episodes: str) -> dict:
     live = rollout_provenance(settings)
     return {**live, "roles": {r: v for r, v in live["roles"].items() if r not in DIALOGUE_ROLES},
             "teacher_forced": {"episodes": episodes}}
-
-
-def differences(recorded: dict, now: dict) -> list[str]:
-    """What differs between two configs, each as "<what> (recorded X, now Y)", readable paths:
-    `provenance.roles.agent.model` reads "agent model"."""
-    old, new = _flat(recorded), _flat(now)
-    out = []
-    for path in sorted(old.keys() | new.keys()):
-        if old.get(path) != new.get(path):
-            out.append(f"{_label(path)} (recorded {old.get(path)!r}, now {new.get(path)!r})")
-    return out
-
-
-def _flat(value: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, item in value.items():
-        path = f"{prefix}{key}"
-        if isinstance(item, dict):  # an empty dict says no more than an absent value
-            out.update(_flat(item, f"{path}."))
-        elif item is not None:
-            out[path] = item
-    return out
-
-
-def _label(path: str) -> str:
-    parts = path.split(".")
-    if parts[:2] == ["provenance", "roles"]:
-        return " ".join(parts[2:])
-    if parts[0] == "provenance":
-        return " ".join(parts[1:])
-    if parts[0] == "prompts":
-        return f"prompt {' '.join(parts[1:])}"
-    return path
 
 
 # Where replay points the roles that were served by an endpoint: replay answers from the cache

@@ -16,7 +16,7 @@ from memaudit.cli.common import current_settings, global_options, run, split_lis
               help="the study store (created when absent); replaced only by a complete merge")
 def merge(shards, into):
     """Merge the stores of a sharded study (SHARD.db...) into one study store, all or nothing."""
-    from memaudit.study.merge import merge_shards
+    from memaudit.store.merge import merge_shards
 
     report = run(merge_shards, list(shards), into)
     for shard in report.shards:

@@ -86,7 +86,7 @@ def rubric_levels(prompts_dir: Path) -> list[tuple[float, str]]:
     """(level, what it means) from the recovery judge's prompt file: the rubric the judges used."""
     prompt = load_prompt(ROLE_SPECS["recovery_judge"].prompt, Path(prompts_dir))
     found = [(float(level), text) for level, text in RUBRIC_LINE.findall(prompt.system)]
-    return found or [(level, "") for level in sorted(RUBRIC, reverse=True)]
+    return found or [(level, "") for level in sorted(RUBRIC.scores, reverse=True)]
 
 
 async def _target(store: Store, number: int, row: dict, rubric: list[tuple[float, str]]) -> str:

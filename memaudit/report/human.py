@@ -66,7 +66,7 @@ def read_grades(path: Path) -> tuple[str, list[tuple[str, float]]]:
     grades = data.get("grades")
     if not isinstance(grades, list) or not all(isinstance(g, dict) and isinstance(g.get("id"), str) for g in grades):
         raise BadInput("expected \"grades\": a list of {\"id\", \"score\"}", file=str(path), field="grades")
-    bad = [g for g in grades if isinstance(g.get("score"), bool) or g.get("score") not in RUBRIC]
+    bad = [g for g in grades if isinstance(g.get("score"), bool) or g.get("score") not in RUBRIC.scores]
     if bad:
         names = ", ".join(f"{g['id']}={g.get('score')!r}" for g in bad[:SHOWN])
         raise BadInput(f"invalid level for {len(bad)} grade(s): {names}; a level is one of 0, 0.25, 0.5, 0.75, 1",

@@ -20,7 +20,8 @@ from memaudit.adapters.registry import BUILTIN_ORIGIN, get_adapter, origin_of
 from memaudit.errors import BadInput, MemauditError
 from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
-from memaudit.provenance import differences, rollout_provenance
+from memaudit.canonical import differences
+from memaudit.provenance import rollout_provenance
 from memaudit.roles import prompts_of
 from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
 from memaudit.rollout.episode import run_episode

@@ -15,7 +15,7 @@ import numpy as np
 from memaudit.types import RUBRIC
 
 ALPHA_RESAMPLES = 1000  # α is recomputed per resample: fewer than the tables' mean intervals
-LEVELS = np.array(RUBRIC)
+LEVELS = np.array(RUBRIC.scores)
 
 
 def level(score: float) -> int:
@@ -35,7 +35,7 @@ def alpha_ordinal(matrix: np.ndarray) -> float | None:
         warnings.simplefilter("ignore", RuntimeWarning)  # 0/0 when every score is the same
         try:
             value = krippendorff.alpha(reliability_data=matrix[:, pairable], level_of_measurement="ordinal",
-                                       value_domain=list(RUBRIC))
+                                       value_domain=list(RUBRIC.scores))
         except ValueError:  # a single value in the data: α is undefined
             return None
     return None if value is None or math.isnan(value) else float(value)
@@ -82,7 +82,7 @@ def kappa_quadratic(la: list[int], lb: list[int]) -> float | None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # undefined (one level only) is reported as None, not warned
-        value = cohen_kappa_score(la, lb, weights="quadratic", labels=list(range(len(RUBRIC))))
+        value = cohen_kappa_score(la, lb, weights="quadratic", labels=list(range(len(RUBRIC.scores))))
     return None if math.isnan(value) else float(value)
 
 

@@ -19,7 +19,7 @@ from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
 from memaudit.tables.paper import compute_tables
 from memaudit.store import open_store
-from memaudit.study.merge import MergeBusy, merge_shards
+from memaudit.store.merge import MergeBusy, merge_shards
 from memaudit.shards import WHOLE, Shard
 from tests.scoring.recorded import record, runtime, script
 
@@ -136,7 +136,7 @@ def test_merge_errors_are_one_line(tmp_path, capsys):
 
 @pytest.mark.anyio
 async def test_a_failure_half_way_leaves_the_study_as_it_was(settings, fake, tmp_path, monkeypatch):
-    import memaudit.study.merge as merge_module
+    import memaudit.store.merge as merge_module
 
     script(fake)
     paths = await shards(settings, fake, tmp_path)

@@ -5,18 +5,11 @@ import orjson
 import pytest
 
 from memaudit.bench.instances import SAMPLE_DIR
-from memaudit.cli import main
+from tests.cli_main import memaudit
 from memaudit.testing.release_fixture import BANKS, write_release
 
 SAMPLE_READY = (SAMPLE_DIR / "benchmark_data").is_dir()
 
-
-def memaudit(*args) -> int:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        return exc.code or 0
-    return 0
 
 
 def test_validate_prints_every_problem_and_fails(tmp_path, capsys):

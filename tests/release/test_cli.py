@@ -1,16 +1,9 @@
 """import-release and export through the CLI entry point."""
 from __future__ import annotations
 
-from memaudit.cli import main
+from tests.cli_main import memaudit
 from memaudit.testing.release_fixture import write_release
 
-
-def memaudit(*args) -> int:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        return exc.code or 0
-    return 0
 
 
 def test_import_release_and_export(tmp_path, capsys):

@@ -11,19 +11,12 @@ import sqlite3
 import orjson
 import pytest
 
-from memaudit.cli import main
+from tests.cli_main import memaudit
 from memaudit.testing.release_fixture import BANKS, write_release
 
 RUN = "amem_pooled_50"
 TASKS = "benchmark_data/CustomTasksPooledFinal"
 
-
-def memaudit(*args) -> int:
-    try:
-        main([str(a) for a in args])
-    except SystemExit as exc:
-        return exc.code or 0
-    return 0
 
 
 def one_line_error(capsys) -> str:

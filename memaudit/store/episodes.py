@@ -63,6 +63,20 @@ class Episodes:
                 for r in await self.db.fetchall(f"SELECT * FROM episodes WHERE {where} ORDER BY user_id, task_idx",
                                                 params)]
 
+    async def feedback(self, run: str, user_id: str) -> dict[int, list[dict]]:
+        """task index -> (turn, feedback_type, fallback, per_pref) of each turn of one user's episodes,
+        without the texts (an episode without turns maps to []): what the carry-over figures read."""
+        episodes: dict[int, list[dict]] = {}
+        for r in await self.db.fetchall(
+                "SELECT e.task_idx, t.turn, t.feedback_type, t.fallback, t.per_pref FROM episodes e "
+                "LEFT JOIN turns t ON t.run=e.run AND t.user_id=e.user_id AND t.task_idx=e.task_idx "
+                "WHERE e.run=? AND e.user_id=? ORDER BY e.task_idx, t.turn", (run, user_id)):
+            turns = episodes.setdefault(r["task_idx"], [])
+            if r["turn"] is not None:
+                turns.append({"feedback_type": r["feedback_type"], "fallback": bool(r["fallback"]),
+                              "per_pref": loads(r["per_pref"])})
+        return episodes
+
     async def disclosed_changes(self, run: str, user_id: str) -> set[tuple[str, int]]:
         """(dimension, version) of every bank change a turn of the user's episodes disclosed."""
         return {(r["dimension"], r["version"]) for r in await self.db.fetchall(

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from memaudit.store import Store
 from memaudit.tables import stats
 from memaudit.tables.utilization import with_ci
-from memaudit.types import Benchmark, Episode, User
 
 CORRECTIVE = ("correction", "too_deep", "too_shallow")
 HONOURED = 4
@@ -62,40 +61,41 @@ def rating(turn_per_pref: list, position: int, dimension: str):
     return None
 
 
-def user_carryover(bench: Benchmark, user: User, episodes: list[Episode]) -> UserCarryover:
+def user_carryover(user: dict, episodes: dict[int, list[dict]]) -> UserCarryover:
+    """One user's figures from the user's rows (Benchmarks.user_row) and the turns of the user's
+    episodes (Episodes.feedback: task index -> turns, without their texts)."""
     out = UserCarryover()
-    targeted = {t.target_dimension: t.index for t in bench.tasks.get(user.id, ())}
-    for position, pref in enumerate(user.entries("assistance_preference"), 1):
-        disclosed = targeted.get(pref.dimension)
+    targeted = {t["target_dimension"]: t["idx"] for t in user["tasks"]}
+    prefs = [e["dimension"] for e in user["bank"] if e["category"] == "assistance_preference"]
+    for position, dimension in enumerate(prefs, 1):
+        disclosed = targeted.get(dimension)
         if disclosed is None:
             continue
-        later = [e for e in episodes if e.task_index > disclosed and e.turns]
+        later = [turns for idx, turns in episodes.items() if idx > disclosed and turns]
         out.prefs += bool(later)
-        for episode in later:
+        for turns in later:
             out.pairs += 1
-            score = rating(episode.turns[0].per_pref, position, pref.dimension)
+            score = rating(turns[0]["per_pref"], position, dimension)
             if isinstance(score, int) and not isinstance(score, bool):
                 out.rated += 1
                 out.honoured += score >= HONOURED
-            out.corrective += sum(t.feedback_type in CORRECTIVE and not t.fallback for t in episode.turns)
+            out.corrective += sum(t["feedback_type"] in CORRECTIVE and not t["fallback"] for t in turns)
     return out
 
 
-def has_records(episodes: list[Episode]) -> bool:
-    return any(t.per_pref for e in episodes for t in e.turns)
-
-
 async def run_carryover(store: Store, run: str) -> tuple[dict[str, UserCarryover] | None, str | None]:
-    """(per-user figures, None) or (None, why carry-over is not available for the run)."""
-    info = await store.get_run(run)
-    bench = await store.load_benchmark(info["bench"])
-    episodes = await store.load_episodes(run)
-    if not has_records(episodes):
-        return None, NO_RECORDS
-    by_user: dict[str, list[Episode]] = {}
-    for e in episodes:
-        by_user.setdefault(e.user_id, []).append(e)
-    return {u.id: user_carryover(bench, u, by_user[u.id]) for u in bench.users if u.id in by_user}, None
+    """(per-user figures, None) or (None, why carry-over is not available for the run). Read one
+    user at a time, without the transcripts' texts: memory stays that of one user."""
+    bench = (await store.get_run(run))["bench"]
+    users: dict[str, UserCarryover] = {}
+    recorded = False
+    for user_id in await store.benchmarks.user_ids(bench):
+        episodes = await store.episodes.feedback(run, user_id)
+        if not episodes:
+            continue
+        recorded = recorded or any(t["per_pref"] for turns in episodes.values() for t in turns)
+        users[user_id] = user_carryover(await store.benchmarks.user_row(bench, user_id), episodes)
+    return (users, None) if recorded else (None, NO_RECORDS)
 
 
 async def nomem_run(store: Store, run: dict) -> str | None:
@@ -107,10 +107,10 @@ async def nomem_run(store: Store, run: dict) -> str | None:
 
 
 async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
-    rows = []
+    rows, figures = [], {}  # run -> run_carryover(run): the nomem baseline is read once, not once per run
     for run in runs:
         info = await store.get_run(run)
-        users, reason = await run_carryover(store, run)
+        users, reason = figures[run] = await run_carryover(store, run)
         row = {"run": run, "system": info["system"], "prefs": None, "carryover": None, "carryover_ci95": None,
                "bother_rate": None, "bother_ci95": None, "carryover_vs_nomem": None, "na_reason": reason}
         if users is not None:
@@ -120,16 +120,18 @@ async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
             row.update(prefs=sum(f.prefs for f in users.values()),
                        carryover=stats.mean_std(carry.values())[0], carryover_ci95=boot.ci(carry.values()),
                        bother_rate=stats.mean_std(bother.values())[0], bother_ci95=boot.ci(bother.values()))
-            row["carryover_vs_nomem"] = await _versus_nomem(store, info, carry, boot)
+            row["carryover_vs_nomem"] = await _versus_nomem(store, info, carry, boot, figures)
         rows.append(row)
     return rows
 
 
-async def _versus_nomem(store: Store, info: dict, carry: dict, boot) -> dict | None:
+async def _versus_nomem(store: Store, info: dict, carry: dict, boot, figures: dict) -> dict | None:
     baseline = await nomem_run(store, info)
     if baseline is None or baseline == info["run"]:
         return None
-    users, _ = await run_carryover(store, baseline)
+    if baseline not in figures:
+        figures[baseline] = await run_carryover(store, baseline)
+    users, _ = figures[baseline]
     if users is None:
         return None
     paired, diffs = stats.paired_diffs(carry, {u: f.carryover for u, f in users.items()})

@@ -7,6 +7,7 @@ no agreement to report: `agreement` is null and `agreement_reason` says why."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,25 +24,54 @@ RECORDED_JUDGE = "recorded judge"  # an imported run's judge: the release does n
 async def judges_section(store: Store, runs: list[Run], *, resamples: int, seed: int = 0) -> dict | None:
     """None when the runs have no scored target and their benchmarks no judge-check."""
     ids = [r.run for r in runs]
-    rows = [dict(r) for r in await store.judges.targets(ids, DEFAULT_VARIANT)] if ids else []
     checks = await check_summary(store, sorted({r.bench for r in runs})) if runs else None
-    if not rows and checks is None:
-        return None
     singles = {r.run: await _single_judge(store, r) for r in runs}
     verdicts = [dict(v) for v in await store.judges.verdicts(ids, DEFAULT_VARIANT)] if ids else []
-    scored = {r["run"] for r in rows}
+    grades = [dict(g) for g in await store.judges.grades(ids)] if ids else []
+    found = await _run_targets(store, ids, verdicts, singles, {_key(g) for g in grades})
+    if not found.scored and checks is None:
+        return None
     paneled = {v["run"] for v in verdicts}
     configured = [j for r in ids for j in await _panel_of(store, r)]
     panel = list(dict.fromkeys([*configured, *(v["judge"] for v in verdicts),
-                                *(singles[r] for r in ids if r in scored and r not in paneled)]))
-    scores = judge_scores(rows, verdicts, singles, panel)
+                                *(singles[r] for r in ids if r in found.scored and r not in paneled)]))
+    scores = judge_scores(found.graded_rows, verdicts, singles, panel)
     section = {"panel": panel, **_agreement(panel, scores, verdicts, runs, resamples, seed)}
-    grades = [dict(g) for g in await store.judges.grades(ids)] if ids else []
     judges = list(dict.fromkeys([*panel, *((checks or {}).get("judges") or {})]))
-    section["per_judge"] = [_per_judge(name, rows, scores.get(name, {}), verdicts, checks, grades) for name in judges]
-    section["panel_human"] = _human({_key(r): r["score"] for r in rows if r["status"] == "ok"}, grades)
+    section["per_judge"] = [_per_judge(name, found.recovery.get(name), scores.get(name, {}), verdicts, checks, grades)
+                            for name in judges]
+    section["panel_human"] = _human({_key(r): r["score"] for r in found.graded_rows if r["status"] == "ok"}, grades)
     section["checks"] = None if checks is None else checks["thresholds"]
     return section
+
+
+@dataclass
+class _Targets:
+    """What the section needs of the runs' scored targets, read one run at a time (a study's
+    targets held at once grew the tables' memory with the users): the runs with a target, each
+    judge's per-user B per run (`_run_recovery`), and the rows a person graded."""
+    scored: set = field(default_factory=set)
+    recovery: dict = field(default_factory=dict)  # judge -> (mode, run) -> per-user B in user order
+    graded_rows: list = field(default_factory=list)
+
+
+async def _run_targets(store: Store, ids: list[str], verdicts: list[dict], singles: dict, graded: set) -> _Targets:
+    found = _Targets()
+    paneled = {v["run"] for v in verdicts}
+    for run in sorted(ids):
+        rows = [dict(r) for r in await store.judges.targets([run], DEFAULT_VARIANT)]
+        if not rows:
+            continue
+        found.scored.add(run)
+        found.graded_rows += [r for r in rows if _key(r) in graded]
+        if run in paneled:
+            mine = judge_scores([], [v for v in verdicts if v["run"] == run], singles, [])
+        else:  # the run's one judge speaks through the rows themselves
+            mine = {singles[run]: {_key(r): r["score"] for r in rows if r["status"] == "ok"}}
+        for name, scores in mine.items():
+            if scores:
+                found.recovery.setdefault(name, {}).update(_run_recovery(run, rows, scores))
+    return found
 
 
 async def _panel_of(store: Store, run: str) -> list[str]:
@@ -69,7 +99,7 @@ def judge_scores(rows: list[dict], verdicts: list[dict], singles: dict, panel: l
     out: dict[str, dict] = {name: {} for name in panel}
     for v in verdicts:
         if v["repeat"] == 0:
-            out[v["judge"]][_key(v)] = v["score"] if v["status"] == "ok" else None
+            out.setdefault(v["judge"], {})[_key(v)] = v["score"] if v["status"] == "ok" else None
     paneled = {v["run"] for v in verdicts}
     for r in rows:
         if r["run"] not in paneled and r["status"] == "ok":
@@ -99,10 +129,10 @@ def _nan(score: float | None) -> float:
     return math.nan if score is None else score
 
 
-def _per_judge(name: str, rows: list[dict], mine: dict, verdicts: list[dict], checks: dict | None,
+def _per_judge(name: str, recovery: dict | None, mine: dict, verdicts: list[dict], checks: dict | None,
                grades: list[dict]) -> dict:
     checked = ((checks or {}).get("judges") or {}).get(name)
-    out = {"model": name, **_recovery(rows, mine),
+    out = {"model": name, **_recovery(recovery),
            "positive_pass": None, "negative_false_pass": None, "flag": None,
            "retest_changed": _retest(name, verdicts, checked), "human": _human(
                {t: s for t, s in mine.items() if s is not None}, grades),
@@ -113,32 +143,33 @@ def _per_judge(name: str, rows: list[dict], mine: dict, verdicts: list[dict], ch
     return out
 
 
-def _recovery(rows: list[dict], mine: dict) -> dict:
-    """B under this judge (dump_all, and retrieve at k = 5 or the smallest k scored), as the mean
-    over every (run, user): the judge's score where it judged, the row's own where no judge was
-    asked (unknown labels, overflow); a target the judge was dropped from is left out, counted."""
-    if not mine:
-        return {"B_dump_all": None, "B_retrieve": None}
+def _run_recovery(run: str, rows: list[dict], mine: dict) -> dict:
+    """(mode, run) -> per-user B of one run under one judge (dump_all, and retrieve at k = 5 or the
+    smallest k scored): the judge's score where it judged, the row's own where no judge was asked
+    (unknown labels, overflow); a target the judge was dropped from is left out, counted."""
     users: dict = {}
-    judged_runs = {t[0] for t in mine}
     for r in rows:
-        if r["run"] not in judged_runs:
-            continue
         key = _key(r)
         score, status = r["score"], r["status"]
         if key in mine:
             score, status = mine[key], ("ok" if mine[key] is not None else "failed")
-        users.setdefault((r["mode"], r["run"], r["k"]), {}).setdefault(r["user_id"], []).append(
-            (r["category"], score, status))
+        users.setdefault((r["mode"], r["k"]), {}).setdefault(r["user_id"], []).append((r["category"], score, status))
     out = {}
     for mode in ("dump_all", "retrieve"):
-        values = []
-        for run in sorted(judged_runs):
-            ks = sorted(k for m, r, k in users if m == mode and r == run)
-            if ks:
-                k = HEADLINE_K if HEADLINE_K in ks else ks[0]
-                values += [user_recovery(u, rs).B for u, rs in sorted(users[(mode, run, k)].items())]
-        values = [v for v in values if v is not None]
+        ks = sorted(k for m, k in users if m == mode)
+        if ks:
+            k = HEADLINE_K if HEADLINE_K in ks else ks[0]
+            out[(mode, run)] = [user_recovery(u, rs).B for u, rs in sorted(users[(mode, k)].items())]
+    return out
+
+
+def _recovery(recovery: dict | None) -> dict:
+    """B under a judge: the mean over every (run, user) it judged (`_run_recovery`, runs in order)."""
+    if not recovery:
+        return {"B_dump_all": None, "B_retrieve": None}
+    out = {}
+    for mode in ("dump_all", "retrieve"):
+        values = [v for (m, run), found in sorted(recovery.items()) if m == mode for v in found if v is not None]
         out[f"B_{mode}"] = sum(values) / len(values) if values else None
     return out
 

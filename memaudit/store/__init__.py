@@ -212,6 +212,14 @@ class Store:
     async def fetchall(self, sql: str, params: Iterable = ()) -> list[sqlite3.Row]:
         return list(await self.conn.execute_fetchall(sql, tuple(params)))
 
+    async def iterate(self, sql: str, params: Iterable = (), batch: int = 2000):
+        """The rows of a query, fetched `batch` at a time: a study-wide read that is folded as it
+        goes (per-user figures) holds one batch, not every row."""
+        async with self.conn.execute(sql, tuple(params)) as cursor:
+            while rows := await cursor.fetchmany(batch):
+                for row in rows:
+                    yield row
+
     async def fetchone(self, sql: str, params: Iterable = ()) -> sqlite3.Row | None:
         rows = await self.conn.execute_fetchall(sql, tuple(params))
         return rows[0] if rows else None

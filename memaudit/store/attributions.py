@@ -24,9 +24,9 @@ class Attributions:
                  dumps(a.stages), a.ep_index, a.note))
 
     async def load(self, run: str, mode: str | None = None, *, variant: str = DEFAULT_VARIANT,
-                   user_id: str | None = None) -> list[Attribution]:
+                   user_id: str | None = None, label: str | None = None) -> list[Attribution]:
         sql, params = "SELECT * FROM attributions WHERE run=? AND variant=?", [run, variant]
-        for col, val in (("mode", mode), ("user_id", user_id)):
+        for col, val in (("mode", mode), ("user_id", user_id), ("label", label)):
             if val is not None:
                 sql += f" AND {col}=?"
                 params.append(val)

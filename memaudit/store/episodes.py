@@ -114,9 +114,10 @@ class Episodes:
         return await self.db.fetchall(
             "SELECT user_id, end_reason, n_turns FROM episodes WHERE run=? ORDER BY user_id, task_idx", (run,))
 
-    async def turn_rows(self, run: str):
-        """(user_id, preference_score, fallback, judge_failed) of every turn, by user, task and turn."""
-        return await self.db.fetchall(
+    def turn_rows(self, run: str):
+        """(user_id, preference_score, fallback, judge_failed) of every turn, by user, task and turn,
+        as an async iterator (a run's turns are not held at once)."""
+        return self.db.iterate(
             f"SELECT user_id, preference_score, fallback, {JUDGE_FAILED} AS judge_failed FROM turns t WHERE run=? "
             "ORDER BY user_id, task_idx, turn", (run,))
 

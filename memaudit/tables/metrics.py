@@ -85,7 +85,6 @@ def total_write_failures(counts) -> int | None:
 async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
     """A, C, D, E and failure counts per user with at least one stored episode."""
     episodes = await store.episodes.episode_rows(run)
-    turns = await store.episodes.turn_rows(run)
 
     by_user: dict[str, list] = {}
     for e in episodes:
@@ -93,7 +92,7 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
     scores: dict[str, list[float]] = {}
     fallbacks: dict[str, int] = {}
     judge_failures: dict[str, int] = {}
-    for t in turns:
+    async for t in store.episodes.turn_rows(run):
         judge_failures[t["user_id"]] = judge_failures.get(t["user_id"], 0) + int(t["judge_failed"])
         if t["preference_score"] is not None:
             scores.setdefault(t["user_id"], []).append(t["preference_score"])
@@ -192,13 +191,19 @@ def published_label(label: str, stages: list, ep_index: int | None) -> str:
 
 async def published_attribution_counts(store: Store, run: str, *,
                                        variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], dict]:
-    """`attribution_counts` as the published code would have produced them (`published_label`)."""
+    """`attribution_counts` as the published code would have produced them (`published_label`).
+    Only overflow rows are relabelled, so only theirs are read whole (with their stages)."""
     out: dict[tuple[str, int], dict] = {}
-    for a in await store.attributions.load(run, variant=variant):
-        counts = out.setdefault((a.mode, a.k), {label: 0 for label in ATTRIBUTION_LABELS})
-        label = published_label(a.label, a.stages, a.ep_index)
-        counts[label] = counts.get(label, 0) + 1
-    return out
+
+    def add(mode: str, k: int, label: str, n: int) -> None:
+        counts = out.setdefault((mode, k), {label: 0 for label in ATTRIBUTION_LABELS})
+        counts[label] = counts.get(label, 0) + n
+    for r in await store.attributions.label_counts(run, variant):
+        if r["label"] != "overflow":
+            add(r["mode"], r["k"], r["label"], r["n"])
+    for a in await store.attributions.load(run, variant=variant, label="overflow"):
+        add(a.mode, a.k, published_label(a.label, a.stages, a.ep_index), 1)
+    return dict(sorted(out.items()))
 
 
 def usage_group(role: str) -> str:

@@ -37,9 +37,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         found = self.users.get(path[len(prefix):-len(suffix)])
         if found is None:
             return self.send_error(404, "no such user in this report")
-        body = anyio.from_thread.run(self.report.user_data, *found).encode()
+        body = anyio.from_thread.run(self.report.user_data, *found)
         self.send_response(200)
-        self.send_header("Content-Type", "text/javascript; charset=utf-8")
+        self.send_header("Content-Type", f"text/javascript; charset={userdata.CHARSET}")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

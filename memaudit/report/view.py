@@ -97,8 +97,8 @@ class Report:
                           if any(self.summary.has_user(r, uid) for r in runs)})
         return found
 
-    async def user_data(self, bench: str, uid: str) -> str:
-        """The text of the user's data file."""
+    async def user_data(self, bench: str, uid: str) -> bytes:
+        """The bytes of the user's data file."""
         runs = [r for r in self.summary.runs if r["bench"] == bench]
         return userdata.encode(bench, uid, await _user_payload(self.store, self.summary, bench, runs, uid))
 
@@ -119,10 +119,14 @@ class _Writer:
             if item.is_file():
                 inside(self.root, target / item.name).write_bytes(item.read_bytes())
 
-    def write(self, rel: str, text: str) -> None:
+    def write(self, rel: str, content: str | bytes) -> None:
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        inside(self.root, path, label=rel).write_text(text, encoding="utf-8")
+        target = inside(self.root, path, label=rel)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
         self.written.add(path)
 
     def remove_stale(self) -> None:
@@ -422,7 +426,8 @@ def _user_link(from_page: str, bench: str, uid: str, text: str, view: str = "gri
 
 def _app_shell(summary: Summary) -> str:
     """`user.html`: what every user view needs besides the user's data (run pages, constants)."""
-    config = {"index": INDEX, "data": userdata.DATA_DIR, "ref": userdata.MEMORY_REF, "categories": list(CATEGORIES),
+    config = {"index": INDEX, "data": userdata.DATA_DIR, "charset": userdata.CHARSET, "ref": userdata.MEMORY_REF,
+              "categories": list(CATEGORIES),
               "marks": LABEL_MARKS, "runs": {r["run"]: _run_page(r["run"]) for r in summary.runs}}
     script = orjson.dumps(config).decode().replace("</", "<\\/")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>user · memaudit</title>'

@@ -45,7 +45,7 @@ def user_view(page: Path, text: str, section: str = "") -> tuple[dict, dict]:
     app, fragment = link_to(page, text, section)
     assert app.name == userdata.APP, app
     params = {k: v[0] for k, v in parse_qs(fragment).items()}
-    return userdata.decode((app.parent / f"{userdata.DATA_DIR}/{params['f']}.js").read_text()), params
+    return userdata.decode((app.parent / f"{userdata.DATA_DIR}/{params['f']}.js").read_bytes()), params
 
 
 def recons(user: dict, dimension: str, run: str, mode: str) -> dict:
@@ -113,7 +113,7 @@ async def test_output_is_deterministic_and_limited_to_chosen_runs(tmp_path):
     only = await _report(tmp_path, ["nomem"])  # into the same directory: mem0's pages go
     assert "nomem" in only.read_text() and "mem0" not in only.read_text()
     assert not (only.parent / "runs/mem0.html").exists()
-    user = userdata.decode((only.parent / "data/synthetic/user_001.js").read_text())
+    user = userdata.decode((only.parent / "data/synthetic/user_001.js").read_bytes())
     assert [r["run"] for r in user["runs"]] == ["nomem"]
     assert {r["run"] for rows in user["recons"].values() for r in rows} == {"nomem"}
 

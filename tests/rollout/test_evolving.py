@@ -167,7 +167,7 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
         tables = await compute_tables(rt.store, runs, bootstrap=200)
         index = (await write_report(rt.store, tmp_path / "report", runs)).read_text()
     assert "Evolving targets: FAMA and stale memory" in index
-    data = userdata.decode((tmp_path / "report" / userdata.data_file("sample", user)).read_text())
+    data = userdata.decode((tmp_path / "report" / userdata.data_file("sample", user)).read_bytes())
     section = data["sections"]["target"][dim]  # the target view shows it (report/assets/user.js)
     assert "History of this entry" in section and "<svg" in section and f"episode {task}, turn 1" in section
     rows = {(r["run"], r["mode"]): r for r in tables["evolving"]}

@@ -44,8 +44,17 @@
   const passKey = (r) => (r.mode === "dump_all" ? "dump_all" : `${r.mode}_k${r.k}`);
 
   // -- loading -------------------------------------------------------------------------------
+  // The data file's string holds the gzip bytes read as windows-1252 (C.charset): a character below
+  // 256 is its own byte; 0x80-0x9F mostly read as other characters, mapped back here.
+  const high = {};
+  const read = new TextDecoder(C.charset).decode(Uint8Array.from({length: 32}, (_, i) => 0x80 + i));
+  for (let i = 0; i < read.length; i++) high[read.charCodeAt(i)] = 0x80 + i;
   window.memauditData = function (key, packed) {
-    const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));
+    const bytes = new Uint8Array(packed.length);
+    for (let i = 0; i < packed.length; i++) {
+      const c = packed.charCodeAt(i);
+      bytes[i] = c < 256 ? c : high[c];
+    }
     const text = new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
     text.then((t) => { cache[key] = JSON.parse(t); if (waiting === key) render(); });
   };
@@ -57,6 +66,7 @@
       if (waiting !== key) {
         waiting = key;
         const s = document.createElement("script");
+        s.charset = C.charset;
         s.src = `${C.data}/${key}.js`;
         s.onerror = () => show("missing", `<p>no data file for ${esc(key)}: write the report again</p>`, []);
         document.head.appendChild(s);

@@ -24,6 +24,7 @@ def esc(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+@functools.lru_cache(maxsize=65536)  # a report slugs the same few run and user ids for every link
 def slug(name: str) -> str:
     """A file-name-safe form of an id; ids that had to change get a hash so they stay distinct."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".")

@@ -20,6 +20,7 @@ store only; it never calls a model. Output is deterministic: sorted iteration, n
 """
 from __future__ import annotations
 
+import posixpath
 import re
 from importlib import resources
 from pathlib import Path
@@ -29,7 +30,7 @@ import orjson
 from memaudit.ids import inside, refuse_links_out
 from memaudit.report import data, evolving, judges, userdata, utilization
 from memaudit.report.data import Pass, Summary
-from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, link, mean_std_text, num, page,
+from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, href, link, mean_std_text, num, page,
                                   score_class, slug, stacked_chart, table)
 from memaudit.store import RunConfig, Store, dumps
 from memaudit.tables.columns import TABLE2, Column, models_text, shown
@@ -404,18 +405,24 @@ def _target_lists(rows: data.PassRows) -> dict[str, list[tuple[str, str]]]:
 
 
 def _target_list(rows_of: data.PassRows, run: dict, p: Pass, name: str, targets: list[tuple[str, str]]) -> str:
+    """A list of targets, as data the page renders into a table (assets/user.js, `list`): a list
+    holds every target of a pass at worst, and as HTML rows (two drill-down links each) the lists
+    were most of the report's pages and of its time."""
     path = _list_page(p, name)
+    categories: dict[str, int] = {}
     rows = []
     for user, dimension in targets:
         row = rows_of.scores.get(user, {}).get(dimension, {})
-        rows.append([_user_link(path, run["bench"], user, esc(user)), esc(row.get("category", "")),
-                     _user_link(path, run["bench"], user, esc(dimension), "target", dimension=dimension,
-                                anchor=_pass_anchor(p)),
-                     f'<td class="n {score_class(row.get("score"))}">{num(row.get("score"), 2)}</td>',
-                     esc(row.get("status", "")), esc(row.get("label", ""))])
+        category = categories.setdefault(row.get("category", ""), len(categories))
+        rows.append([user, category, dimension, row.get("score"), row.get("status", ""), row.get("label", "")])
+    listing = {"app": posixpath.relpath(userdata.APP, posixpath.dirname(path)), "anchor": _pass_anchor(p),
+               "keys": {user: userdata.data_key(run["bench"], user) for user, _ in targets},
+               "categories": list(categories), "rows": rows}
+    script = orjson.dumps(listing).decode().replace("</", "<\\/")
     return page(path, f"{run['run']} · {p.name} · {name}",
-                f"<p>{len(targets)} targets.</p>"
-                + table(["user", "category", "dimension", "score", "status", "prediction"], rows),
+                f'<p>{len(targets)} targets.</p><div id="list"><noscript>This list needs JavaScript.</noscript></div>'
+                f'<script>window.MEMAUDIT = {{"list": {script}}};</script>'
+                f'<script src="{href(path, USER_SCRIPT)}"></script>',
                 [(INDEX, "report"), (_run_page(run["run"]), run["run"]), (_pass_page(p), p.name)])
 
 

@@ -82,3 +82,16 @@ def test_drill_down_chain_renders_in_chromium(tmp_path):
     user_002 = link_to(pass_page, "user_002", "Per user")[1]
     dom = rendered(profile, f"{grid_page.as_uri()}#{user_002}")
     assert 'class="cell fail"' in dom                      # a failed read is marked, not scored as 0
+
+
+def test_target_list_renders_and_opens_the_target_in_chromium(tmp_path):
+    """Table 4 count -> the list of its targets (rendered from the page's data) -> the target."""
+    index = anyio.run(_report, tmp_path)
+    profile = tmp_path / "profile"
+    listing = follow(index, "1", "Table 4")  # mem0 retrieve memory_failure
+    dom = rendered(profile, listing.as_uri())
+    found = re.search(r'<a href="([^"]+)">cooking_skill</a>', dom)
+    assert found and "user_001" in dom and "1 targets" in dom
+    page, _, fragment = html.unescape(found.group(1)).partition("#")
+    dom = rendered(profile, f"{(listing.parent / page).resolve().as_uri()}#{fragment}")
+    assert "user_001 · cooking_skill" in dom and "<b>memory_failure</b>" in dom

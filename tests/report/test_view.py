@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 import anyio
+import orjson
 import pytest
 
 from memaudit.cli import main
@@ -45,6 +46,23 @@ def user_view(page: Path, text: str, section: str = "") -> tuple[dict, dict]:
     app, fragment = link_to(page, text, section)
     assert app.name == userdata.APP, app
     params = {k: v[0] for k, v in parse_qs(fragment).items()}
+    return userdata.decode((app.parent / f"{userdata.DATA_DIR}/{params['f']}.js").read_bytes()), params
+
+
+def listing(page: Path) -> dict:
+    """The targets a list page renders (its data: report/view.py _target_list, assets/user.js)."""
+    found = re.search(r'<script>window\.MEMAUDIT = (\{"list": .*?\});</script>', page.read_text())
+    return orjson.loads(found.group(1).replace("<\\/", "</"))["list"]
+
+
+def listed(page: Path, dimension: str) -> tuple[dict, dict]:
+    """(the user's data, the view's parameters) behind a list page's link to a target, as the
+    page's script builds it."""
+    found = listing(page)
+    user = next(row[0] for row in found["rows"] if row[2] == dimension)
+    app = (page.parent / found["app"]).resolve()
+    assert app.name == userdata.APP, app
+    params = {"f": found["keys"][user], "v": "target", "d": dimension, "a": found["anchor"]}
     return userdata.decode((app.parent / f"{userdata.DATA_DIR}/{params['f']}.js").read_bytes()), params
 
 
@@ -87,17 +105,15 @@ async def test_table4_counts_open_the_targets_behind_them(tmp_path):
     index = await _report(tmp_path)
     listing = follow(index, "1", "Table 4")  # the only linked 1: mem0 retrieve memory_failure
     assert listing.name == "memory_failure.html"
-    assert "cooking_skill" in listing.read_text() and "1 targets" in listing.read_text()
-    _, view = user_view(listing, "cooking_skill")
+    assert "1 targets" in listing.read_text()
+    _, view = listed(listing, "cooking_skill")
     assert view == {"f": "synthetic/user_001", "v": "target", "d": "cooking_skill", "a": "mem0-retrieve_k5"}
 
 
 @pytest.mark.anyio
 async def test_failed_reconstructions_are_marked_not_scored_as_zero(tmp_path):
     await _report(tmp_path)
-    listing = tmp_path / "report/runs/mem0/retrieve_k5/status-failed.html"
-    assert "career_turning_point" in listing.read_text()
-    user, _ = user_view(listing, "career_turning_point")
+    user, _ = listed(tmp_path / "report/runs/mem0/retrieve_k5/status-failed.html", "career_turning_point")
     failed = recons(user, "career_turning_point", "mem0", "retrieve")
     assert failed["status"] == "failed" and failed["score"] is None and failed["error"] == "invalid output"
 

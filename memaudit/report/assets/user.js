@@ -2,6 +2,7 @@
 // user's data file (data/<bench>/<user>.js, written by memaudit/report/userdata.py). The fragment
 // says what to show: f = data file, v = grid | target | episodes | memory, d = dimension, r = run,
 // a = element to scroll to. No network: the data file is loaded as a script, so this works from disk.
+// The same script renders a page listing targets (window.MEMAUDIT.list), linking into the user views.
 // Extension point: push a function (user, params) -> HTML onto MEMAUDIT.sections[view] to add a
 // section at the end of that view (other report parts plug in there).
 "use strict";
@@ -88,8 +89,22 @@
       .join(" › ");
     document.getElementById("app").innerHTML = `<h1>${esc(title)}</h1>\n${body}`;
   }
+  if (C.list) { listing(C.list); return; }  // a page of targets (report/view.py _target_list), not a user
   window.addEventListener("hashchange", render);
   window.addEventListener("DOMContentLoaded", render);
+
+  // -- a list of targets: one row per target, opening the target in the user's drill-down ------
+  function listing(L) {
+    const rows = L.rows.map(([user, cat, dim, score, status, label], i) => {
+      const link = (extra) => `${L.app}#${new URLSearchParams({f: L.keys[user], ...extra})}`;
+      const first = i === 0 || L.rows[i - 1][0] !== user;  // the user's link once, on the first row
+      return [first ? a(link({v: "grid"}), esc(user)) : "", esc(L.categories[cat]),
+        a(link({v: "target", d: dim, a: L.anchor}), esc(dim)),
+        `<td class="n ${scoreClass(score)}">${num(score, 2)}</td>`, esc(status), esc(label)];
+    });
+    document.getElementById("list").innerHTML =
+      table(["user", "category", "dimension", "score", "status", "prediction"], rows);
+  }
 
   // -- helpers over one user's data ----------------------------------------------------------
   function passes(user) {

@@ -8,7 +8,13 @@ the sizes (1.0 = linear, 2.0 = quadratic). `serve` is `view --serve`: the time u
 The release is synthetic (memaudit/testing/release_fixture.py) with the published study's five
 runs and their memory footprints; replies are shorter than the published ones so that the large
 size fits a few minutes on 2 cores.
-Run: .venv/bin/python perf/scale.py [--users 50,500] [--keep DIR]
+
+Last, the acceptance figures of issue 27 (CPU seconds, as the issue measured): the report's bytes
+and time against the report before it (3.7 MiB per user; `view` 62 s at 500 users), `view` against
+`tables` at each size, `view` growth between the first two sizes (50 -> 150: at most 3.6x), peak
+memory at the largest size against the smallest (at most 1.5x), and the free disk the import
+needed against the final store (at most 1.1x).
+Run: .venv/bin/python perf/scale.py [--users 50,150,500] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -31,6 +37,9 @@ from memaudit.testing.release_fixture import PUBLISHED_RUNS, write_release  # no
 
 TURNS, REPLY_CHARS = 3, 800
 PEAK_DISK: dict[Path, int] = {}
+# The report before issue 27, measured on the published release replicated (the issue's text).
+OLD_REPORT_MIB_PER_USER, OLD_VIEW_CPU_500 = 3.7, 62.0
+REPORT_MIB_50, REPORT_SHARE, VIEW_OVER_TABLES, VIEW_GROWTH, MEMORY_GROWTH, IMPORT_DISK = 20, 0.10, 2.0, 3.6, 1.5, 1.1
 
 
 def synthesise(root: Path, users: int) -> None:
@@ -94,8 +103,9 @@ def measure(work: Path, users: int, archive: bool) -> dict[str, tuple[float, flo
     synthesise(root, users)
     figures = {}
     figures["import"] = (*run_cli(["import-release", str(root), "--db", str(db)], watch=db), size(db))
+    figures["disk"] = PEAK_DISK[db] / size(db)
     print(f"{users:>5} users  import: peak disk of the store and its side files {PEAK_DISK[db] / 2**20:.0f} MiB "
-          f"= {PEAK_DISK[db] / size(db):.2f} x the final store", flush=True)
+          f"= {figures['disk']:.2f} x the final store", flush=True)
     with open(work / "tables.json", "wb") as sink:
         figures["tables"] = (*run_cli(["tables", "--db", str(db), "--format", "json"], stdout=sink),
                              size(work / "tables.json"))
@@ -110,7 +120,9 @@ def measure(work: Path, users: int, archive: bool) -> dict[str, tuple[float, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", default="50,500", help="two study sizes, comma-separated")
+    parser.add_argument("--users", default="50,150,500",
+                        help="study sizes, comma-separated: growth exponents between the first and the last, view "
+                             "growth between the first two")
     parser.add_argument("--archive", action="store_true", help="export with --archive instead of a directory")
     parser.add_argument("--keep", type=Path, default=None, help="work in this directory and keep it")
     args = parser.parse_args()
@@ -123,7 +135,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
             results[n] = measure(work, n, args.archive)
-            for step, (seconds, cpu, rss, out) in results[n].items():
+            for step, (seconds, cpu, rss, out) in steps(results[n]).items():
                 print(f"{n:>5} users  {step:<7} {seconds:7.1f} s  cpu {cpu:7.1f} s  peak {rss:6.0f} MiB  "
                       f"output {out / 2**20:10.3f} MiB", flush=True)
     finally:
@@ -131,10 +143,46 @@ def main() -> None:
             shutil.rmtree(base, ignore_errors=True)
     small, large = sizes[0], sizes[-1]
     print(f"growth exponent from {small} to {large} users (log ratio / log {large / small:g}):")
-    for step in results[small]:
+    for step in steps(results[small]):
         exps = [math.log(results[large][step][i] / results[small][step][i]) / math.log(large / small)
                 if results[small][step][i] > 0 and results[large][step][i] > 0 else float("nan") for i in range(4)]
         print(f"  {step:<7} time {exps[0]:5.2f}  cpu {exps[1]:5.2f}  peak memory {exps[2]:5.2f}  output {exps[3]:5.2f}")
+
+    acceptance(results, sizes)
+
+
+def steps(figures: dict) -> dict:
+    return {k: v for k, v in figures.items() if k != "disk"}
+
+
+def verdict(value: float, limit: float) -> str:
+    return f"{value:.2f} (target <= {limit:g}: {'met' if value <= limit else 'MISSED'})"
+
+
+def acceptance(results: dict, sizes: list[int]) -> None:
+    """Issue 27's figures; `view` is the static report, `serve` the report served by `view --serve`."""
+    small, large = sizes[0], sizes[-1]
+    print("acceptance (issue 27; times are CPU seconds):")
+    for step in ("view", "serve"):
+        mib = results[small][step][3] / 2**20
+        print(f"  {step:<5} report of {small} users: {mib:.1f} MiB, target <= {REPORT_MIB_50} MiB: "
+              f"{'met' if mib <= REPORT_MIB_50 else 'MISSED'}")
+        share = results[large][step][3] / 2**20 / large / OLD_REPORT_MIB_PER_USER
+        print(f"  {step:<5} report bytes per user at {large} users / the old report's: {verdict(share, REPORT_SHARE)}")
+        if large == 500:
+            print(f"  {step:<5} CPU at 500 users / the old view's 62 s: "
+                  f"{verdict(results[large][step][1] / OLD_VIEW_CPU_500, REPORT_SHARE)}")
+        for n in sizes:
+            ratio = results[n][step][1] / results[n]["tables"][1]
+            print(f"  {step:<5} / tables CPU at {n} users: {verdict(ratio, VIEW_OVER_TABLES)}")
+        if len(sizes) > 2:
+            growth = results[sizes[1]][step][1] / results[small][step][1]
+            print(f"  {step:<5} CPU growth {small} -> {sizes[1]} users: {verdict(growth, VIEW_GROWTH)}")
+    for step in ("tables", "view", "serve", "export"):
+        ratio = results[large][step][2] / results[small][step][2]
+        print(f"  peak memory of {step:<6} {large} / {small} users: {verdict(ratio, MEMORY_GROWTH)}")
+    for n in sizes:
+        print(f"  import at {n} users: peak disk / final store {verdict(results[n]['disk'], IMPORT_DISK)}")
 
 
 if __name__ == "__main__":

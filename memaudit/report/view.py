@@ -25,6 +25,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
+import anyio
 import orjson
 
 from memaudit.ids import inside, refuse_links_out
@@ -77,8 +78,7 @@ async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, 
     writer.write(userdata.APP, _app_shell(summary))
     report = Report(out / INDEX, store, summary)
     if not on_demand:
-        for bench, uid in report.users().values():
-            writer.write(userdata.data_file(bench, uid), await report.user_data(bench, uid))
+        await report.write_data(writer)
     writer.remove_stale()
     return report
 
@@ -100,8 +100,29 @@ class Report:
 
     async def user_data(self, bench: str, uid: str) -> bytes:
         """The bytes of the user's data file."""
+        return userdata.encode(bench, uid, await self._payload(bench, uid))
+
+    async def _payload(self, bench: str, uid: str) -> dict:
         runs = [r for r in self.summary.runs if r["bench"] == bench]
-        return userdata.encode(bench, uid, await _user_payload(self.store, self.summary, bench, runs, uid))
+        return await _user_payload(self.store, self.summary, bench, runs, uid)
+
+    async def write_data(self, writer: "_Writer") -> None:
+        """Every user's data file. Compressing is most of a file's cost and zlib lets go of the
+        interpreter meanwhile, so a worker thread encodes and writes one user while the next one is
+        read from the store: one user waits between them (memory stays that of two users)."""
+        send, receive = anyio.create_memory_object_stream(1)
+
+        async def encode_and_write() -> None:
+            async with receive:
+                async for bench, uid, payload in receive:
+                    content = await anyio.to_thread.run_sync(userdata.encode, bench, uid, payload)
+                    writer.write(userdata.data_file(bench, uid), content)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(encode_and_write)
+            async with send:
+                for bench, uid in self.users().values():
+                    await send.send((bench, uid, await self._payload(bench, uid)))
 
 
 class _Writer:

@@ -28,9 +28,9 @@ def target_id(row) -> str:
 
 async def gradable(store: Store, runs: list[str]) -> list[dict]:
     """Every default-variant target with a prediction and a judged score, in key order."""
-    rows = await store.judges.targets(runs, DEFAULT_VARIANT) if runs else []
-    return sorted((dict(r) for r in rows if r["status"] == "ok" and r["label"] is not None and r["score"] is not None),
-                  key=lambda r: tuple(r[c] for c in TARGET))
+    rows = [dict(r) async for r in store.judges.targets(runs, DEFAULT_VARIANT)
+            if r["status"] == "ok" and r["label"] is not None and r["score"] is not None] if runs else []
+    return sorted(rows, key=lambda r: tuple(r[c] for c in TARGET))
 
 
 def sample_targets(rows: list[dict], n: int, seed: int) -> list[dict]:

@@ -21,10 +21,10 @@ class Judges:
     def __init__(self, db: "Store"):
         self.db = db
 
-    async def targets(self, runs: list[str], variant: str):
+    def targets(self, runs: list[str], variant: str):
         """Key, category, score, status and label of every reconstruction of the runs (no evidence):
-        what B per judge, agreement and the audit sample are computed from."""
-        return await self.db.fetchall(
+        what B per judge, agreement and the audit sample are computed from. An async iterator."""
+        return self.db.iterate(
             "SELECT run, mode, k, user_id, category, dimension, score, status, label FROM reconstructions "
             f"WHERE variant=? AND run IN ({marks(runs)}) ORDER BY run, mode, k, user_id, dimension", [variant, *runs])
 

@@ -150,9 +150,10 @@ class Scores:
             "FROM reconstructions WHERE run=? AND variant=? GROUP BY mode, k ORDER BY mode, k", (run, variant))
         return [dict(r) for r in rows]
 
-    async def score_rows(self, run: str, variant: str):
-        """(mode, k, user_id, category, score, status) of every row, in key order (B's input)."""
-        return await self.db.fetchall(
+    def score_rows(self, run: str, variant: str):
+        """(mode, k, user_id, category, score, status) of every row, in key order (B's input), as an
+        async iterator."""
+        return self.db.iterate(
             "SELECT mode, k, user_id, category, score, status FROM reconstructions WHERE run=? AND variant=? "
             "ORDER BY mode, k, user_id, category, dimension", (run, variant))
 

@@ -47,9 +47,9 @@ async def judges_section(store: Store, runs: list[Run], *, resamples: int, seed:
 
 @dataclass
 class _Targets:
-    """What the section needs of the runs' scored targets, read one run at a time (a study's
-    targets held at once grew the tables' memory with the users): the runs with a target, each
-    judge's per-user B per run (`_run_recovery`), and the rows a person graded."""
+    """What the section needs of the runs' scored targets, folded one user at a time as they are
+    read (a study's targets held at once grew the tables' memory with the users): the runs with a
+    target, each judge's per-user B per run and pass (`_headline`), and the rows a person graded."""
     scored: set = field(default_factory=set)
     recovery: dict = field(default_factory=dict)  # judge -> (mode, run) -> per-user B in user order
     graded_rows: list = field(default_factory=list)
@@ -59,19 +59,56 @@ async def _run_targets(store: Store, ids: list[str], verdicts: list[dict], singl
     found = _Targets()
     paneled = {v["run"] for v in verdicts}
     for run in sorted(ids):
-        rows = [dict(r) for r in await store.judges.targets([run], DEFAULT_VARIANT)]
-        if not rows:
-            continue
-        found.scored.add(run)
-        found.graded_rows += [r for r in rows if _key(r) in graded]
-        if run in paneled:
-            mine = judge_scores([], [v for v in verdicts if v["run"] == run], singles, [])
-        else:  # the run's one judge speaks through the rows themselves
-            mine = {singles[run]: {_key(r): r["score"] for r in rows if r["status"] == "ok"}}
+        # judge -> target -> score; None: the run's one judge, who speaks through the rows themselves
+        mine = (judge_scores([], [v for v in verdicts if v["run"] == run], singles, []) if run in paneled
+                else {singles[run]: None})
+        users: dict = {name: {} for name in mine}  # judge -> (mode, k) -> user -> B
+        spoke = set()  # one-judge runs whose judge gave a score (an ok row)
+        group, rows = None, {}
+        async for r in store.judges.targets([run], DEFAULT_VARIANT):  # by mode, k and user
+            if (r["mode"], r["k"], r["user_id"]) != group:
+                _fold_user(users, group, rows)
+                group, rows = (r["mode"], r["k"], r["user_id"]), {name: [] for name in mine}
+            found.scored.add(run)
+            key = _key(r)
+            if key in graded:
+                found.graded_rows.append(dict(r))
+            for name, scores in mine.items():
+                rows[name].append(_judged(r, key, scores))
+                if scores is None and r["status"] == "ok":
+                    spoke.add(name)
+        _fold_user(users, group, rows)
         for name, scores in mine.items():
-            if scores:
-                found.recovery.setdefault(name, {}).update(_run_recovery(run, rows, scores))
+            if scores or name in spoke:
+                found.recovery.setdefault(name, {}).update(_headline(run, users[name]))
     return found
+
+
+def _judged(row, key: tuple, scores: dict | None) -> tuple:
+    """(category, score, status) of a target under one judge: the judge's score where it judged, the
+    row's own where no judge was asked (unknown labels, overflow); dropped by the judge = failed."""
+    if scores is None or key not in scores:
+        return row["category"], row["score"], row["status"]
+    return row["category"], scores[key], ("ok" if scores[key] is not None else "failed")
+
+
+def _fold_user(users: dict, group: tuple | None, rows: dict) -> None:
+    """One user's B in one pass under each judge, once the user's rows are all read."""
+    if group is not None:
+        mode, k, user = group
+        for name, found in rows.items():
+            users[name].setdefault((mode, k), {})[user] = user_recovery(user, found).B
+
+
+def _headline(run: str, users: dict) -> dict:
+    """(mode, run) -> per-user B in user order: dump_all, and retrieve at k = 5 or the smallest k scored."""
+    out = {}
+    for mode in ("dump_all", "retrieve"):
+        ks = sorted(k for m, k in users if m == mode)
+        if ks:
+            k = HEADLINE_K if HEADLINE_K in ks else ks[0]
+            out[(mode, run)] = [b for _, b in sorted(users[(mode, k)].items())]
+    return out
 
 
 async def _panel_of(store: Store, run: str) -> list[str]:
@@ -143,28 +180,9 @@ def _per_judge(name: str, recovery: dict | None, mine: dict, verdicts: list[dict
     return out
 
 
-def _run_recovery(run: str, rows: list[dict], mine: dict) -> dict:
-    """(mode, run) -> per-user B of one run under one judge (dump_all, and retrieve at k = 5 or the
-    smallest k scored): the judge's score where it judged, the row's own where no judge was asked
-    (unknown labels, overflow); a target the judge was dropped from is left out, counted."""
-    users: dict = {}
-    for r in rows:
-        key = _key(r)
-        score, status = r["score"], r["status"]
-        if key in mine:
-            score, status = mine[key], ("ok" if mine[key] is not None else "failed")
-        users.setdefault((r["mode"], r["k"]), {}).setdefault(r["user_id"], []).append((r["category"], score, status))
-    out = {}
-    for mode in ("dump_all", "retrieve"):
-        ks = sorted(k for m, k in users if m == mode)
-        if ks:
-            k = HEADLINE_K if HEADLINE_K in ks else ks[0]
-            out[(mode, run)] = [user_recovery(u, rs).B for u, rs in sorted(users[(mode, k)].items())]
-    return out
-
-
 def _recovery(recovery: dict | None) -> dict:
-    """B under a judge: the mean over every (run, user) it judged (`_run_recovery`, runs in order)."""
+    """B under a judge: the mean over every (run, user) it judged (`_headline`, runs in order); a
+    target the judge was dropped from is left out, counted."""
     if not recovery:
         return {"B_dump_all": None, "B_retrieve": None}
     out = {}

@@ -148,15 +148,20 @@ def user_recovery(user_id: str, rows: list[tuple[str, float | None, str]]) -> Us
 
 async def recovery(store: Store, run: str, *, variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], ModeRecovery]:
     """Per-user recovery for every (mode, k) the run was scored with, in sorted order."""
-    rows = await store.scores.score_rows(run, variant)
-    grouped: dict[tuple[str, int], dict[str, list]] = {}
-    for r in rows:
-        grouped.setdefault((r["mode"], r["k"]), {}).setdefault(r["user_id"], []).append(
-            (r["category"], r["score"], r["status"]))
-    out: dict[tuple[str, int], ModeRecovery] = {}
-    for (mode, k), users in sorted(grouped.items()):
-        out[(mode, k)] = ModeRecovery(mode, k, {u: user_recovery(u, rs) for u, rs in sorted(users.items())})
-    return out
+    # The rows come by mode, k and user: each user's B is taken as soon as the user's rows are in,
+    # so a run's rows are never held at once.
+    grouped: dict[tuple[str, int], dict[str, UserRecovery]] = {}
+    key, rows = None, []
+    async for r in store.scores.score_rows(run, variant):
+        if (r["mode"], r["k"], r["user_id"]) != key:
+            if key is not None:
+                grouped.setdefault(key[:2], {})[key[2]] = user_recovery(key[2], rows)
+            key, rows = (r["mode"], r["k"], r["user_id"]), []
+        rows.append((r["category"], r["score"], r["status"]))
+    if key is not None:
+        grouped.setdefault(key[:2], {})[key[2]] = user_recovery(key[2], rows)
+    return {(mode, k): ModeRecovery(mode, k, dict(sorted(users.items())))
+            for (mode, k), users in sorted(grouped.items())}
 
 
 async def attribution_counts(store: Store, run: str, *, variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], dict]:

@@ -109,9 +109,9 @@ class Episodes:
         """Episodes in the store, over every run."""
         return (await self.db.fetchone("SELECT COUNT(*) AS n FROM episodes"))["n"]
 
-    async def episode_rows(self, run: str):
-        """(user_id, end_reason, n_turns) of every episode, by user and task."""
-        return await self.db.fetchall(
+    def episode_rows(self, run: str):
+        """(user_id, end_reason, n_turns) of every episode, by user and task, as an async iterator."""
+        return self.db.iterate(
             "SELECT user_id, end_reason, n_turns FROM episodes WHERE run=? ORDER BY user_id, task_idx", (run,))
 
     def turn_rows(self, run: str):

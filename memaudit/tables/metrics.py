@@ -84,11 +84,9 @@ def total_write_failures(counts) -> int | None:
 
 async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
     """A, C, D, E and failure counts per user with at least one stored episode."""
-    episodes = await store.episodes.episode_rows(run)
-
     by_user: dict[str, list] = {}
-    for e in episodes:
-        by_user.setdefault(e["user_id"], []).append(e)
+    async for e in store.episodes.episode_rows(run):
+        by_user.setdefault(e["user_id"], []).append((e["end_reason"], e["n_turns"]))
     scores: dict[str, list[float]] = {}
     fallbacks: dict[str, int] = {}
     judge_failures: dict[str, int] = {}
@@ -101,17 +99,17 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
     write_failures = await memory_write_failures(store, run)
 
     out: dict[str, UserMetrics] = {}
-    for user, eps in sorted(by_user.items()):
-        satisfied = [e["n_turns"] for e in eps if e["end_reason"] == "satisfied"]
+    for user, eps in sorted(by_user.items()):  # eps: (end_reason, n_turns) of each episode
+        satisfied = [n for end, n in eps if end == "satisfied"]
         pref = scores.get(user)
         items, chars = footprint.get(user, (None, None))
         out[user] = UserMetrics(
             user_id=user, episodes=len(eps), A=len(satisfied) / len(eps),
-            C=sum(e["n_turns"] for e in eps) / len(eps),
+            C=sum(n for _, n in eps) / len(eps),
             C_satisfied=sum(satisfied) / len(satisfied) if satisfied else None,
             D=sum(pref) / len(pref) if pref else None,
             items=items, chars=chars,
-            failed_episodes=sum(e["end_reason"] == "failed" for e in eps),
+            failed_episodes=sum(end == "failed" for end, _ in eps),
             simulator_fallbacks=fallbacks.get(user, 0),
             pref_judge_failures=judge_failures.get(user, 0),
             memory_write_failures=write_failures.get(user))

@@ -6,8 +6,10 @@ retrieved items, attribution stages, memory dumps) one user at a time. The repor
 therefore bounded by one pass or one user, not by the study."""
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from memaudit.errors import BadInput
 from memaudit.store import Store, select_runs
@@ -66,10 +68,21 @@ class Summary:
         return want if want in self.passes else None
 
 
+class Target(NamedTuple):
+    """One target of a pass, as the pass and list pages show it."""
+    category: str
+    score: float | None
+    status: str
+    label: str | None
+
+
+NO_TARGET = Target("", None, "", "")
+
+
 @dataclass
 class PassRows:
-    """The targets of one pass: user -> dimension -> {category, score, status, label}, and user ->
-    dimension -> attribution label."""
+    """The targets of one pass: user -> dimension -> Target, and user -> dimension -> attribution
+    label. Tuples and shared strings: a pass holds every target of a run."""
     scores: dict
     labels: dict
 
@@ -77,11 +90,11 @@ class PassRows:
 async def pass_rows(store: Store, p: Pass) -> PassRows:
     scores: dict = {}
     for r in await store.scores.pass_rows(p.run, p.mode, p.k, VARIANT):
-        scores.setdefault(r["user_id"], {})[r["dimension"]] = {
-            "category": r["category"], "score": r["score"], "status": r["status"], "label": r["label"]}
+        scores.setdefault(r["user_id"], {})[sys.intern(r["dimension"])] = Target(
+            sys.intern(r["category"]), r["score"], sys.intern(r["status"]), r["label"])
     labels: dict = {}
     for r in await store.attributions.pass_labels(p.run, p.mode, p.k, VARIANT):
-        labels.setdefault(r["user_id"], {})[r["dimension"]] = r["label"]
+        labels.setdefault(r["user_id"], {})[sys.intern(r["dimension"])] = sys.intern(r["label"])
     return PassRows(scores, labels)
 
 

@@ -55,8 +55,9 @@ async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, 
     `on_demand` a server answers those from the store instead (Report.user_data, report/serve.py)."""
     out = Path(out_dir)
     selected = await data.report_runs(store, runs)
-    summary = await data.load_summary(store, selected)
+    # The tables first: what they read is let go before the summary, held to the end, is read.
     tables = await compute_tables(store, [r["run"] for r in selected])
+    summary = await data.load_summary(store, selected)
     paneled = await judges.paneled_runs(store, [r["run"] for r in selected])
     refuse_links_out(out)
     writer = _Writer(out)
@@ -383,7 +384,7 @@ def _pass_overview(summary: Summary, run: dict, p: Pass, rows_of: data.PassRows,
         for category in CATEGORIES:
             value = _recovery(summary, p, user, category)
             cells.append(f'<td class="n {score_class(value)}">{grid(num(value), category)}</td>')
-        statuses = [r["status"] for r in rows_of.scores.get(user, {}).values()]
+        statuses = [r.status for r in rows_of.scores.get(user, {}).values()]
         cells.append(f'<td class="n">{grid(num(_recovery(summary, p, user)), _pass_anchor(p))}</td>')
         cells += [f'<td class="n">{statuses.count(s)}</td>' for s in ("ok", "overflow", "failed")]
         rows.append(cells)
@@ -404,8 +405,8 @@ def _target_lists(rows: data.PassRows) -> dict[str, list[tuple[str, str]]]:
             lists.setdefault(label, []).append((user, dimension))
     for user, scored in sorted(rows.scores.items()):
         for dimension, row in sorted(scored.items()):
-            if row["status"] in ("overflow", "failed"):
-                lists.setdefault(f"status-{row['status']}", []).append((user, dimension))
+            if row.status in ("overflow", "failed"):
+                lists.setdefault(f"status-{row.status}", []).append((user, dimension))
     order = [*ATTRIBUTION_LABELS, "status-overflow", "status-failed"]
     return {name: lists[name] for name in sorted(lists, key=lambda n: (order.index(n) if n in order else 99, n))}
 
@@ -418,9 +419,9 @@ def _target_list(rows_of: data.PassRows, run: dict, p: Pass, name: str, targets:
     categories: dict[str, int] = {}
     rows = []
     for user, dimension in targets:
-        row = rows_of.scores.get(user, {}).get(dimension, {})
-        category = categories.setdefault(row.get("category", ""), len(categories))
-        rows.append([user, category, dimension, row.get("score"), row.get("status", ""), row.get("label", "")])
+        row = rows_of.scores.get(user, {}).get(dimension, data.NO_TARGET)
+        category = categories.setdefault(row.category, len(categories))
+        rows.append([user, category, dimension, row.score, row.status, row.label or ""])
     listing = {"app": posixpath.relpath(userdata.APP, posixpath.dirname(path)), "anchor": _pass_anchor(p),
                "keys": {user: userdata.data_key(run["bench"], user) for user, _ in targets},
                "categories": list(categories), "rows": rows}

@@ -9,8 +9,9 @@ from pathlib import Path
 from memaudit.bench.files import write_json
 from memaudit.bench.history import history_json
 from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
+from memaudit.canonical import canonical_pretty
 from memaudit.ids import check_id, inside, refuse_links_out
-from memaudit.types import CATEGORIES, Benchmark
+from memaudit.types import CATEGORIES, Benchmark, User
 
 EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
 EXPORT_TASKS_DIR = "tasks"
@@ -26,6 +27,12 @@ class FolderWriter:
     def write(self, relative: str, data) -> None:
         write_json(inside(self.out, self.out / relative, label=relative), data)
 
+    def write_bytes(self, relative: str, content: bytes) -> None:
+        """A file already in the release's bytes (release_bytes)."""
+        path = inside(self.out, self.out / relative, label=relative)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+
 
 def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
     """Banks, pool (if the benchmark has one) and one task file per user, in the release layout."""
@@ -40,25 +47,47 @@ def check_users(bench: Benchmark) -> None:
 
 
 def write_benchmark_to(bench: Benchmark, sink) -> None:
-    """The benchmark's files through `sink` (anything with write(relative path, data))."""
-    users = []
+    """The benchmark's files through `sink` (anything with write(relative path, data) and
+    write_bytes(relative path, bytes))."""
+    sink.write_bytes(BANKS_FILE, banks_bytes(bench.source, [banks_user(user) for user in bench.users]))
+    write_pool(bench, sink)
     for user in bench.users:
-        bank: dict[str, list] = {c: [] for c in CATEGORIES}
-        for e in user.bank:
-            record = {"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
-            if e.history:  # a static entry is written exactly as published
-                record["history"] = history_json(e)
-            bank.setdefault(e.category, []).append(record)
-        users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
-    sink.write(BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
-                            "users": users})
+        sink.write(*tasks_file(user.id, bench.tasks.get(user.id, ())))
+
+
+def banks_user(user: User) -> bytes:
+    """One user's record of the banks file, as canonical bytes (banks_bytes puts them in place)."""
+    bank: dict[str, list] = {c: [] for c in CATEGORIES}
+    for e in user.bank:
+        record = {"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
+        if e.history:  # a static entry is written exactly as published
+            record["history"] = history_json(e)
+        bank.setdefault(e.category, []).append(record)
+    return canonical_pretty({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
+
+
+def banks_bytes(source, users: list[bytes]) -> bytes:
+    """The banks file from its users' records (banks_user): the bytes of the whole file written at
+    once (release_bytes), without the study's users held as objects. `users` sorts last among the
+    keys, so the records go at the end, each line indented by the two levels it sits under."""
+    head = canonical_pretty({"generated_at": EXPORT_TIME, "source": source, "num_users": len(users), "users": []})
+    if not users:
+        return head + b"\n"
+    assert head.endswith(b"[]\n}")
+    records = b",\n".join(b"    " + record.replace(b"\n", b"\n    ") for record in users)
+    return head[:-len(b"[]\n}")] + b"[\n" + records + b"\n  ]\n}\n"
+
+
+def write_pool(bench: Benchmark, sink) -> None:
     if bench.pool:
         pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
                     for p in entries] for c, entries in bench.pool.items()}
         sink.write(POOL_FILE, {"meta": {"benchmark": bench.name}, **pool})
-    for user in bench.users:
-        tasks = bench.tasks.get(user.id, ())
-        records = [{**t.review, "task": t.text, "rationale": t.rationale, "target_category": t.target_category,
-                    "target_dimension": t.target_dimension, "target_short": t.target_short} for t in tasks]
-        sink.write(f"{TASKS_ROOT}/{EXPORT_TASKS_DIR}/{user.id}.json",
-                   {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
+
+
+def tasks_file(user_id: str, tasks) -> tuple[str, dict]:
+    """(path, data) of one user's task file."""
+    records = [{**t.review, "task": t.text, "rationale": t.rationale, "target_category": t.target_category,
+                "target_dimension": t.target_dimension, "target_short": t.target_short} for t in tasks]
+    return (f"{TASKS_ROOT}/{EXPORT_TASKS_DIR}/{user_id}.json",
+            {"user_id": user_id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})

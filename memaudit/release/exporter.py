@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from memaudit.bench.export import EXPORT_TASKS_DIR, check_users, write_benchmark_to
+from memaudit.bench.export import EXPORT_TASKS_DIR, banks_bytes, banks_user, tasks_file, write_pool
 from memaudit.bench.history import user_at
 from memaudit.bench.instances import BANKS_FILE, TASKS_ROOT
 from memaudit.errors import BadInput
@@ -25,7 +25,7 @@ from memaudit.release.sinks import ArchiveSink, DirectorySink
 from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.store import Store, select_runs
 from memaudit.tables.metrics import user_recovery
-from memaudit.types import Benchmark, Reconstruction
+from memaudit.types import Reconstruction
 
 # The top-level entries an export writes: a folder holding only these is an earlier export.
 EXPORT_TOP = {BANKS_FILE.split("/")[0], TASKS_ROOT, "history", "pref_judge", "memory", "output"}
@@ -103,26 +103,43 @@ async def _export_into(store: Store, runs: list[str] | None, sink) -> list[str]:
     if len(benches) > 1:
         raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
                        "at a time with --runs", field="runs")
-    bench = await store.load_benchmark(benches[0])
-    known = {u.id for u in bench.users}  # their ids are checked by check_users
+    bench = await store.benchmarks.load_header(benches[0])
+    ids = await store.benchmarks.user_ids(bench.name)
     for row in rows:
         check_id(row["run"], "run id", field="runs")
-        stray = await store.episodes.users_with_records(row["run"]) - known
+        stray = await store.episodes.users_with_records(row["run"]) - set(ids)
         if stray:
             raise BadInput(f"run {row['run']} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
                            f"e.g. {sorted(stray)[0][:40]!r}", field="runs")
-    check_users(bench)
-    write_benchmark_to(bench, sink)
+    for uid in ids:
+        check_id(uid, "user id", file=f"benchmark {bench.name}", user=uid[:40])
+    users = _Users(store, bench.name, ids)
+    sink.write_bytes(BANKS_FILE, banks_bytes(bench.source, [banks_user(user) async for user, _ in users]))
+    write_pool(bench, sink)
+    async for user, tasks in users:
+        sink.write(*tasks_file(user.id, tasks))
     for row in rows:
-        await _export_run(store, row, bench, sink)
-    await _export_oracle(store, bench, sink)
+        await _export_run(store, row, users, sink)
+    await _export_oracle(store, users, sink)
     return [row["run"] for row in rows]
 
 
-async def _export_run(store: Store, row: dict, bench: Benchmark, sink) -> None:
+class _Users:
+    """The benchmark's users, read from the store one at a time whenever they are walked: a study's
+    users held at once (banks, tasks, personas) were most of the export's memory."""
+
+    def __init__(self, store: Store, bench: str, ids: list[str]):
+        self.store, self.bench, self.ids = store, bench, ids
+
+    async def __aiter__(self):
+        for uid in self.ids:
+            yield await self.store.benchmarks.load_user(self.bench, uid)
+
+
+async def _export_run(store: Store, row: dict, users: _Users, sink) -> None:
     run = row["run"]
     with_records = await store.episodes.users_with_records(run)
-    for user in bench.users:
+    async for user, _ in users:
         if user.id in with_records:
             await _export_episodes(store, run, user, sink)
     for user_id in await store.episodes.snapshot_users(run):
@@ -130,7 +147,7 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, sink) -> None:
         sink.write(f"memory/{run}/{user_id}/memories.json", {"num_memories": len(items), "memories": items})
     k = (row["config"] or {}).get("k", RETRIEVE_K)
     for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
-        for user in bench.users:
+        async for user, _ in users:
             await _export_mode(store, run, mode, mode_k, user, sink, f"output/{out_dir}")
 
 
@@ -195,11 +212,11 @@ def _recon_detail(r: Reconstruction) -> dict:
     return detail
 
 
-async def _export_oracle(store: Store, bench: Benchmark, sink) -> None:
-    for user in bench.users:
+async def _export_oracle(store: Store, users: _Users, sink) -> None:
+    async for user, tasks in users:
         verdicts = {}
-        for task in bench.tasks.get(user.id, ()):
-            verdict = await store.attributions.oracle(bench.name, user.id, task.target_dimension, text_hash(task.text))
+        for task in tasks:
+            verdict = await store.attributions.oracle(users.bench, user.id, task.target_dimension, text_hash(task.text))
             if verdict is not None:
                 verdicts[task.target_dimension] = verdict
         if verdicts:

@@ -56,8 +56,10 @@ by close()."""
         self._folders: set[str] = set()
 
     def write(self, relative: str, data) -> None:
+        self.write_bytes(relative, release_bytes(data))
+
+    def write_bytes(self, relative: str, payload: bytes) -> None:
         self._add_folders(relative)
-        payload = release_bytes(data)
         info = self._info(relative, tarfile.REGTYPE, 0o644)
         info.size = len(payload)
         self._tar.addfile(info, io.BytesIO(payload))

@@ -1,6 +1,7 @@
 """Benchmarks: users (persona), bank entries (the hidden state) and tasks."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from memaudit.canonical import dumps_native
@@ -56,33 +57,48 @@ class Benchmarks:
         return [dict(r) for r in rows]
 
     async def load(self, name: str) -> Benchmark | None:
-        row = await self.db.fetchone("SELECT * FROM benchmarks WHERE name=?", (name,))
-        if row is None:
+        bench = await self.load_header(name)
+        if bench is None:
             return None
         bank: dict[str, list[BankEntry]] = {}
         histories = await self.histories(name)
         for r in await self._bank_rows(name):
-            bank.setdefault(r["user_id"], []).append(
-                BankEntry(r["category"], r["dimension"], r["short"], r["explanation"], r["source"],
-                          histories.get((r["user_id"], r["dimension"]), ())))
+            bank.setdefault(r["user_id"], []).append(_bank_entry(r, histories))
         tasks: dict[str, list[Task]] = {}
         for r in await self._task_rows(name):
-            tasks.setdefault(r["user_id"], []).append(
-                Task(r["user_id"], r["idx"], r["text"], r["target_category"], r["target_dimension"],
-                     r["target_short"], r["rationale"], loads(r["review"])))
+            tasks.setdefault(r["user_id"], []).append(_task(r))
         users = tuple(User(r["user_id"], loads(r["persona"]), tuple(bank.get(r["user_id"], ())))
                       for r in await self._user_rows(name))
+        return replace(bench, users=users, tasks={u: tuple(t) for u, t in tasks.items()})
+
+    async def load_header(self, name: str) -> Benchmark | None:
+        """The benchmark without its users (name, pool, source): with `load_user`, a study read one
+        user at a time."""
+        row = await self.db.fetchone("SELECT * FROM benchmarks WHERE name=?", (name,))
+        if row is None:
+            return None
         pool = None
         if row["pool"]:
             pool = {c: [PoolEntry(c, p["name"], p["axis"], tuple(p.get("answer_space", ())), p.get("source", ""))
                         for p in entries] for c, entries in loads(row["pool"]).items()}
-        return Benchmark(name, users, {u: tuple(t) for u, t in tasks.items()}, pool, row["source"])
+        return Benchmark(name, (), {}, pool, row["source"])
 
-    async def histories(self, name: str) -> dict[tuple[str, str], tuple[Version, ...]]:
-        """(user, dimension) -> the versions of every evolving entry of the benchmark."""
+    async def load_user(self, name: str, user_id: str) -> tuple[User, tuple[Task, ...]]:
+        """One user of the benchmark (bank with its histories) and the user's tasks, as `load` has them."""
+        row = await self.db.fetchone("SELECT * FROM users WHERE bench=? AND user_id=?", (name, user_id))
+        histories = await self.histories(name, user_id)
+        bank = await self.db.fetchall("SELECT * FROM bank_entries WHERE bench=? AND user_id=? ORDER BY position",
+                                      (name, user_id))
+        tasks = await self.db.fetchall("SELECT * FROM tasks WHERE bench=? AND user_id=? ORDER BY idx", (name, user_id))
+        return (User(user_id, loads(row["persona"]), tuple(_bank_entry(r, histories) for r in bank)),
+                tuple(_task(r) for r in tasks))
+
+    async def histories(self, name: str, user_id: str | None = None) -> dict[tuple[str, str], tuple[Version, ...]]:
+        """(user, dimension) -> the versions of every evolving entry of the benchmark (or of one user)."""
+        where, params = ("bench=?", (name,)) if user_id is None else ("bench=? AND user_id=?", (name, user_id))
         found: dict[tuple[str, str], list[Version]] = {}
-        for r in await self.db.fetchall("SELECT * FROM bank_history WHERE bench=? ORDER BY user_id, dimension, "
-                                        "version", (name,)):
+        for r in await self.db.fetchall(f"SELECT * FROM bank_history WHERE {where} ORDER BY user_id, dimension, "
+                                        "version", params):
             found.setdefault((r["user_id"], r["dimension"]), []).append(
                 Version(r["short"], r["valid_from_task"], r["op"], r["explanation"]))
         return {key: tuple(versions) for key, versions in found.items()}
@@ -116,3 +132,13 @@ class Benchmarks:
 
     async def _user_rows(self, name: str):
         return await self.db.fetchall("SELECT * FROM users WHERE bench=? ORDER BY position", (name,))
+
+
+def _bank_entry(r, histories: dict) -> BankEntry:
+    return BankEntry(r["category"], r["dimension"], r["short"], r["explanation"], r["source"],
+                     histories.get((r["user_id"], r["dimension"]), ()))
+
+
+def _task(r) -> Task:
+    return Task(r["user_id"], r["idx"], r["text"], r["target_category"], r["target_dimension"], r["target_short"],
+                r["rationale"], loads(r["review"]))

@@ -63,6 +63,9 @@ by close()."""
         info = self._info(relative, tarfile.REGTYPE, 0o644)
         info.size = len(payload)
         self._tar.addfile(info, io.BytesIO(payload))
+        # tarfile keeps every member's header for getmembers(), which a writer never calls: at
+        # 500 users that list of 170,000 headers was most of the export's memory.
+        self._tar.members.clear()
 
     def _add_folders(self, relative: str) -> None:
         parts = relative.split("/")[:-1]

@@ -108,13 +108,15 @@ async def _check_entry(rt: Runtime, panel: Panel, prompt: Prompt, bench: Benchma
     await rt.store.maybe_flush()
 
 
-def check_provenance(settings) -> dict:
-    """What the check's writer and (configured) judge were sent, by role group: replay rebuilds its
-    model settings from it, as from a scoring pass's provenance."""
+def check_provenance(settings, panel: Panel) -> dict:
+    """What the check's writer, (configured) judge and panel judges were sent, by role group and
+    judge: replay rebuilds its model settings from it, as from a scoring pass's provenance."""
     writer, judge = ROLE_SPECS["control_writer"], ROLE_SPECS["recovery_judge"]
+    judges = panel.provenance()
     return {"roles": {"generator": role_provenance(settings, "control_writer", writer.temperature, writer.max_tokens),
                       "recovery_judge": role_provenance(settings, "recovery_judge", judge.temperature,
-                                                        judge.max_tokens)}}
+                                                        judge.max_tokens)},
+            **({"judges": judges} if judges else {})}
 
 
 async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_category: int = PER_CATEGORY,
@@ -133,7 +135,7 @@ async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_
             raise BadInput(f"no benchmark {name!r} in the store; import one with `memaudit bench import`",
                            field="bench")
         config = {**panel.describe(), "max_false_pass": thresholds.max_false_pass, "min_pass": thresholds.min_pass,
-                  "provenance": check_provenance(rt.settings)}
+                  "provenance": check_provenance(rt.settings, panel)}
         await rt.store.write([rt.store.judges.check_statement(name, seed, per_category, config)])
         # --shard: a judge-check cell is (benchmark, user); the sample is drawn whole first, so every
         # shard of N agrees on it and the shards together check exactly the unsharded sample.

@@ -18,6 +18,8 @@ from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.prompts import Prompt
+from memaudit.provenance import role_provenance
+from memaudit.roles import ROLE_SPECS
 from memaudit.ask import ask
 from memaudit.scoring.recovery import failure_note
 from memaudit.types import Reconstruction
@@ -92,6 +94,15 @@ class Panel:
 
     def describe(self) -> dict:
         return {"judges": self.names, "repeats": self.repeats}
+
+    def provenance(self) -> dict:
+        """The model settings of each judge with a `[judges.NAME]` section, recorded as a role's are
+        (no endpoint, no key): replay rebuilds the section from it. A judge without one is the
+        recovery judge's recorded settings under its own model name, so it records nothing (and
+        passes recorded before this stay byte-identical under replay and merge)."""
+        spec = ROLE_SPECS[ROLE]
+        return {j.name: role_provenance(j.llm.settings, ROLE, spec.temperature, spec.max_tokens) for j in self.judges
+                if j.name in j.llm.settings.judge_sections}
 
     async def judge(self, recon: Reconstruction, prompt: Prompt) -> Reconstruction:
         """The row graded by the panel: the median score, and every verdict kept with the row."""

@@ -89,12 +89,13 @@ def recorded_settings(base: Settings, roles: dict[str, dict], models: dict[str, 
     """
     sections = {group: _section(p) for group, p in {**(models or {}), **roles}.items()}
     settings = replace(base, base_url=None, model=EMBEDDED_MODEL, backend="llamacpp", api_key=None,
-                       context_window=None, role_sections=sections, judge_sections={})
+                       context_window=None, role_sections=sections)
     for group, recorded in roles.items():
         _rebuild(sections[group], recorded, lambda: _sent(settings, group), f"roles.{group}")
-    # A judge's section refines the recovery judge's (Settings.panel_judge): rebuilt after it.
+    # A judge's section refines the recovery judge's (Settings.panel_judge): rebuilt after it. A
+    # judge that recorded none keeps the section given now (a pass recorded before judges were).
     own = {name: {**_section(p), "model": p.get("model")} for name, p in (judges or {}).items()}
-    settings = replace(settings, judge_sections=own)
+    settings = replace(settings, judge_sections={**base.judge_sections, **own})
     for name, recorded in (judges or {}).items():
         _rebuild(own[name], recorded, lambda: _sent(settings.panel_judge(name), "recovery_judge"), f"judges.{name}")
     return settings

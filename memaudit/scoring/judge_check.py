@@ -16,7 +16,7 @@ import random
 from functools import partial
 
 
-from memaudit.errors import BadInput, InvalidOutput
+from memaudit.errors import BadInput, InvalidOutput, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.tables.judge_checks import KINDS, Thresholds
 from memaudit.scoring.panel import Panel
@@ -25,7 +25,7 @@ from memaudit.provenance import role_provenance
 from memaudit.ask import ask
 from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import failure_note, run_all
+from memaudit.scoring.recovery import run_all
 from memaudit.types import CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, User
 
 BATCH_ROLES = ("control_writer", "recovery_judge")  # the calls `judge-check --batch` sends in batches

@@ -14,14 +14,13 @@ from dataclasses import dataclass, replace
 
 import anyio
 
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.prompts import Prompt
 from memaudit.provenance import role_provenance
 from memaudit.roles import ROLE_SPECS
 from memaudit.ask import ask
-from memaudit.scoring.recovery import failure_note
 from memaudit.types import Reconstruction
 
 ROLE = "recovery_judge"

@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.installed
 DB     ?= memaudit.db
 FORMAT ?= md
 
-.PHONY: install run test test-fast test-random bench tables table2 table3 table4 view clean
+.PHONY: install run test test-fast test-random perf tables table2 table3 table4 view clean
 
 install: $(STAMP)
 
@@ -41,8 +41,9 @@ test-random: install
 	@echo "random test order, seed $(SEED) (rerun: make test-random SEED=$(SEED))"
 	$(VENV)/bin/pytest -q --randomly-seed=$(SEED) -m "not integration and not browser"
 
-bench: install
-	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
+# Every script under perf/ that runs as a program (perf/loopback.py and perf/sample_run.py are helpers).
+perf: install
+	for f in perf/*.py; do grep -q '^if __name__ == "__main__"' $$f || continue; $(PY) $$f || exit 1; done
 
 tables: install
 	$(VENV)/bin/memaudit --db $(DB) tables --format $(FORMAT)

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from memaudit.adapters.memory_calls import FailureLog
-from memaudit.embed import Embedder
 from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
+from memaudit.llm.embed import Embedder
 from memaudit.types import MemoryItem, footprint
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")

@@ -8,9 +8,10 @@ meets the same failures from the cache. A cache miss under `--cache replay` is n
 and propagates."""
 from __future__ import annotations
 
+from memaudit.ask import ask
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.prompts import load_prompt
-from memaudit.roles import RoleSpec, ask
+from memaudit.roles import RoleSpec
 
 # InvalidOutput includes a content refusal; an EndpointError (misconfigured or unreachable endpoint)
 # is not a lost write but a broken command, and propagates.

@@ -38,7 +38,7 @@ from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.memory_calls import memory_call
 from memaudit.adapters.vector_index import VectorIndex
 from memaudit.errors import BadInput
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 from memaudit.roles import NONEMPTY, REASON, STR, obj
 from memaudit.types import MemoryItem
 

@@ -19,7 +19,7 @@ import orjson
 
 from memaudit.adapters.memory_calls import model_call
 from memaudit.errors import BadInput
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 
 MODULES = ("memory_formation", "memory_update", "memory_retrieval")
 MAX_TOKENS = 4096  # the published integration's budget for every policy call

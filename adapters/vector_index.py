@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memaudit.embed import Embedder, top_k
+from memaudit.llm.embed import Embedder, top_k
 
 
 class VectorIndex:

@@ -35,3 +35,38 @@ def dumps_indented(obj: Any) -> str:
 def dumps_native(obj: Any) -> str:
     """Compact JSON with keys in their native order (a persona as the benchmark wrote it)."""
     return orjson.dumps(obj).decode()
+
+
+# Readable differences between two configs (a run config with its provenance, as stored): what a
+# resume, a replay group or a shard merge names when it refuses.
+def differences(recorded: dict, now: dict) -> list[str]:
+    """What differs between two configs, each as "<what> (recorded X, now Y)", readable paths:
+    `provenance.roles.agent.model` reads "agent model"."""
+    old, new = _flat(recorded), _flat(now)
+    out = []
+    for path in sorted(old.keys() | new.keys()):
+        if old.get(path) != new.get(path):
+            out.append(f"{_label(path)} (recorded {old.get(path)!r}, now {new.get(path)!r})")
+    return out
+
+
+def _flat(value: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, item in value.items():
+        path = f"{prefix}{key}"
+        if isinstance(item, dict):  # an empty dict says no more than an absent value
+            out.update(_flat(item, f"{path}."))
+        elif item is not None:
+            out[path] = item
+    return out
+
+
+def _label(path: str) -> str:
+    parts = path.split(".")
+    if parts[:2] == ["provenance", "roles"]:
+        return " ".join(parts[2:])
+    if parts[0] == "provenance":
+        return " ".join(parts[1:])
+    if parts[0] == "prompts":
+        return f"prompt {' '.join(parts[1:])}"
+    return path

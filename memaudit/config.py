@@ -22,7 +22,7 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
 
     [roles.recovery_judge]
     reasoning_effort = "low"       # sent to reasoning models (none|minimal|low|medium|high|xhigh)
-    models = ["judge-a", "judge-b", "judge-c"]   # a judge panel (odd size; see memaudit/judges/)
+    models = ["judge-a", "judge-b", "judge-c"]   # a judge panel (odd size; see memaudit/scoring/panel.py)
 
     [judges.judge-b]               # a panel judge with its own endpoint (same keys as a role section)
     base_url = "https://other.example.com/v1"
@@ -35,40 +35,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memaudit.errors import BadInput
-from memaudit.llm.dialect import REASONING_EFFORTS, Sent, sent_fields
 from memaudit.resources import data_dir
+from memaudit.roles import GROUPS, embedded_max_tokens, role_group
 
-ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy", "slot_fill",
-         "recovery_judge", "attribution", "generator")
+# The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
+# here, before any client exists, so a config file's mistake names its file and field.
 BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sent as reasoning_effort
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_CONTEXT = 8192
-BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/embed.py)
+BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
-# Output budgets on the embedded 135M model (2 CPU cores generate a few dozen tokens a second):
-# caps, not targets — a role asking for less keeps its own value. Configure max_tokens per role
-# to lift them.
-EMBEDDED_MAX_TOKENS = {"agent": 160, "simulator": 128, "pref_judge": 160, "memory": 256, "slot_fill": 160,
-                       "recovery_judge": 96, "attribution": 192, "generator": 1024}
 # The simulated user's text on the embedded model, in characters: the JSON grammar closes the string
-# here, before the simulator's token cap above would cut the JSON. Configured endpoints: unbounded.
+# here, before the simulator's token cap (memaudit/roles.py) would cut the JSON. Configured
+# endpoints: unbounded.
 EMBEDDED_SIMULATOR_TEXT_CHARS = 400
-
-# Which configured role a fine-grained call role falls under (e.g. "oracle" is an attribution call).
-ROLE_GROUP = {
-    "oracle": "attribution", "disclosure": "attribution", "elicitation": "attribution",
-    "persona_gen": "generator", "bank_gen": "generator", "task_gen": "generator",
-    "critic": "generator", "editor": "generator", "act_scenario": "generator", "act_judge": "recovery_judge",
-    "control_writer": "generator",
-}
-
-
-def role_group(role: str) -> str:
-    """`memory:mem0_extract` -> `memory`; `oracle` -> `attribution`."""
-    base = role.split(":", 1)[0]
-    return ROLE_GROUP.get(base, base)
 
 
 @dataclass(frozen=True)
@@ -82,20 +65,6 @@ class RoleConfig:
     api_key: str | None = field(default=None, repr=False)
     max_tokens_cap: int | None = None
     reasoning_effort: str | None = None
-
-    def sampling(self, temperature: float | None, max_tokens: int | None, *,
-                 refused: frozenset[str] = frozenset()) -> Sent:
-        """What a call asking for (temperature, max_tokens) sends: the role's configured values win,
-        the embedded model's cap applies unless max_tokens was configured, then the dialect's rules
-        for this model (memaudit/llm/dialect.py: a reasoning model gets no temperature or top_p and
-        the reasoning budget; `refused` are the parameters this model answered a 400 for)."""
-        temperature = self.temperature if self.temperature is not None else temperature
-        max_tokens = self.max_tokens if self.max_tokens is not None else max_tokens
-        if self.max_tokens_cap is not None and self.max_tokens is None:
-            max_tokens = min(max_tokens or self.max_tokens_cap, self.max_tokens_cap)
-        return sent_fields(model=self.model, backend=self.backend, temperature=temperature, top_p=None,
-                           max_tokens=max_tokens, budget_configured=self.max_tokens is not None,
-                           reasoning_effort=self.reasoning_effort, refused=refused)
 
 
 @dataclass(frozen=True)
@@ -123,7 +92,7 @@ class Settings:
     embed_base_url: str | None = None
     # A Mem-T checkout whose own prompt templates the memt policy is driven with (Mem-T-4B on vLLM).
     memt_prompts: Path | None = None
-    # `[judges.NAME]` sections: the endpoint (and settings) of a panel judge (memaudit/judges/panel.py).
+    # `[judges.NAME]` sections: the endpoint (and settings) of a panel judge (memaudit/scoring/panel.py).
     judge_sections: dict = field(default_factory=dict)
 
     def embedding(self, group: str) -> tuple[str, str | None, str | None]:
@@ -138,7 +107,7 @@ class Settings:
     def embedded(self) -> bool:
         """True when some role has no endpoint: the embedded server must be started."""
         return self.base_url is None and any(
-            not _urls(self.role_sections.get(r, {}).get("base_url")) for r in ROLES)
+            not _urls(self.role_sections.get(r, {}).get("base_url")) for r in GROUPS)
 
     def on_embedded(self, role: str) -> bool:
         """True when `role` is served by the embedded model (one request at a time)."""
@@ -163,7 +132,7 @@ class Settings:
             max_tokens=section.get("max_tokens"),
             context_window=window,
             api_key=os.environ.get(key_env) if key_env else self.api_key,
-            max_tokens_cap=EMBEDDED_MAX_TOKENS.get(role_group(role)) if on_embedded else None,
+            max_tokens_cap=embedded_max_tokens().get(role_group(role)) if on_embedded else None,
             reasoning_effort=section.get("reasoning_effort"),
         )
 
@@ -266,7 +235,7 @@ def _with_defaults(sections: dict, default: dict) -> dict:
     shared = {k: default[k] for k in ("temperature", "max_tokens", "reasoning_effort") if k in default}
     if not shared:
         return sections
-    return {role: {**shared, **sections.get(role, {})} for role in ROLES}
+    return {role: {**shared, **sections.get(role, {})} for role in GROUPS}
 
 
 def _read_config(path: Path) -> tuple[dict, dict, dict]:
@@ -292,8 +261,8 @@ def _read_config(path: Path) -> tuple[dict, dict, dict]:
         raise BadInput("must be a table of role sections ([roles.<name>])", file=str(path), field="roles")
     sections = {}
     for name, section in roles.items():
-        if name not in ROLES:
-            raise BadInput(f"unknown role {name!r}; roles are {', '.join(ROLES)}", file=str(path), field=f"roles.{name}")
+        if name not in GROUPS:
+            raise BadInput(f"unknown role {name!r}; roles are {', '.join(GROUPS)}", file=str(path), field=f"roles.{name}")
         sections[name] = _checked(path, f"roles.{name}", section, PANEL_KEYS if name == "recovery_judge" else ROLE_KEYS)
     judges = data.get("judges", {})
     if not isinstance(judges, dict):
@@ -362,5 +331,5 @@ def _names(value) -> str | None:
     return "expected a list of model names"
 
 
-# [roles.recovery_judge] may also name a judge panel (memaudit/judges/panel.py).
+# [roles.recovery_judge] may also name a judge panel (memaudit/scoring/panel.py).
 PANEL_KEYS = {**ROLE_KEYS, "models": _names}

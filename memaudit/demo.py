@@ -8,15 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memaudit.bench.instances import resolve_bench
-from memaudit.config import EMBEDDED_MAX_TOKENS, EMBEDDED_SIMULATOR_TEXT_CHARS
+from memaudit.config import EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.report.view import write_report
-from memaudit.rollout.progress import ProgressSink
+from memaudit.roles import embedded_max_tokens
+from memaudit.rollout.events import ProgressSink
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import Runtime
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
 
 DEMO_SYSTEMS = ("nomem", "longctx_full", "mem0", "amem")
 MODES = ("dump_all", "retrieve")
@@ -39,7 +40,7 @@ class DemoSize:
 
 
 def embedded_caps() -> str:
-    caps = ", ".join(f"{role} {tokens}" for role, tokens in EMBEDDED_MAX_TOKENS.items())
+    caps = ", ".join(f"{role} {tokens}" for role, tokens in embedded_max_tokens().items())
     return (f"the embedded model's replies are capped (max tokens: {caps}) and the simulated user's messages at "
             f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters, where the published runner set no caps")
 

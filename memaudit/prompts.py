@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from memaudit.bench.pool import CATEGORY_DEFINITIONS
-from memaudit.errors import BadInput
 from memaudit.config import PROMPTS_DIR
+from memaudit.errors import BadInput
+from memaudit.types import CATEGORY_DEFINITIONS
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
 SECTION = re.compile(r"^## (system|user)\s*$", re.M)

@@ -4,16 +4,19 @@ hashes are recorded beside it (runs.prompt_hashes, score pass configs).
 
 A run records this when it is opened and refuses to resume under anything else, so one run id
 never mixes two models, protocols or prompts. Which models a run actually used is read back from
-its call log (`run_models`), which also covers runs recorded before provenance existed."""
+its call log (memaudit/tables/metrics.py `run_models`), which also covers runs recorded before
+provenance existed."""
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-from memaudit.config import EMBEDDED_MODEL, Settings, role_group
+from memaudit.canonical import differences
+from memaudit.config import EMBEDDED_MODEL, Settings
 from memaudit.errors import BadInput
+from memaudit.llm.dialects import sampling
 from memaudit.prompts import prompt_pack
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import ROLE_SPECS, groups_of
 from memaudit.store import Store
 
 # Bump when a change to the pipeline can move a number (turn order, prompt behaviour, caps,
@@ -22,20 +25,20 @@ from memaudit.store import Store
 # 3: the published scoring and attribution rules (issue 23), per-system assistant prompt, no caps.
 PROTOCOL_VERSION = "3"
 
-ROLLOUT_ROLES = ("agent", "simulator", "pref_judge", "memory", "memt_policy")
-DIALOGUE_ROLES = ("agent", "simulator", "pref_judge")  # recorded, not called, in a teacher-forced run
+ROLLOUT_ROLES = groups_of("dialogue", "memory")
+DIALOGUE_ROLES = groups_of("dialogue")  # recorded, not called, in a teacher-forced run
 
 
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,
                     max_tokens: int | None = None) -> dict:
     """What `role` is sent when its caller asks for (temperature, max_tokens), after the role's
-    config and the dialect's rules (RoleConfig.sampling: a reasoning model is sent no temperature,
+    config and the dialect's rules (memaudit/llm/dialects/ `sampling`: a reasoning model is sent no temperature,
     recorded as None). For memory roles, whose adapters choose per call, a requested None means
     "the adapter's own value". A parameter refused by a 400 from a model not recognised by name
     is not reflected here: it is learned during the run (param_refusals), and recording it would
     make a resume or a replay see a change that is none; each call's key holds what was sent."""
     rc = settings.role(role)
-    sent = rc.sampling(temperature, max_tokens)
+    sent = sampling(rc, temperature, max_tokens)
     return {"model": rc.model, "backend": rc.backend, "temperature": sent.temperature, "top_p": sent.top_p,
             "max_tokens": sent.max_tokens, "reasoning_effort": sent.reasoning_effort,
             "context_window": rc.context_window}
@@ -67,48 +70,6 @@ def teacher_forced_provenance(settings: Settings, episodes: str) -> dict:
     live = rollout_provenance(settings)
     return {**live, "roles": {r: v for r, v in live["roles"].items() if r not in DIALOGUE_ROLES},
             "teacher_forced": {"episodes": episodes}}
-
-
-def differences(recorded: dict, now: dict) -> list[str]:
-    """What differs between two configs, each as "<what> (recorded X, now Y)", readable paths:
-    `provenance.roles.agent.model` reads "agent model"."""
-    old, new = _flat(recorded), _flat(now)
-    out = []
-    for path in sorted(old.keys() | new.keys()):
-        if old.get(path) != new.get(path):
-            out.append(f"{_label(path)} (recorded {old.get(path)!r}, now {new.get(path)!r})")
-    return out
-
-
-def _flat(value: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, item in value.items():
-        path = f"{prefix}{key}"
-        if isinstance(item, dict):  # an empty dict says no more than an absent value
-            out.update(_flat(item, f"{path}."))
-        elif item is not None:
-            out[path] = item
-    return out
-
-
-def _label(path: str) -> str:
-    parts = path.split(".")
-    if parts[:2] == ["provenance", "roles"]:
-        return " ".join(parts[2:])
-    if parts[0] == "provenance":
-        return " ".join(parts[1:])
-    if parts[0] == "prompts":
-        return f"prompt {' '.join(parts[1:])}"
-    return path
-
-
-async def run_models(store: Store, run: str) -> dict[str, str]:
-    """Role group -> the model(s) the run's artifacts were made with, from its call log ("a, b"
-    when a role used two). Empty for an imported run, which has no calls."""
-    found: dict[str, set[str]] = {}
-    for role, model in await store.calls.models_by_role(run):
-        found.setdefault(role_group(role), set()).add(model)
-    return {role: ", ".join(sorted(models)) for role, models in sorted(found.items())}
 
 
 # Where replay points the roles that were served by an endpoint: replay answers from the cache

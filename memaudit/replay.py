@@ -15,10 +15,10 @@ from pathlib import Path
 
 from memaudit.config import PROMPTS_DIR, Settings
 from memaudit.errors import BadInput, CacheMiss
-from memaudit.judges.checks import Thresholds
-from memaudit.judges.controls import run_judge_check
-from memaudit.judges.panel import Panel
-from memaudit.provenance import merge_roles, recorded_settings, run_models
+from memaudit.tables.judge_checks import Thresholds
+from memaudit.scoring.judge_check import run_judge_check
+from memaudit.scoring.panel import Panel
+from memaudit.provenance import merge_roles, recorded_settings
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
@@ -26,10 +26,11 @@ from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import score_runs, with_prompts
 from memaudit.scoring.rescore import rescore_runs
-from memaudit.scoring.tables import compute_tables
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
 from memaudit.store.judges import CONTROL_TABLES
+from memaudit.tables.metrics import run_models
+from memaudit.tables.paper import compute_tables
 from memaudit.types import DEFAULT_VARIANT
 
 from memaudit.utilization.act import utilization_runs
@@ -167,7 +168,7 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     for (k, threshold), group in utilization.items():
         await utilization_runs(rt, group, k=k, threshold=threshold)
 
-    # judge-check passes of the runs' benchmarks (memaudit/judges/controls.py)
+    # judge-check passes of the runs' benchmarks (memaudit/scoring/judge_check.py)
     for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
         cfg = check["config"]
         await run_judge_check(rt, [check["bench"]], _panel(rt, cfg), per_category=check["per_category"],

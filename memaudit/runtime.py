@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memaudit.config import Settings
-from memaudit.embed import Embedder, configured_embedder
 from memaudit.llm.client import LLM
+from memaudit.llm.embed import Embedder, configured_embedder
 from memaudit.llm.proxy import close_proxy
 from memaudit.llm.server import embedded_server
 from memaudit.store import Store, open_store
-from memaudit.study.shard import WHOLE, Shard
+from memaudit.shards import WHOLE, Shard
 
 if TYPE_CHECKING:  # a test's MockTransport; commands never import httpx
     import httpx
@@ -27,7 +27,7 @@ class Runtime:
     store: Store
     llm: LLM
     embedder: Embedder
-    shard: Shard = WHOLE  # the (system, user) cells this command works on (memaudit/study/shard.py)
+    shard: Shard = WHOLE  # the (system, user) cells this command works on (memaudit/shards.py)
 
 
 @asynccontextmanager

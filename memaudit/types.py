@@ -6,12 +6,70 @@ from dataclasses import dataclass, field
 CATEGORIES = ("skill_memory", "knowledge_memory", "episodic_memory", "self_model", "assistance_preference")
 BANK_COUNTS = {"skill_memory": 7, "knowledge_memory": 7, "episodic_memory": 7, "self_model": 5,
                "assistance_preference": 5}
+# What each category holds and what it does not: shown to the slot-fill reader and appended to the
+# retrieve query (prompts/category_guides.json in a prompt pack replaces it).
+CATEGORY_DEFINITIONS = {
+    "skill_memory": (
+        "What the person can actually do and how well: practical abilities and their proficiency ceilings. "
+        "NOT what they know about the world (knowledge_memory), NOT what they believe about their own "
+        "abilities (self_model), NOT a past event (episodic_memory), NOT how they like to be helped "
+        "(assistance_preference)."),
+    "knowledge_memory": (
+        "What the person knows, does not know, or misunderstands about the outside world: facts, rules, "
+        "domains, how things work. NOT facts about themselves (self_model), NOT what they can do "
+        "(skill_memory), NOT a past event (episodic_memory)."),
+    "episodic_memory": (
+        "A specific past event anchored in time, with the consequence it had: when X happened, it led to Y. "
+        "NOT a stable trait, habit or ability (skill_memory, self_model), NOT general knowledge "
+        "(knowledge_memory)."),
+    "self_model": (
+        "What the person believes about themselves: how they rate their own abilities, character and "
+        "identity, which may contradict what they can really do or know. NOT their actual skill "
+        "(skill_memory) or actual knowledge (knowledge_memory), NOT a past event (episodic_memory)."),
+    "assistance_preference": (
+        "How the person wants to be helped: format, tone, pacing, level of detail, jargon, how much "
+        "pushback. Style of help, NOT its content; NOT what they can do (skill_memory) or know "
+        "(knowledge_memory)."),
+}
 FEEDBACK_TYPES = ("correction", "add_context", "too_deep", "too_shallow", "followup", "expose_gap", "satisfied")
-RUBRIC = (0.0, 0.25, 0.5, 0.75, 1.0)
 MODES = ("dump_all", "retrieve")
 DEFAULT_VARIANT = "default"  # the scoring variant of `memaudit score`; rescoring variants have their own names
 ATTRIBUTION_LABELS = ("ok", "memory_failure", "task_design_failure", "agent_elicitation_failure",
                       "simulator_too_strict", "no_targeted_task", "unclassified", "overflow")
+
+
+@dataclass(frozen=True)
+class RubricLevel:
+    score: float
+    name: str
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """The recovery judge's grid (PROTOCOL §5) and the score from which a target counts as
+    recovered: attribution labels it `ok`, utilization calls it known. The judge's check, the
+    report's colours and the command line's help text are derived from it."""
+    levels: tuple[RubricLevel, ...]  # best first
+    recovered: float
+
+    @property
+    def scores(self) -> tuple[float, ...]:
+        """The allowed scores, lowest first."""
+        return tuple(sorted(level.score for level in self.levels))
+
+    def on_grid(self, score) -> bool:
+        return score in self.scores
+
+    def level(self, score: float) -> RubricLevel:
+        """The highest level at or below `score` (a mean falls between levels)."""
+        return next(level for level in self.levels if score >= level.score - 1e-9)
+
+    def is_recovered(self, score: float) -> bool:
+        return score >= self.recovered
+
+
+RUBRIC = Rubric((RubricLevel(1.0, "exact"), RubricLevel(0.75, "close"), RubricLevel(0.5, "partial"),
+                 RubricLevel(0.25, "weak"), RubricLevel(0.0, "wrong")), recovered=0.75)
 
 
 @dataclass(frozen=True)
@@ -139,7 +197,7 @@ class Reconstruction:
     status: str  # ok | overflow | failed
     error: str | None = None
     snapshot_task: int | None = None  # the memory read: the user's snapshot after this task
-    verdicts: tuple = ()  # a judge panel's verdicts (memaudit/judges/panel.py Verdict), stored beside the row
+    verdicts: tuple = ()  # a judge panel's verdicts (memaudit/scoring/panel.py Verdict), stored beside the row
 
 
 @dataclass

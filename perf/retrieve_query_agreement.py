@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memaudit.bench.pool import CATEGORY_DEFINITIONS  # noqa: E402
 from memaudit.prompts import category_guides  # noqa: E402
 from memaudit.scoring.recovery import retrieval_query  # noqa: E402
+from memaudit.types import CATEGORY_DEFINITIONS  # noqa: E402
 
 RUN = "longctx_full_pooled_50"
 

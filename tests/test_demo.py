@@ -37,8 +37,9 @@ async def test_demo_runs_every_stage_and_replays_identically(settings, fake, tmp
 
 
 def test_the_cut_line_lists_the_embedded_caps_only_when_the_embedded_model_served():
-    from memaudit.config import EMBEDDED_MAX_TOKENS, EMBEDDED_SIMULATOR_TEXT_CHARS
+    from memaudit.config import EMBEDDED_SIMULATOR_TEXT_CHARS
+    from memaudit.roles import embedded_max_tokens
     size = DemoSize()
     embedded = size.cuts(3, 31, embedded=True)
-    assert f"agent {EMBEDDED_MAX_TOKENS['agent']}" in embedded and f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters" in embedded
+    assert f"agent {embedded_max_tokens()['agent']}" in embedded and f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters" in embedded
     assert "max tokens" not in size.cuts(3, 31, embedded=False)

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from memaudit.ask import ask
 from memaudit.bench.act import ActScenario, load_act_scenarios, save_act_scenarios, write_act_dir
 from memaudit.bench.generate import TASK_SCHEMA, GenerationOptions, UserGenerator, task_check, _json
-from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
+from memaudit.bench.pool import load_pool
 from memaudit.errors import EndpointError, MemauditError
-from memaudit.roles import ask
-from memaudit.types import BankEntry, Benchmark, User
+from memaudit.types import CATEGORY_DEFINITIONS, BankEntry, Benchmark, User
 
 RECORD_FIELDS = ("task", "rationale", "target_category", "target_dimension", "target_short")
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from memaudit.ask import ask
 from memaudit.bench.history import history_json
-from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.errors import BadInput, InvalidOutput
-from memaudit.llm.cache import derive_seed
-from memaudit.roles import RoleSpec, ask, obj
-from memaudit.types import BANK_COUNTS, CATEGORIES, BankEntry, Version
+from memaudit.llm.keys import derive_seed
+from memaudit.roles import RoleSpec, obj
+from memaudit.types import BANK_COUNTS, CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Version
 
 REWRITES = 2
 STR = {"type": "string", "minLength": 1}

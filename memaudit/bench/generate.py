@@ -26,18 +26,17 @@ from typing import Callable
 
 import anyio
 
+from memaudit.ask import ask
 from memaudit.bench.evolve import bank_record, change_check, check_count, pick_entries, write_change
+from memaudit.bench.export import EXPORT_TASKS_DIR, write_benchmark
 from memaudit.bench.files import read_json, write_json
 from memaudit.bench.history import parse_history
 from memaudit.bench.instances import TASKS_ROOT, read_release
-from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
+from memaudit.bench.pool import load_pool
 from memaudit.canonical import canonical_pretty
-from memaudit.release import write_benchmark
-from memaudit.release.exporter import EXPORT_TASKS_DIR
 from memaudit.errors import BadInput, InvalidOutput, MemauditError
-from memaudit.llm.cache import derive_seed
-from memaudit.roles import ask
-from memaudit.types import BANK_COUNTS, CATEGORIES, BankEntry, Benchmark, PoolEntry, Task, User
+from memaudit.llm.keys import derive_seed
+from memaudit.types import BANK_COUNTS, CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, PoolEntry, Task, User
 
 WORK_DIR = "generation"          # per-user records of finished users: what resume looks at
 BANK_SAMPLES = 3                 # fresh samples per category once the client's repair budget is spent

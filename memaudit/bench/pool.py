@@ -10,30 +10,6 @@ from memaudit.types import CATEGORIES, PoolEntry
 
 BUNDLED_POOL = Path(__file__).resolve().parent / "data" / "dimension_pool.json"
 
-CATEGORY_DEFINITIONS = {
-    "skill_memory": (
-        "What the person can actually do and how well: practical abilities and their proficiency ceilings. "
-        "NOT what they know about the world (knowledge_memory), NOT what they believe about their own "
-        "abilities (self_model), NOT a past event (episodic_memory), NOT how they like to be helped "
-        "(assistance_preference)."),
-    "knowledge_memory": (
-        "What the person knows, does not know, or misunderstands about the outside world: facts, rules, "
-        "domains, how things work. NOT facts about themselves (self_model), NOT what they can do "
-        "(skill_memory), NOT a past event (episodic_memory)."),
-    "episodic_memory": (
-        "A specific past event anchored in time, with the consequence it had: when X happened, it led to Y. "
-        "NOT a stable trait, habit or ability (skill_memory, self_model), NOT general knowledge "
-        "(knowledge_memory)."),
-    "self_model": (
-        "What the person believes about themselves: how they rate their own abilities, character and "
-        "identity, which may contradict what they can really do or know. NOT their actual skill "
-        "(skill_memory) or actual knowledge (knowledge_memory), NOT a past event (episodic_memory)."),
-    "assistance_preference": (
-        "How the person wants to be helped: format, tone, pacing, level of detail, jargon, how much "
-        "pushback. Style of help, NOT its content; NOT what they can do (skill_memory) or know "
-        "(knowledge_memory)."),
-}
-
 
 def parse_pool(data, file: str) -> tuple[dict[str, list[PoolEntry]], list[str]]:
     """Pool entries from a parsed pool file, and every problem found (file and field named)."""

@@ -11,14 +11,14 @@ import sys
 
 import click
 
-from memaudit.cli.common import GLOBAL_OPTIONS
+from memaudit.cli.common import ATTRIBUTE_HELP, GLOBAL_OPTIONS
 from memaudit.errors import MemauditError, scrub
 
 # name -> (module in memaudit.cli, the first paragraph of the command's docstring). The summary
 # lets `memaudit --help` list every command without importing any; tests/cli/test_lazy_cli.py
 # checks that it still matches the docstring.
 COMMANDS = {
-    "attribute": ("score_cmds", "Stages 0-2 of failure attribution for every target scored below 0.75."),
+    "attribute": ("score_cmds", ATTRIBUTE_HELP),
     "batch": ("batch_cmds", "Batch API scoring: the state of the batches sent, collecting their results, sending "
                             "again."),
     "bench": ("bench_cmds", "Benchmark instances: validate, import, list."),
@@ -31,13 +31,13 @@ COMMANDS = {
                            "its plan."),
     "demo": ("demo_cmds", "The bundled sample benchmark end to end: rollout, scoring in both modes, attribution, "
                           "tables, report."),
-    "export": ("bench_cmds", "Write runs and their benchmark in the published release layout."),
+    "export": ("release_cmds", "Write runs and their benchmark in the published release layout."),
     "generate": ("generate_cmds", "Generate benchmark users with the anti-fishing critic/editor pass (--seed sets "
                                   "the base seed)."),
     "generate-act": ("utilization_cmds", "Act scenarios for every bank entry that has none yet, checked by the "
                                          "blind anti-fishing critic."),
     "human": ("judge_cmds", "Human grades from the audit page of `memaudit view --audit N`."),
-    "import-release": ("bench_cmds", "Import a published release: its benchmark and its runs (history, memory, "
+    "import-release": ("release_cmds", "Import a published release: its benchmark and its runs (history, memory, "
                                      "recon_judge, attribution, oracle), as runs named after their directories."),
     "judge-check": ("judge_cmds", "Control answers with a known grade (truth, paraphrase; another user's value, a "
                                   "vague non-answer, the reversed value) sent to every judge: flags lenient and "

@@ -107,7 +107,7 @@ def collect(from_file):
 
 async def _collect(settings, from_file: Path | None) -> None:
     from memaudit.llm.batch import Collector, collect as collect_batches, import_output
-    from memaudit.llm.dialect import Refusals
+    from memaudit.llm.dialects import Refusals
     from memaudit.roles import ROLE_SPECS
     from memaudit.store import open_store
 

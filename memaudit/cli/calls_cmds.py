@@ -96,7 +96,7 @@ def _preview(text) -> str:
 
 async def _find(settings, **filters) -> tuple[list[dict], list[dict]]:
     """The calls, and (with --run) which prompts each stage of the run was made with."""
-    from memaudit.scoring.tables import prompt_rows
+    from memaudit.tables.paper import prompt_rows
     from memaudit.store import open_store, select_runs
     from memaudit.types import DEFAULT_VARIANT
 

@@ -9,6 +9,10 @@ from pathlib import Path
 import anyio
 import click
 
+from memaudit.config import CACHE_MODES
+from memaudit.llm.dialects import DIALECTS
+from memaudit.types import RUBRIC
+
 # rich, the settings and the store are imported where used: a command's module loads only what that
 # command needs, and `memaudit --help` almost nothing (tests/cli/test_lazy_cli.py).
 
@@ -27,16 +31,19 @@ def __getattr__(name: str):
     return globals()[name]
 
 
+# The threshold comes from the rubric: the help text cannot drift from what attribution does.
+ATTRIBUTE_HELP = f"Stages 0-2 of failure attribution for every target scored below {RUBRIC.recovered:g}."
+
 GLOBAL_OPTIONS = [
     click.option("--db", type=click.Path(path_type=Path), default=None, help="artifact store [MEMAUDIT_DB]"),
     click.option("--base-url", default=None, help="OpenAI-compatible endpoint [MEMAUDIT_BASE_URL]"),
     click.option("--model", default=None, help="model name sent to the endpoint [MEMAUDIT_MODEL]"),
-    click.option("--backend", type=click.Choice(["openai", "vllm", "llamacpp"]), default=None,
+    click.option("--backend", type=click.Choice(list(DIALECTS)), default=None,
                  help="structured-output dialect [MEMAUDIT_BACKEND]"),
     click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
                  help="TOML with per-role endpoints [MEMAUDIT_CONFIG]"),
     click.option("--concurrency", type=int, default=None, help="max in-flight calls per endpoint"),
-    click.option("--cache", type=click.Choice(["rw", "replay", "refresh", "off"]), default=None,
+    click.option("--cache", type=click.Choice(CACHE_MODES), default=None,
                  help="call cache mode [MEMAUDIT_CACHE]"),
     click.option("--seed", type=int, default=None, help="base seed [MEMAUDIT_SEED]"),
     click.option("--prompts", "prompts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -83,9 +90,9 @@ def current_settings(**extra):
 
 
 def shard_option(fn):
-    """`--shard I/N` (memaudit/study/shard.py): parsed before anything runs, so a bad spec is one line."""
+    """`--shard I/N` (memaudit/shards.py): parsed before anything runs, so a bad spec is one line."""
     def parse(ctx, param, value):
-        from memaudit.study.shard import parse_shard
+        from memaudit.shards import parse_shard
         return parse_shard(value)
 
     return click.option("--shard", default=None, metavar="I/N", callback=parse,

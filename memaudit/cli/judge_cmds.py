@@ -28,7 +28,7 @@ from memaudit.errors import BadInput
 def judge_check(runs, benches, per_category, max_false_pass, min_pass, fmt, judges, repeats, shard):
     """Control answers with a known grade (truth, paraphrase; another user's value, a vague
     non-answer, the reversed value) sent to every judge: flags lenient and harsh judges."""
-    from memaudit.judges.checks import Thresholds
+    from memaudit.tables.judge_checks import Thresholds
 
     text = run(_judge_check, current_settings(), split_list(runs), split_list(benches), per_category,
                Thresholds(max_false_pass, min_pass), fmt, split_list(judges), repeats, shard)
@@ -38,9 +38,9 @@ def judge_check(runs, benches, per_category, max_false_pass, min_pass, fmt, judg
 async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, judges, repeats, shard=None) -> str:
     import orjson
 
-    from memaudit.judges.checks import check_summary
-    from memaudit.judges.controls import run_judge_check
-    from memaudit.judges.panel import Panel
+    from memaudit.tables.judge_checks import check_summary
+    from memaudit.scoring.judge_check import run_judge_check
+    from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
 
     async with open_runtime(settings, create=False, shard=shard) as rt:
@@ -50,10 +50,11 @@ async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, j
         summary = await check_summary(rt.store, chosen, thresholds)
     if fmt == "json":
         return orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n"
-    from memaudit.judges.render import check_tables
-    from memaudit.scoring.tables import _ci, _md_table, _num
+    from memaudit.tables.judges_render import check_tables
+    from memaudit.tables.columns import ci_text, num
+    from memaudit.tables.paper import _md_table
 
-    return "\n\n".join(_md_table(*table) for table in check_tables(summary, _num, _ci)) + "\n"
+    return "\n\n".join(_md_table(*table) for table in check_tables(summary, num, ci_text)) + "\n"
 
 
 async def _benches(store, runs, benches) -> list[str]:
@@ -85,18 +86,18 @@ def human_import(file):
 
 
 async def _human_import(settings, file: Path) -> list[str]:
-    from memaudit.judges.human import import_grades
-    from memaudit.judges.render import _human
-    from memaudit.judges.section import judges_section
-    from memaudit.scoring.tables import _num
+    from memaudit.report.human import import_grades
+    from memaudit.tables.judges_render import _human
+    from memaudit.tables.judges import judges_section
+    from memaudit.tables.columns import num
     from memaudit.store import open_store, select_runs
 
     async with open_store(settings.db, create=False) as store:
         grader, n = await import_grades(store, file)
         section = await judges_section(store, await select_runs(store, None), resamples=0)
     lines = [f"imported {n} grade(s) by {grader}"]
-    lines += [f"{j['model']} vs human: {_human(j['human'], _num)}" for j in section["per_judge"]]
-    lines.append(f"panel vs human: {_human(section['panel_human'], _num)}")
+    lines += [f"{j['model']} vs human: {_human(j['human'], num)}" for j in section["per_judge"]]
+    lines.append(f"panel vs human: {_human(section['panel_human'], num)}")
     return lines
 
 

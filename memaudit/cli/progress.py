@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from memaudit.rollout.progress import (EpisodeDone, RolloutEvent, RolloutFinished, RolloutStarted, RunPlanned,
+from memaudit.rollout.events import (EpisodeDone, RolloutEvent, RolloutFinished, RolloutStarted, RunPlanned,
                                        UserDone)
 
 

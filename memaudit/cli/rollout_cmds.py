@@ -35,7 +35,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.errors import BadInput
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
-    from memaudit.scoring.metrics import memory_write_failures, total_write_failures
+    from memaudit.tables.metrics import memory_write_failures, total_write_failures
 
     if transcripts is not None and max_turns is not None:
         raise BadInput("--max-turns does not apply with --transcripts: the episodes are the recorded ones",

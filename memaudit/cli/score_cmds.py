@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from memaudit.cli.batch_cmds import batch_options, batched
-from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
+from memaudit.cli.common import ATTRIBUTE_HELP, current_settings, global_options, run, shard_option, split_list
 from memaudit.errors import BadInput
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
@@ -79,7 +79,7 @@ def score(mode, k_text, runs, context_window, dims, use_batch, batch_file, shard
 
 async def _score(settings, modes, ks, runs, context_window, dims, use_batch=False, batch_file=None, shard=None,
                  judges=None, repeats=1):
-    from memaudit.judges.panel import Panel
+    from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
     from memaudit.scoring.evolving import score_evolving
     from memaudit.scoring.recovery import BATCH_ROLES, pass_variant, score_runs
@@ -98,14 +98,13 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
             await _print_scores(rt.store, [run_id], await pass_variant(rt, run_id))
 
 
-@click.command("attribute")
+@click.command("attribute", help=ATTRIBUTE_HELP)
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
 @batch_options
 @shard_option
 @global_options
 def attribute(mode, runs, use_batch, batch_file, shard):
-    """Stages 0-2 of failure attribution for every target scored below 0.75."""
     run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file, shard)
 
 
@@ -143,7 +142,7 @@ def rescore(variant, judge_model, judge_prompt, reader_model, runs, judges, repe
 
 
 async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, runs, judges, repeats):
-    from memaudit.judges.panel import Panel
+    from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
     from memaudit.scoring.rescore import rescore_runs
 

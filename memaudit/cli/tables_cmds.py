@@ -7,10 +7,10 @@ import click
 
 from memaudit.cli.common import current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
-from memaudit.scoring import stats
-from memaudit.scoring.robustness import compare_variants
-from memaudit.scoring.tables import compute_tables, csv_sections, render, render_csv_section
 from memaudit.store import open_store, select_runs
+from memaudit.tables import stats
+from memaudit.tables.paper import compute_tables, csv_sections, render, render_csv_section
+from memaudit.tables.robustness import compare_variants
 
 FORMATS = ("md", "latex", "csv", "json")
 EXTENSIONS = {"md": "md", "latex": "tex", "json": "json"}
@@ -43,7 +43,7 @@ def _write_all(tables: dict, out_dir: Path) -> None:
     for name, rows in csv_sections(tables):
         inside(out_dir, out_dir / f"{name}.csv").write_text(render_csv_section(rows))
     if "table3" in tables and "gap" in tables:
-        from memaudit.scoring.plots import write_plots  # matplotlib takes seconds to import: only when plotting
+        from memaudit.report.plots import write_plots  # matplotlib takes seconds to import: only when plotting
         write_plots(tables, out_dir)
 
 

@@ -24,8 +24,8 @@ def utilization(runs, k, threshold, shard):
 
 async def _utilization(settings, runs, k, threshold, shard):
     from memaudit.runtime import open_runtime
+    from memaudit.tables.utilization import load_cases, outcome
     from memaudit.utilization.act import utilization_runs
-    from memaudit.utilization.summary import load_cases, outcome
 
     async with open_runtime(settings, shard=shard) as rt:
         chosen = runs if runs is not None else await rt.store.runs.names()

@@ -32,8 +32,7 @@ from memaudit.config import Settings
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, Refusal, redact_url
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
-from memaudit.llm.dialect import BATCH_CHAT_URL, ParameterRefused, Refusals, request_body
-from memaudit.llm.transport import answer_error
+from memaudit.llm.dialects import BATCH_CHAT_URL, ParameterRefused, Refusals, answer_error, request_body
 
 if TYPE_CHECKING:
     from memaudit.store import Store

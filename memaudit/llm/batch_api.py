@@ -16,7 +16,7 @@ import orjson
 from yarl import URL
 
 from memaudit.errors import EndpointError, redact_url
-from memaudit.llm.transport import RETRYABLE, _server_message
+from memaudit.llm.dialects import RETRYABLE, server_message
 
 COMPLETION_WINDOW = "24h"
 ATTEMPTS = 5
@@ -96,7 +96,7 @@ class BatchAPI:
                     data = await resp.read()
                     if resp.status == 200:
                         return data
-                    message, _ = _server_message(data)
+                    message, _ = server_message(data)
                     if resp.status not in RETRYABLE and resp.status < 500:
                         raise self._error(f"{method} {path}: {message[:300]}", resp.status)
                     last = f"HTTP {resp.status}: {message[:200]}"

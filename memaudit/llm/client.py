@@ -17,9 +17,9 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
-from memaudit.llm.cache import RECORD_VERSION, derive_seed, key_record, keyed
+from memaudit.llm.dialects import REFUSABLE, ParameterRefused, Refusals, parse_choice, request_body, sampling
+from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
-from memaudit.llm.dialect import REFUSABLE, ParameterRefused, Refusals, request_body
 from memaudit.llm.tokens import server_count, server_root
 from memaudit.llm.transport import Transport, Unreachable
 
@@ -124,7 +124,7 @@ class LLM:
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
         # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
-        # key of what is then sent; the refusal is remembered (memaudit/llm/dialect.py).
+        # key of what is then sent; the refusal is remembered (memaudit/llm/dialects/).
         for _ in REFUSABLE:
             try:
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
@@ -137,7 +137,7 @@ class LLM:
     async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
                             seed_parts) -> CallResult:
         rc = self.role_config(role)
-        sent = rc.sampling(temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
+        sent = sampling(rc, temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
                             top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,
@@ -319,7 +319,7 @@ def read_attempt(role: str, first_messages: list, messages: list, response: dict
                  total: dict) -> Attempt:
     """Read one chat-completions response of a call (live, or a batch's output line): its usage is
     added to `total`; a refusal raises Refusal. Shared by both paths so that they record the same."""
-    raw, finish, usage = _parse_choice(response)
+    raw, finish, usage = parse_choice(response)
     for name in USAGE_FIELDS:
         total[name] += usage.get(name, 0)
     if finish == "refusal":
@@ -349,48 +349,6 @@ def failure_row(key: str, role: str, model: str, request_json: str, exc: Invalid
     """The cache row of a request that failed as itself (invalid output, overflow, refusal)."""
     return dict(key=key, role=role, model=model, request=request_json, response=_failure_json(exc, secrets),
                 ok=False, created=_now())
-
-
-def _parse_choice(response: dict) -> tuple[str, str | None, dict]:
-    try:
-        choice = response["choices"][0]
-        message = choice["message"]
-        text = _content_text(message.get("content"))
-        finish = choice.get("finish_reason")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return "", "malformed", {}
-    if message.get("refusal") or finish == "content_filter":  # OpenAI's refusal field, a content filter
-        text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
-    usage = _fields(response.get("usage"))
-    details, completion = _fields(usage.get("prompt_tokens_details")), _fields(usage.get("completion_tokens_details"))
-    return text, finish, {"prompt_tokens": _tokens(usage.get("prompt_tokens")),
-                          "completion_tokens": _tokens(usage.get("completion_tokens")),
-                          "cached_tokens": _tokens(details.get("cached_tokens")),
-                          "reasoning_tokens": _tokens(completion.get("reasoning_tokens"))}
-
-
-# The server controls every field below: an odd one must never crash the client.
-def _content_text(content) -> str:
-    """A message's text: a string, or (a valid OpenAI shape) a list of parts whose text parts are
-    joined; anything else is no text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part["text"] for part in content
-                       if isinstance(part, dict) and part.get("type") in ("text", "output_text", None)
-                       and isinstance(part.get("text"), str))
-    return ""
-
-
-def _fields(value) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _tokens(value) -> int:
-    """A token count as reported, or 0 when it is not a whole non-negative number ("abc", -1, null)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
-        return 0
-    return int(value) if float(value).is_integer() else 0
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:

@@ -30,7 +30,7 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str
     return method, target, headers, body
 
 
-def write_json(writer: asyncio.StreamWriter, status: int, payload, extra: dict | None = None) -> None:
+def send_json(writer: asyncio.StreamWriter, status: int, payload, extra: dict | None = None) -> None:
     """Queue one JSON response (the caller drains the writer)."""
     write_body(writer, status, orjson.dumps(payload), "application/json", extra)
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from memaudit.embed import Embedder
 from memaudit.errors import MemauditError
-from memaudit.llm.http1 import read_request, write_json
+from memaudit.llm.embed import Embedder
+from memaudit.llm.http1 import read_request, send_json
 
 @dataclass
 class Route:
@@ -91,7 +91,7 @@ class RecordingProxy:
             while (request := await read_request(reader)) is not None:
                 method, target, _, body = request
                 status, payload = await self._dispatch(method, target, body)
-                write_json(writer, status, payload)
+                send_json(writer, status, payload)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass

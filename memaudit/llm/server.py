@@ -18,7 +18,7 @@ import anyio
 
 from memaudit.config import EMBEDDED_CONTEXT, EMBEDDED_MODEL
 from memaudit.errors import EndpointError
-from memaudit.llm.dialect import request_body
+from memaudit.llm.dialects import request_body
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 READY_TIMEOUT = 120.0

@@ -1,8 +1,8 @@
-"""Endpoints and the one retry loop (what a request body holds: memaudit/llm/dialect.py).
+"""Endpoints and the one retry loop (what a request body holds and what an answer means: memaudit/llm/dialects/).
 
 One HTTP session per endpoint (aiohttp; its connection pool keeps the client's CPU per call flat
 from 1 to 512 calls in flight, where httpx's grows with the number of connections: see
-benchmarks/bench_http_clients.py). Each endpoint bounds its in-flight calls with a capacity
+perf/http_clients.py). Each endpoint bounds its in-flight calls with a capacity
 limiter of `--concurrency`, and its pool keeps as many connections alive; a role listing several
 base URLs (a fleet) spreads calls by least in-flight load. An `httpx.MockTransport` stands in for
 the network in unit tests (`FakeOpenAI.transport()`).
@@ -10,7 +10,7 @@ the network in unit tests (`FakeOpenAI.transport()`).
 Failures are sorted here: retryable statuses and unreachable servers are retried; a context
 length error is `ContextOverflow` and a content refusal is `Refusal` (outcomes of the request);
 a 400 naming a parameter the model does not take is `ParameterRefused` (the client asks again
-without it: llm/dialect.py); any other refusal (401/403/404, an unknown model, another rejected
+without it: llm/dialects/); any other refusal (401/403/404, an unknown model, another rejected
 parameter) is `EndpointError`, a misconfigured endpoint that ends the command and is never
 recorded. A server memaudit started itself is checked when it stops answering (`watched`), so
 its death is reported at once."""
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import random
-import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Protocol
@@ -28,15 +27,9 @@ import anyio
 import orjson
 from yarl import URL
 
-from memaudit.errors import ContextOverflow, EndpointError, Refusal, redact_url
-from memaudit.llm.dialect import CHAT_PATH, refusal
+from memaudit.errors import EndpointError, redact_url
+from memaudit.llm.dialects import CHAT_PATH, RETRYABLE, answer_error, server_message
 
-RETRYABLE = {408, 409, 425, 429}
-OVERFLOW_PATTERN = re.compile(
-    r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|"
-    r"exceed(s|ed)? (the )?(context|max)|context_length_exceeded|n_ctx", re.I)
-# Error codes and words with which hosted APIs refuse the content of a request (not its form).
-REFUSAL_PATTERN = re.compile(r"content[ _-]?(policy|filter|management)|safety system|flagged|moderation", re.I)
 JSON_HEADERS = {"content-type": "application/json"}
 
 
@@ -181,7 +174,7 @@ class Transport:
                     error = answer_error(status, data, role, ep.base_url, secrets)
                     if error is not None:
                         raise error
-                    last = f"HTTP {status}: {_server_message(data)[0][:200]}"
+                    last = f"HTTP {status}: {server_message(data)[0][:200]}"
                     wait = _retry_after(headers)
             finally:
                 ep.in_flight -= 1
@@ -193,33 +186,6 @@ class Transport:
         where = ", ".join(redact_url(u) for u in base_urls)
         raise EndpointError(f"unreachable: gave up after {self.max_retries + 1} attempts for role {role} "
                             f"({where}): {last}", secrets=secrets)
-
-
-def answer_error(status: int, data: bytes, role: str, url: str, secrets=()) -> Exception | None:
-    """What a non-200 answer to a chat request means (live, or a batch's error line): the request's
-    own outcome (ContextOverflow, Refusal), a refusal of its form (ParameterRefused, EndpointError),
-    or None: a retryable status, to be asked again."""
-    message, code = _server_message(data)
-    said = f"{message} {code}"
-    if status in (400, 413, 422, 500) and OVERFLOW_PATTERN.search(said):
-        return ContextOverflow(role, None, None, message[:200])
-    if status in (400, 403, 422) and REFUSAL_PATTERN.search(said):
-        return Refusal(role, message[:300])
-    if status not in RETRYABLE and status < 500:
-        return refusal(status, data, message, url, secrets)
-    return None
-
-
-def _server_message(data: bytes) -> tuple[str, str]:
-    """(message, error code) of an error body, whatever shape the server gives it."""
-    try:
-        payload = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return data.decode("utf-8", "replace").strip() or "(empty body)", ""
-    err = payload.get("error", payload) if isinstance(payload, dict) else payload
-    if isinstance(err, dict):
-        return str(err.get("message") or err.get("detail") or err), str(err.get("code") or err.get("type") or "")
-    return str(err), ""
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

@@ -14,58 +14,21 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from memaudit.bench.history import history_json, user_at
-from memaudit.bench.instances import BANKS_FILE, POOL_FILE, TASKS_ROOT
-from memaudit.release.importer import ORACLE_DIR, RETRIEVE_SUFFIX
-from memaudit.release.sinks import ArchiveSink, DirectorySink
+from memaudit.bench.export import EXPORT_TASKS_DIR, check_users, write_benchmark_to
+from memaudit.bench.history import user_at
+from memaudit.bench.instances import BANKS_FILE, TASKS_ROOT
 from memaudit.errors import BadInput
 from memaudit.ids import check_id, refuse_links_out
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
+from memaudit.release.importer import ORACLE_DIR, RETRIEVE_SUFFIX
+from memaudit.release.sinks import ArchiveSink, DirectorySink
 from memaudit.scratch import owned_prefix, remove_stale
-from memaudit.scoring.metrics import user_recovery
 from memaudit.store import Run, Store, select_runs
-from memaudit.types import CATEGORIES, Benchmark, Reconstruction
+from memaudit.tables.metrics import user_recovery
+from memaudit.types import Benchmark, Reconstruction
 
-EXPORT_TIME = "1970-01-01T00:00:00Z"  # the layout requires generated_at; wall time would break byte-identity
-EXPORT_TASKS_DIR = "tasks"
 # The top-level entries an export writes: a folder holding only these is an earlier export.
 EXPORT_TOP = {BANKS_FILE.split("/")[0], TASKS_ROOT, "history", "pref_judge", "memory", "output"}
-
-
-def write_benchmark(bench: Benchmark, out_dir: str | Path) -> None:
-    """Banks, pool (if the benchmark has one) and one task file per user, in the release layout."""
-    _check_users(bench)
-    refuse_links_out(Path(out_dir))
-    _write_benchmark(bench, DirectorySink(Path(out_dir)))
-
-
-def _check_users(bench: Benchmark) -> None:
-    for user in bench.users:
-        check_id(user.id, "user id", file=f"benchmark {bench.name}", user=user.id[:40])
-
-
-def _write_benchmark(bench: Benchmark, sink) -> None:
-    users = []
-    for user in bench.users:
-        bank: dict[str, list] = {c: [] for c in CATEGORIES}
-        for e in user.bank:
-            record = {"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
-            if e.history:  # a static entry is written exactly as published
-                record["history"] = history_json(e)
-            bank.setdefault(e.category, []).append(record)
-        users.append({"user_id": user.id, "base_profile": user.persona, "memory_bank": bank})
-    sink.write(BANKS_FILE, {"generated_at": EXPORT_TIME, "source": bench.source, "num_users": len(users),
-                             "users": users})
-    if bench.pool:
-        pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
-                    for p in entries] for c, entries in bench.pool.items()}
-        sink.write(POOL_FILE, {"meta": {"benchmark": bench.name}, **pool})
-    for user in bench.users:
-        tasks = bench.tasks.get(user.id, ())
-        records = [{**t.review, "task": t.text, "rationale": t.rationale, "target_category": t.target_category,
-                    "target_dimension": t.target_dimension, "target_short": t.target_short} for t in tasks]
-        sink.write(f"{TASKS_ROOT}/{EXPORT_TASKS_DIR}/{user.id}.json",
-               {"user_id": user.id, "generated_at": EXPORT_TIME, "n_tasks": len(records), "tasks": records})
 
 
 async def export_runs(store: Store, runs: list[str] | None, out_dir: str | Path, *,
@@ -140,15 +103,15 @@ async def _export_into(store: Store, runs: list[str] | None, sink) -> list[str]:
         raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
                        "at a time with --runs", field="runs")
     bench = await store.benchmarks.load(benches[0])
-    known = {u.id for u in bench.users}  # their ids are checked by _check_users
+    known = {u.id for u in bench.users}  # their ids are checked by check_users
     for run in chosen:
         check_id(run.run, "run id", field="runs")
         stray = await store.episodes.users_with_records(run.run) - known
         if stray:
             raise BadInput(f"run {run.run} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
                            f"e.g. {sorted(stray)[0][:40]!r}", field="runs")
-    _check_users(bench)
-    _write_benchmark(bench, sink)
+    check_users(bench)
+    write_benchmark_to(bench, sink)
     for run in chosen:
         await _export_run(store, run, bench, sink)
     await _export_oracle(store, bench, sink)

@@ -19,7 +19,7 @@ from memaudit.bench.files import read_json
 from memaudit.bench.instances import load_release_benchmark
 from memaudit.errors import BadInput, StoreError
 from memaudit.ids import check_id, inside
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 from memaudit.store import RunConfig, Statement, Store
 from memaudit.types import DEFAULT_VARIANT, Attribution, Benchmark, Episode, Reconstruction, Turn
 

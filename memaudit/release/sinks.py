@@ -15,10 +15,9 @@ import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
-from memaudit.bench.files import write_json
+from memaudit.bench.export import FolderWriter
 from memaudit.canonical import canonical_pretty
 from memaudit.errors import BadInput
-from memaudit.ids import inside
 from memaudit.scratch import owned_prefix, remove_stale
 
 # gzip's fastest level: an export is mostly transcripts and memories, written at tens of MB/s and
@@ -32,14 +31,8 @@ def release_bytes(data) -> bytes:
     return canonical_pretty(data) + b"\n"
 
 
-class DirectorySink:
+class DirectorySink(FolderWriter):
     """Files under a directory; every path is checked to stay under it (symlinks followed)."""
-
-    def __init__(self, out: Path):
-        self.out = Path(out)
-
-    def write(self, relative: str, data) -> None:
-        write_json(inside(self.out, self.out / relative, label=relative), data)
 
     def close(self) -> None:
         """Nothing to finish: each file is complete when written."""

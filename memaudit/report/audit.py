@@ -1,7 +1,7 @@
 """The human audit page (`memaudit view --audit N`): DIR/audit.html lists N sampled targets, each
 with the dimension, the true value, the prediction, the memory it was read from and the rubric.
 A grader picks a level per target; grades stay in the browser (localStorage) and are exported as
-the JSON `memaudit human import` reads (memaudit/judges/human.py). One self-contained page: its
+the JSON `memaudit human import` reads (memaudit/report/human.py). One self-contained page: its
 script is inline, it needs no server and it reads nothing from the network."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from memaudit.judges.human import gradable, sample_targets, target_id
+from memaudit.report.human import gradable, sample_targets, target_id
 from memaudit.prompts import load_prompt
 from memaudit.report.html import dl, esc, page
 from memaudit.roles import ROLE_SPECS
@@ -86,7 +86,7 @@ def rubric_levels(prompts_dir: Path) -> list[tuple[float, str]]:
     """(level, what it means) from the recovery judge's prompt file: the rubric the judges used."""
     prompt = load_prompt(ROLE_SPECS["recovery_judge"].prompt, Path(prompts_dir))
     found = [(float(level), text) for level, text in RUBRIC_LINE.findall(prompt.system)]
-    return found or [(level, "") for level in sorted(RUBRIC, reverse=True)]
+    return found or [(level, "") for level in sorted(RUBRIC.scores, reverse=True)]
 
 
 async def _target(store: Store, number: int, row: dict, rubric: list[tuple[float, str]]) -> str:

@@ -10,9 +10,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from memaudit.errors import BadInput
-from memaudit.scoring import metrics
-from memaudit.scoring.tables import check_fresh
 from memaudit.store import Store, select_runs
+from memaudit.tables import metrics
+from memaudit.tables.paper import check_fresh
 from memaudit.types import DEFAULT_VARIANT
 
 VARIANT = DEFAULT_VARIANT

@@ -4,7 +4,7 @@ what each run's memory kept of each version. Nothing is written for a static ben
 from __future__ import annotations
 
 from memaudit.report.html import esc, num, table
-from memaudit.scoring.evolving_tables import MEASURES
+from memaudit.tables.evolving import MEASURES
 from memaudit.types import DEFAULT_VARIANT, STORE_MODE
 
 WIDTH, HEIGHT, PAD = 640, 56, 16

@@ -10,10 +10,9 @@ import posixpath
 import re
 from typing import Iterable
 
-STYLESHEET = "assets/style.css"
+from memaudit.types import RUBRIC
 
-# Score colours follow the five rubric levels; anything between is binned down.
-SCORE_CLASSES = ((1.0, "s100"), (0.75, "s75"), (0.5, "s50"), (0.25, "s25"), (0.0, "s0"))
+STYLESHEET = "assets/style.css"
 
 # Colours of attribution labels in charts and legends (same order as ATTRIBUTION_LABELS).
 LABEL_COLOURS = {"ok": "#5a9e57", "memory_failure": "#d1495b", "task_design_failure": "#8d6cab",
@@ -76,16 +75,17 @@ def num(value, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def mean_std(mean, std, digits: int = 3) -> str:
+def mean_std_text(mean, std, digits: int = 3) -> str:
     if mean is None:
         return "—"
     return num(mean, digits) + ("" if std is None else f' <span class="std">± {num(std, digits)}</span>')
 
 
 def score_class(score: float | None) -> str:
+    """The CSS class of the rubric level a score (or a mean of scores) reaches: s100, s75 … s0."""
     if score is None:
         return "snone"
-    return next(cls for level, cls in SCORE_CLASSES if score >= level - 1e-9)
+    return f"s{round(RUBRIC.level(score).score * 100)}"
 
 
 def dl(pairs: Iterable[tuple[str, str]]) -> str:

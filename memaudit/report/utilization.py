@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memaudit.report.html import dl, esc, link, num, page, slug, table
 from memaudit.store import Store
-from memaudit.utilization.summary import COUNTS, ORACLE_LABELS, load_cases, outcome
+from memaudit.tables.utilization import COUNTS, ORACLE_LABELS, load_cases, outcome
 
 INDEX = "index.html"
 COUNT_NAMES = {"kp_ap": "KP∧AP", "kp_af": "KP∧AF", "kf_ap": "KF∧AP", "kf_af": "KF∧AF"}

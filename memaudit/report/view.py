@@ -29,11 +29,12 @@ import orjson
 from memaudit.ids import inside, refuse_links_out
 from memaudit.report import data, evolving, judges, userdata, utilization
 from memaudit.report.data import Pass, Summary
-from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, link, mean_std, num, page,
+from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, link, mean_std_text, num, page,
                                   score_class, slug, stacked_chart, table)
-from memaudit.scoring.tables import compute_tables, models_text
 from memaudit.store import RunConfig, Store, dumps
-from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
+from memaudit.tables.columns import TABLE2, Column, models_text, shown
+from memaudit.tables.paper import compute_tables
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
 
 INDEX = "index.html"
 LABEL_MARKS = {"ok": "", "memory_failure": "M", "task_design_failure": "T", "agent_elicitation_failure": "A",
@@ -194,38 +195,47 @@ def _teacher_forced(row: dict) -> str:
 
 
 def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
+    """Table 2 from its one declaration (memaudit/tables/columns.py), cells linked to their rows."""
+    columns = shown(TABLE2, "html")
     body, charts = [], []
     for row in rows:
-        known = row["run"] in runs
-        to_run = (lambda text: link(INDEX, _run_page(row["run"]), text)) if known else (lambda text: text)
-        cells = [to_run(esc(row["run"])) + _partial(row) + _teacher_forced(row), esc(row.get("system")),
-                 to_run(str(row.get("users", "—"))), to_run(num(row.get("A"), 1)), to_run(num(row.get("D"), 2)),
-                 to_run(num(row.get("C"), 2))]
-        bars = []
-        for mode in ("dump_all", "retrieve"):
-            p = summary.find_pass(row["run"], mode, row.get("retrieve_k"))
-            text = mean_std(row.get(f"B_{mode}"), row.get(f"B_{mode}_std"))
-            ci = row.get(f"B_{mode}_ci95")
-            if ci:
-                text = f'<span title="95% bootstrap interval over users: {_value(ci)}">{text}</span>'
-            cells.append(link(INDEX, _pass_page(p), text) if p else text)
-            bars.append((mode, row.get(f"B_{mode}"), row.get(f"B_{mode}_std")))
-        cells += [to_run(num(row.get("items"), 1)), to_run(num(row.get("chars"), 1))]
-        for mode in ("dump_all", "retrieve"):
-            p = summary.find_pass(row["run"], mode, row.get("retrieve_k"))
-            count = row.get(f"overflow_{mode}")
-            text = "—" if count is None else str(count)
-            cells.append(link(INDEX, _list_page(p, "status-overflow"), text) if p and count else text)
-        lost = row.get("memory_write_failures")
-        cells.append(to_run("—" if lost is None else str(lost)))
-        body.append([f'<td class="n">{c}</td>' if i > 1 else c for i, c in enumerate(cells)]
-                    + [esc(models_text(row.get("models") or {}))])
-        charts.append((row["run"], bars))
-    headers = ["run", "system", "users", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "items", "chars/item",
-               "overflow full", "overflow top-k", "memory write failures", "models"]
+        body.append([_table2_cell(summary, c, row, row["run"] in runs) for c in columns])
+        charts.append((row["run"], [(mode, row.get(f"B_{mode}"), row.get(f"B_{mode}_std")) for mode in MODES]))
     return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
-            + table(headers, body)
+            + table([c.header for c in columns], body)
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
+
+
+def _table2_cell(summary: Summary, column: Column, row: dict, known: bool) -> str:
+    if column.kind == "run":
+        text = esc(row["run"])
+        return (link(INDEX, _run_page(row["run"]), text) if known else text) + _partial(row) + _teacher_forced(row)
+    if column.kind in ("text", "models"):
+        return esc(row.get(column.keys[0]) if column.kind == "text" else models_text(row.get("models") or {}))
+    parts = [_linked(summary, column, row, key, known, _html_value(column, row, key)) for key in column.keys]
+    return f'<td class="n">{"/".join(parts)}</td>'
+
+
+def _html_value(column: Column, row: dict, key: str) -> str:
+    value = row.get(key)
+    if column.kind != "summary":
+        return "—" if value is None else str(value) if isinstance(value, int) else num(value, column.digits)
+    text = mean_std_text(value, row.get(f"{key}_std"), column.digits)
+    ci = row.get(f"{key}_ci95")
+    return f'<span title="95% bootstrap interval over users: {_value(ci)}">{text}</span>' if ci else text
+
+
+def _linked(summary: Summary, column: Column, row: dict, key: str, known: bool, text: str) -> str:
+    """The cell's drill-down: the run's page, the pass of the key's access mode, or its overflow list."""
+    if column.link == "run":
+        return link(INDEX, _run_page(row["run"]), text) if known else text
+    mode = next((m for m in MODES if m in key), None)
+    p = summary.find_pass(row["run"], mode, row.get("retrieve_k")) if mode and column.link else None
+    if p is None:
+        return text
+    if column.link == "overflow":
+        return link(INDEX, _list_page(p, "status-overflow"), text) if row.get(key) else text
+    return link(INDEX, _pass_page(p), text)
 
 
 def _run_mode_cells(row: dict, p: Pass | None) -> list[str]:
@@ -245,7 +255,7 @@ def _table3(summary: Summary, rows: list[dict]) -> str:
         p = summary.find_pass(row["run"], row["mode"], row.get("k"))
         cells = _run_mode_cells(row, p)
         for key in (*CATEGORIES, "overall"):
-            text = mean_std(row.get(key), row.get(f"{key}_std"))
+            text = mean_std_text(row.get(key), row.get(f"{key}_std"))
             cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text) if p else text}</td>')
         body.append(cells)
     return ("<h2>Table 3 · recovery per category</h2>"

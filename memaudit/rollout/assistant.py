@@ -5,9 +5,10 @@ nothing it reads names what is scored."""
 from __future__ import annotations
 
 from memaudit.adapters.base import AgentContext
+from memaudit.ask import ask
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
-from memaudit.roles import ROLE_SPECS, ask
+from memaudit.roles import ROLE_SPECS
 
 NOTES_HEADER = "What you remember about this person from earlier conversations:"
 PREAMBLE_HEADER = "Your standing notes about this person:"

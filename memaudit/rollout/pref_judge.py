@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memaudit.ask import ask
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
-from memaudit.roles import REASON, ask, obj
+from memaudit.roles import REASON, obj
 from memaudit.types import BankEntry
 
 SCORES = ("1", "2", "3", "4", "5", "na")

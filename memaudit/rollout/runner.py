@@ -19,17 +19,19 @@ from memaudit.adapters.registry import BUILTIN_ORIGIN, get_adapter, origin_of
 from memaudit.errors import BadInput, MemauditError
 from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
-from memaudit.provenance import differences, rollout_provenance
+from memaudit.canonical import differences
+from memaudit.provenance import rollout_provenance
+from memaudit.roles import prompts_of
 from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
 from memaudit.rollout.episode import run_episode
-from memaudit.rollout.progress import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
+from memaudit.rollout.events import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
                                        UserDone)
 from memaudit.rollout.teacher_forced import Transcripts, default_tag, load_transcripts
 from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
 
-PROMPTS = ("agent", "simulator", "pref_judge")  # plus each adapter's own prompt files
+PROMPTS = prompts_of("dialogue")  # plus each adapter's own prompt files
 
 
 def run_id(system: str, tag: str | None) -> str:
@@ -131,7 +133,7 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
                 ep = await run_episode(rt.llm, adapter, user, task, run=run, max_turns=max_turns, k=k,
                                        pending=disclosures.pending(task.index))
             else:
-                ep = await transcripts.replay(adapter, run, task, k=k)
+                ep = await transcripts.feed(adapter, run, task, k=k)
         disclosures.record(ep)
         await commit_episode(rt.store, ep, adapter, uses)
         if progress:
@@ -151,7 +153,7 @@ async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, user
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
                       progress: ProgressSink | None = None, transcripts: str | None = None) -> list[str]:
     """Run (or resume) one run per system; returns the run ids. `progress` receives the rollout's
-    events (memaudit/rollout/progress.py); None (or False) sends none. `transcripts`: a recorded run
+    events (memaudit/rollout/events.py); None (or False) sends none. `transcripts`: a recorded run
     whose episodes are replayed into each system instead of played live (teacher_forced.py)."""
     return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts),
                               progress=progress)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memaudit.ask import ask
 from memaudit.config import EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.errors import InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
-from memaudit.roles import ROLE_SPECS, ask
+from memaudit.roles import ROLE_SPECS
 from memaudit.store import dumps_indented
 from memaudit.types import CATEGORIES, Task, User
 

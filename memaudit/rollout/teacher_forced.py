@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from memaudit.adapters.base import MemoryAdapter
 from memaudit.config import Settings
 from memaudit.errors import BadInput
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 from memaudit.provenance import teacher_forced_provenance
 from memaudit.rollout.episode import feed_transcript
 from memaudit.store import RunConfig, Store, dumps
@@ -58,7 +58,7 @@ class Transcripts:
         return RunConfig(self.users, self.tasks, self.source_config.max_turns, k, tag, transcripts=self.source,
                          provenance=teacher_forced_provenance(settings, self.digest()))
 
-    async def replay(self, adapter: MemoryAdapter, run: str, task: Task, *, k: int) -> Episode:
+    async def feed(self, adapter: MemoryAdapter, run: str, task: Task, *, k: int) -> Episode:
         """Feed one recorded episode to the adapter; returns it as an episode of `run`."""
         recorded = self.episodes[task.user_id][task.index]
         await feed_transcript(adapter, task, recorded.turns, k=k)

@@ -1,6 +1,6 @@
 """Failure attribution (PROTOCOL §6): which arrow of expose -> collect -> recover lost a target.
 
-    score >= 0.75                     -> ok
+    recovered (types.RUBRIC)          -> ok
     overflow                          -> overflow (the stages still run: see below)
     no task targets the dimension, or its task never ran in the run (a partial rollout)
                                       -> no_targeted_task
@@ -11,7 +11,7 @@
     a failed reconstruction           -> unclassified (noted)
 
 An `overflow` target keeps its own label, and is also run through the stages as the published
-runner did (it scored such a target "unknown" -> 0): memaudit/scoring/metrics.py `published_label`
+runner did (it scored such a target "unknown" -> 0): memaudit/tables/metrics.py `published_label`
 reads from them the label the published code would have given, for Table 4's `published_equivalent`.
 
 The oracle sees only the task text, dimension, short and explanation, so one verdict (one model
@@ -25,15 +25,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from memaudit.ask import ask
+from memaudit.ask import ask
 from memaudit.errors import ContextOverflow, InvalidOutput
-from memaudit.llm.cache import text_hash
+from memaudit.llm.keys import text_hash
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
-from memaudit.roles import ROLE_SPECS, ask
+from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import check_options, failure_note, pass_variant, run_all
-from memaudit.types import Attribution, Episode, Reconstruction, Task
+from memaudit.types import RUBRIC, Attribution, Episode, Reconstruction, Task
 
-RECOVERED = 0.75
 STAGE_ROLES = ("oracle", "disclosure", "elicitation")
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
 BATCH_ROLES = STAGE_ROLES  # the calls `attribute --batch` sends in batches
@@ -141,7 +142,7 @@ async def _attribute(rt: Runtime, target: Target) -> None:
     recon = target.recon
     stages: list = []
     with rt.llm.collect() as uses:
-        if recon.status == "ok" and recon.score >= RECOVERED:
+        if recon.status == "ok" and RUBRIC.is_recovered(recon.score):
             label, note = "ok", ""
         else:
             label, note = await classify(rt, target, stages)

@@ -7,7 +7,7 @@ addition, on each reconstruction of (mode, k):
   - `stale_absent`, one per superseded version: the reconstruction does not assert that value;
 and once per run on the full final store (mode `store`), whatever the access mode:
   - `stale_in_store`, one per superseded version: the memory still holds that value as true.
-The first two feed FAMA (scoring/evolving_tables.py); the third is the stale-in-store rate.
+The first two feed FAMA (tables/evolving.py); the third is the stale-in-store rate.
 
 Judgments run after the reconstructions of a `score` pass, resume like them (existing keys are
 skipped), are re-judged when the user's final snapshot changed, and are never made for a static
@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
+from memaudit.ask import ask
 from memaudit.bench.history import superseded
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.prompts import load_prompt
-from memaudit.roles import BOOL, REASON, RoleSpec, ask, obj
+from memaudit.roles import BOOL, REASON, RoleSpec, obj
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import (EMPTY_MEMORY, failure_note, is_unknown, mode_passes, open_memory, ready_users,
                                        reader_window, run_all)

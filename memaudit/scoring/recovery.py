@@ -24,21 +24,20 @@ import anyio
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
-from memaudit.bench.pool import CATEGORY_DEFINITIONS
-from memaudit.config import role_group
+from memaudit.ask import ask
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
-from memaudit.roles import ROLE_SPECS, ask
+from memaudit.roles import ROLE_SPECS, role_group
 from memaudit.runtime import Runtime
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
-from memaudit.study.shard import WHOLE, Shard
-from memaudit.types import DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
+from memaudit.shards import WHOLE, Shard
+from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
 
 if TYPE_CHECKING:
-    from memaudit.judges.panel import Panel
+    from memaudit.scoring.panel import Panel
 
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
@@ -137,7 +136,7 @@ class Scorer:
     reader_prompt: Prompt
     judge_prompt: Prompt
     guides: dict
-    panel: "Panel | None" = None  # a judge panel grades instead of the one judge (memaudit/judges/)
+    panel: "Panel | None" = None  # a judge panel grades instead of the one judge (memaudit/scoring/panel.py)
 
     @classmethod
     def configured(cls, llm: LLM, panel: "Panel | None" = None) -> "Scorer":
@@ -398,7 +397,7 @@ async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int |
     """Score every target of every ready user of every run in every mode (and every k of
     retrieve), all in parallel; returns one line per user skipped because it was not ready.
     `variant` None: each run's `pass_variant`. With a `panel`, every panel judge grades every
-    target (memaudit/judges/panel.py)."""
+    target (memaudit/scoring/panel.py)."""
     check_options(modes, dims)
     scorer = Scorer.configured(rt.llm, panel)
     jobs, skipped = [], []

@@ -19,7 +19,7 @@ from memaudit.store import Rescore
 from memaudit.types import DEFAULT_VARIANT, Reconstruction
 
 if TYPE_CHECKING:
-    from memaudit.judges.panel import Panel
+    from memaudit.scoring.panel import Panel
 
 
 def variant_scorer(rt: Runtime, *, judge_model: str | None, judge_prompt: str | None,

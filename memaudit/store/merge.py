@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memaudit.errors import BadInput
-from memaudit.provenance import differences
+from memaudit.canonical import differences
 from memaudit.store import Store, loads
 from memaudit.store.calls import CACHE_TABLES, CACHE_UNION, store_tables
 from memaudit.store.faults import faults

@@ -18,7 +18,7 @@ class Rescore:
     judge_prompt: str | None   # an absolute path, so replay finds it from any directory
     reader_model: str | None
     base_variant: str = DEFAULT_VARIANT  # stored as "from"
-    panel: dict | None = None  # a judge panel: {"judges": [...], "repeats": n} (memaudit/judges/panel.py)
+    panel: dict | None = None  # a judge panel: {"judges": [...], "repeats": n} (memaudit/scoring/panel.py)
 
     def to_json(self) -> dict:
         panel = {} if self.panel is None else {"panel": self.panel}

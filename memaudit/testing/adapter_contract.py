@@ -25,8 +25,8 @@ import numpy as np
 from memaudit.adapters.base import AdapterContext, AgentContext, Event
 from memaudit.adapters.boundary import open_adapter
 from memaudit.config import Settings
-from memaudit.embed import DIM, Embedder
 from memaudit.errors import MemauditError
+from memaudit.llm.embed import DIM, Embedder
 from memaudit.testing.fake_openai import FakeOpenAI
 
 QUERIES = ["knee injury from running", "how does the user like answers", "Python data analysis", "Munich"]

@@ -24,7 +24,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from memaudit.llm.http1 import read_request, write_body, write_json
+from memaudit.llm.http1 import read_request, send_json, write_body
 from memaudit.testing.fake_batches import FakeBatchAPI
 from memaudit.testing.fake_openai import FakeOpenAI
 
@@ -76,7 +76,7 @@ class LoopbackServer:
     async def respond(self, writer, method: str, path: str, headers: dict, body: bytes) -> bool:
         """Write one response; False when the connection must be dropped (an injected timeout)."""
         if method == "GET" and path == "/_stats":
-            write_json(writer, 200, self.stats())
+            send_json(writer, 200, self.stats())
             return True
         self.requests += 1
         self.in_flight += 1
@@ -93,7 +93,7 @@ class LoopbackServer:
         if isinstance(payload, bytes):  # a file's content (the Files API fake)
             write_body(writer, status, payload, "application/octet-stream", extra)
         else:
-            write_json(writer, status, payload, extra)
+            send_json(writer, status, payload, extra)
         await writer.drain()
         return True
 

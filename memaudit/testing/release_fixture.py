@@ -1,5 +1,5 @@
 """Synthetic releases in the published layout, written file by file (not through our exporter, so
-the importer is tested against the layout itself). Used by the tests and by benchmarks/bench_import.py."""
+the importer is tested against the layout itself). Used by the tests and by perf/release_import.py."""
 from __future__ import annotations
 
 import random
@@ -7,12 +7,11 @@ from pathlib import Path
 
 import orjson
 
-from memaudit.types import BANK_COUNTS, CATEGORIES
+from memaudit.types import BANK_COUNTS, CATEGORIES, RUBRIC
 
 BANKS = "Deeppersona/data/user_memory_banks_pooled_final.json"
 POOL = "Deeppersona/data/dimension_pool.json"
 RETRIEVE_SYSTEMS = ("amem", "longctx_full", "mem0", "memt")
-GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def dimension(category: str, j: int) -> str:
@@ -150,7 +149,7 @@ def _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memori
         details = []
         for c in CATEGORIES:
             for e in bank[c]:
-                score = rng.choice(GRID)
+                score = rng.choice(RUBRIC.scores)
                 detail = {"category": c, "dimension": e["dimension"], "explanation": e["explanation"],
                           "ground_truth": e["short"], "predicted": "unknown" if score == 0 else "something",
                           "slot_fill_reason": "r", "score": score, "judge_reason": "j",
@@ -160,7 +159,7 @@ def _write_run_user(root, run, uid, bank, tasks, rng, turns, reply_chars, memori
                 details.append(detail)
         _write(root / "output" / out_dir / "recon_judge" / f"{uid}.json",
                {"user_id": uid, "per_category": {}, "overall": 0, "details": details})
-        attributed = [{**d, "attribution": {"category": "ok" if d["score"] >= 0.75 else "memory_failure",
+        attributed = [{**d, "attribution": {"category": "ok" if RUBRIC.is_recovered(d["score"]) else "memory_failure",
                                             "score": d["score"], "stages": [], "ep_index": 1, "note": ""}}
                       for d in details]
         _write(root / "output" / out_dir / "attribution" / f"{uid}.json",

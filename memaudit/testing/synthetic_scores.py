@@ -1,5 +1,5 @@
 """Stores built directly from rows: small hand-made runs for the unit tests and a bulk
-50-user × 5-system store for the table and statistics benchmarks."""
+50-user × 5-system store for the table and statistics performance scripts."""
 from __future__ import annotations
 
 import numpy as np
@@ -82,7 +82,7 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
     rows.update({name: [] for name in ("runs", "episodes", "turns", "snapshots", "reconstructions",
                                        "attributions", "calls", "call_uses")})
     dims = dimensions()
-    grid = np.asarray(RUBRIC)
+    grid = np.asarray(RUBRIC.scores)
     for s, system in enumerate(systems):
         run = f"{system}_pooled_{users}"
         rows["runs"].append(run_row(run, system, config={"tasks": None}))
@@ -110,6 +110,6 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
                         rows["reconstructions"].append(recon_row(run, mode, user, c, d, score, k=k, variant=variant,
                                                                           snapshot_task=31))
                         if variant == DEFAULT_VARIANT:
-                            label = "ok" if score >= 0.75 else ATTRIBUTION_LABELS[int(rng.integers(1, 5))]
+                            label = "ok" if RUBRIC.is_recovered(score) else ATTRIBUTION_LABELS[int(rng.integers(1, 5))]
                             rows["attributions"].append(attribution_row(run, mode, user, c, d, label, k=k))
     return rows

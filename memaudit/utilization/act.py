@@ -24,23 +24,21 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from memaudit.adapters.base import AgentContext
+from memaudit.ask import ask
 from memaudit.bench.act import ActScenario
 from memaudit.bench.instances import resolve_act_scenarios
-from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
 from memaudit.prompts import prompt_hashes
-from memaudit.roles import ask
+from memaudit.roles import ROLE_SPECS, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
-from memaudit.scoring.attribution import RECOVERED
 from memaudit.scoring.recovery import failure_note, open_memory, run_all
 from memaudit.store import Run, Store, dumps
 from memaudit.store.utilization import Utilization
-from memaudit.types import DEFAULT_VARIANT
-from memaudit.types import BankEntry, Episode, MemoryItem, Reconstruction
+from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 
-KNOW_THRESHOLD = RECOVERED  # known = what attribution calls recovered
-PROMPTS = ("agent", "act_judge")
+KNOW_THRESHOLD = RUBRIC.recovered  # known = what attribution calls recovered
+PROMPTS = (ROLE_SPECS["agent"].prompt, *prompts_of("utilization"))  # the Act answers are the assistant's
 MODEL_FAILURES = (InvalidOutput, ContextOverflow)  # an EndpointError ends the command
 # What the judge's position answer means for each order of (memory answer, baseline).
 PICKED = {"memory_first": {"first": "memory", "second": "baseline", "neither": "neither"},
@@ -156,7 +154,7 @@ async def oracle_chain(rt: Runtime, entry: BankEntry, scenario: ActScenario, con
 
 # -- one case ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Target:
+class ActTarget:
     run: Run
     k: int
     entry: BankEntry
@@ -165,14 +163,14 @@ class Target:
     episode: Episode | None      # the entry's targeted episode in this run
 
 
-async def system_context(rt: Runtime, target: Target) -> AgentContext:
+async def system_context(rt: Runtime, target: ActTarget) -> AgentContext:
     """What the system shows the assistant on the first turn of the scenario's conversation: memory
     read with the scenario, which is not stored first (the rollout's order)."""
     memory = await open_memory(rt, target.run, target.recon.user_id, with_adapter=True)
     return await memory.adapter.context(target.scenario.text, target.k)
 
 
-async def run_case(rt: Runtime, target: Target, threshold: float) -> ActCase:
+async def run_case(rt: Runtime, target: ActTarget, threshold: float) -> ActCase:
     recon, entry, scenario = target.recon, target.entry, target.scenario
     score, known = know_of(recon, threshold)
     case = ActCase(recon.run, target.k, recon.user_id, entry.category, entry.dimension, score, known, scenario.text)
@@ -198,7 +196,7 @@ async def run_case(rt: Runtime, target: Target, threshold: float) -> ActCase:
     return case
 
 
-async def _case_job(rt: Runtime, target: Target, threshold: float) -> None:
+async def _case_job(rt: Runtime, target: ActTarget, threshold: float) -> None:
     with rt.llm.collect() as uses:
         case = await run_case(rt, target, threshold)
     artifact = f"act:{case.k}:{case.user_id}:{case.dimension}"
@@ -244,7 +242,7 @@ async def plan_utilization(rt: Runtime, run_id: str, k: int, threshold: float) -
                            f"`memaudit generate-act --bench {bench.name}`", user=recon.user_id, field="act_scenarios")
         entry = next(e for e in users[recon.user_id].bank if e.dimension == recon.dimension)
         task = next((t for t in bench.tasks.get(recon.user_id, ()) if t.target_dimension == recon.dimension), None)
-        target = Target(run, k, entry, recon, scenario, episodes.get((recon.user_id, task.index)) if task else None)
+        target = ActTarget(run, k, entry, recon, scenario, episodes.get((recon.user_id, task.index)) if task else None)
         jobs.append(partial(_case_job, rt, target, threshold))
     return jobs
 

@@ -9,7 +9,7 @@ import pytest
 
 from memaudit.adapters.base import AdapterContext
 from memaudit.adapters.registry import get_adapter
-from memaudit.embed import Embedder
+from memaudit.llm.embed import Embedder
 from memaudit.runtime import open_runtime
 from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_encoder, play,  # noqa: F401
                                                script)

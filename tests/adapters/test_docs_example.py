@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 
 from memaudit.adapters.base import AdapterContext
-from memaudit.embed import Embedder
+from memaudit.llm.embed import Embedder
 from tests.adapters.conftest import EPISODES, hash_encoder, play
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"

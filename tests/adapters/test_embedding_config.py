@@ -8,8 +8,8 @@ import pytest
 from memaudit.adapters.base import AdapterContext
 from memaudit.adapters.registry import get_adapter
 from memaudit.config import load_settings
-from memaudit.embed import MODEL_NAME, Embedder, configured_embedder
 from memaudit.errors import BadInput
+from memaudit.llm.embed import MODEL_NAME, Embedder, configured_embedder
 from tests.adapters.conftest import adapter_runtime, hash_encoder, play, script
 
 

@@ -69,7 +69,7 @@ def test_scores_match_sentence_transformers(settings, fake):
     """Same model, normalisation and ordering as a direct computation: same top-5, scores to 1e-4."""
     from memaudit.adapters.base import AdapterContext
     from memaudit.adapters.longctx_full import LongContextFull
-    from memaudit.embed import Embedder, load_sentence_model
+    from memaudit.llm.embed import Embedder, load_sentence_model
 
     query = "What kind of exercise does the user do and do they have injuries?"
 

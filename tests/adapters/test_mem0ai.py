@@ -7,9 +7,9 @@ from __future__ import annotations
 import anyio
 import orjson
 
+from memaudit.llm.embed import Embedder
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
-from memaudit.embed import Embedder
 from memaudit.testing.fake_openai import FakeOpenAI
 from tests.adapters.conftest import EPISODES, adapter_runtime, hash_encoder, needs_mem0ai, play, script
 from tests.rollout.conftest import make_bench

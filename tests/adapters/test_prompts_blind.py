@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memaudit.bench.pool import CATEGORY_DEFINITIONS
 from memaudit.config import REPO_ROOT
-from memaudit.types import CATEGORIES
+from memaudit.types import CATEGORIES, CATEGORY_DEFINITIONS
 
 SHINGLE = 5  # words in a row shared with a definition
 # Plain-word renderings of the categories that tuned memory prompts used (issue 14).

@@ -10,8 +10,8 @@ import anyio
 import httpx
 import numpy as np
 
-from memaudit.embed import Embedder, endpoint_encoder
 from memaudit.errors import InvalidOutput
+from memaudit.llm.embed import Embedder, endpoint_encoder
 from memaudit.llm.proxy import recording_proxy
 from tests.adapters.conftest import adapter_runtime, hash_encoder
 

@@ -5,18 +5,11 @@ import orjson
 import pytest
 
 from memaudit.bench.instances import SAMPLE_DIR
-from memaudit.cli import main
+from tests.cli_main import memaudit
 from memaudit.testing.release_fixture import BANKS, write_release
 
 SAMPLE_READY = (SAMPLE_DIR / "benchmark_data").is_dir()
 
-
-def memaudit(*args) -> int:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        return exc.code or 0
-    return 0
 
 
 def test_validate_prints_every_problem_and_fails(tmp_path, capsys):
@@ -47,15 +40,6 @@ def test_import_list_and_refused_import(tmp_path, capsys):
     assert err.startswith("memaudit: error:") and "user_002" in err and len(err.strip().splitlines()) == 1
     assert memaudit("bench", "list", "--json", "--db", db) == 0
     assert orjson.loads(capsys.readouterr().out) == [{"name": "fx", "users": 2, "tasks": 62}]
-
-
-def test_import_release_and_export(tmp_path, capsys):
-    root = write_release(tmp_path / "pub", users=1, runs=("amem_pooled_50",))
-    db = str(tmp_path / "s.db")
-    assert memaudit("import-release", str(root), "--db", db) == 0
-    assert "imported 1 run(s): amem_pooled_50" in capsys.readouterr().out
-    assert memaudit("export", "--runs", "amem_pooled_50", "--out", str(tmp_path / "out"), "--db", db) == 0
-    assert (tmp_path / "out/history/amem_pooled_50/user_001/episode_31.json").is_file()
 
 
 @pytest.mark.skipif(not SAMPLE_READY, reason="bundled sample not present yet")

@@ -8,7 +8,7 @@ from memaudit.bench.history import changes, superseded, user_at, value_at
 from memaudit.bench.instances import SAMPLE_DIR, load_release_benchmark, read_release
 from memaudit.bench.pool import BUNDLED_POOL
 from memaudit.cli import main
-from memaudit.release.exporter import write_benchmark
+from memaudit.bench.export import write_benchmark
 from memaudit.store import open_store
 from memaudit.testing.release_fixture import BANKS, write_release
 

@@ -5,11 +5,11 @@ import orjson
 import pytest
 
 from memaudit.bench.instances import load_release_benchmark, read_release, resolve_bench, validate_bench
-from memaudit.bench.pool import CATEGORY_DEFINITIONS, load_pool
+from memaudit.bench.pool import load_pool
 from memaudit.errors import BadInput
 from memaudit.store import open_store
-from memaudit.types import CATEGORIES
 from memaudit.testing.release_fixture import BANKS, POOL, write_release
+from memaudit.types import CATEGORIES, CATEGORY_DEFINITIONS
 
 TASKS = "benchmark_data/CustomTasksPooledFinal"
 

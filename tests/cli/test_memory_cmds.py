@@ -4,7 +4,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-import memaudit.embed
+import memaudit.llm.embed
 from memaudit.cli import main
 from tests.adapters.conftest import hash_encoder
 
@@ -17,7 +17,7 @@ MEMORIES = [
 
 @pytest.fixture(autouse=True)
 def fast_encoder(monkeypatch):
-    monkeypatch.setattr(memaudit.embed, "encode_with_model", hash_encoder)
+    monkeypatch.setattr(memaudit.llm.embed, "encode_with_model", hash_encoder)
 
 
 def run_cli(args, capsys):

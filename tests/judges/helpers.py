@@ -2,7 +2,7 @@
 `low` always the lowest; any other model gives 0.5."""
 from __future__ import annotations
 
-from memaudit.judges.panel import Panel
+from memaudit.scoring.panel import Panel
 
 FIXED = {"top-a": 1.0, "top-b": 1.0, "low": 0.0}
 PANEL = ["top-a", "top-b", "low"]

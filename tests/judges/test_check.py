@@ -7,11 +7,11 @@ import orjson
 import pytest
 
 from memaudit.cli import main
-from memaudit.judges.checks import Thresholds, check_summary
-from memaudit.judges.controls import other_value, run_judge_check, sample_entries
+from memaudit.tables.judge_checks import Thresholds, check_summary
+from memaudit.scoring.judge_check import other_value, run_judge_check, sample_entries
 from memaudit.replay import replay_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
 from memaudit.store import open_store
 from memaudit.testing.fake_openai import FakeOpenAI
 from memaudit.testing.http_server import serve

@@ -8,8 +8,8 @@ import pytest
 
 from memaudit.cli import main
 from memaudit.errors import BadInput
-from memaudit.judges.human import gradable, import_grades, sample_targets, target_id
-from memaudit.judges.section import judges_section
+from memaudit.report.human import gradable, import_grades, sample_targets, target_id
+from memaudit.tables.judges import judges_section
 from memaudit.report.audit import write_audit_page
 from memaudit.config import PROMPTS_DIR
 from memaudit.scoring.recovery import score_runs

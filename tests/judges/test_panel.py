@@ -9,12 +9,12 @@ import pytest
 
 from memaudit.config import load_settings
 from memaudit.errors import BadInput
-from memaudit.judges.panel import Panel, Verdict, panel_score
-from memaudit.judges.section import judges_section
+from memaudit.scoring.panel import Panel, Verdict, panel_score
+from memaudit.tables.judges import judges_section
 from memaudit.replay import replay_runs
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.rescore import rescore_runs
-from memaudit.scoring.tables import compute_tables, render
+from memaudit.tables.paper import compute_tables, render
 from memaudit.store import select_runs
 from tests.judges.helpers import PANEL, fixed_judges, panel
 from tests.scoring.recorded import record, requests_for, runtime, script
@@ -128,7 +128,7 @@ def test_config_panel_and_judge_endpoints(tmp_path):
     config.write_text('[roles.recovery_judge]\nmodels = ["a", "b", "c"]\n\n'
                       '[judges.b]\nbase_url = "http://other.test/v1"\nmodel = "b-large"\n')
     settings = load_settings(config=str(config), base_url="http://fake.test/v1", model="m", env={})
-    from memaudit.judges.panel import judge_client, panel_names
+    from memaudit.scoring.panel import judge_client, panel_names
 
     assert panel_names(settings, None) == ["a", "b", "c"]
     assert panel_names(settings, ["x"]) == ["x"]

@@ -15,7 +15,7 @@ import pytest
 
 from memaudit.config import REPO_ROOT, load_settings
 from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput, Refusal, scrub
-from memaudit.llm.cache import TEXT_HASH_SCHEME, text_hash
+from memaudit.llm.keys import TEXT_HASH_SCHEME, text_hash
 from memaudit.llm.client import LLM
 from memaudit.store import open_store
 from memaudit.testing.fake_openai import FakeOpenAI, completion

@@ -8,7 +8,8 @@ import pytest
 
 from memaudit.config import load_settings
 from memaudit.errors import BadInput
-from memaudit.llm.dialect import REASONING_BUDGET, is_reasoning_model, request_body
+from memaudit.llm.dialects import REASONING_BUDGET, request_body
+from memaudit.llm.dialects.openai import is_reasoning_model
 from memaudit.testing import FakeOpenAI
 from tests.llm.test_client import MESSAGES, call, run_with_llm
 
@@ -93,3 +94,13 @@ def test_other_400s_are_not_taken_for_refusals(settings):
     with pytest.raises(Exception, match="injected 400"):
         run_with_llm(settings, fake.transport(), lambda llm: call(llm))
     assert len(fake.requests) == 1
+
+
+def test_the_backend_names_are_the_registered_dialects():
+    from memaudit.cli.common import GLOBAL_OPTIONS  # noqa: F401  (the --backend choices are built from DIALECTS)
+    from memaudit.config import BACKENDS
+    from memaudit.llm.dialects import DIALECTS
+
+    assert tuple(DIALECTS) == BACKENDS
+    for dialect in DIALECTS.values():
+        assert {"NAME", "is_reasoning_model", "max_tokens_field", "response_format"} <= set(vars(dialect))

@@ -53,8 +53,8 @@ def test_a_server_that_dies_mid_command_is_reported_at_once(tmp_path, monkeypatc
     import anyio
 
     from memaudit.config import load_settings
-    from memaudit.embed import Embedder
     from memaudit.llm import server
+    from memaudit.llm.embed import Embedder
     from memaudit.runtime import open_runtime
     from tests.rollout.conftest import fake_encoder
 

@@ -6,7 +6,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from memaudit.embed import DIM, Embedder
+from memaudit.llm.embed import DIM, Embedder
 from memaudit.runtime import open_runtime
 from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Task, User
 

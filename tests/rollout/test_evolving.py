@@ -23,10 +23,10 @@ from memaudit.report import userdata
 from memaudit.report.view import write_report
 from memaudit.rollout.runner import run_rollout
 from memaudit.scoring.evolving import score_evolving
-from memaudit.scoring.evolving_tables import fama
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables, render
 from memaudit.store import open_store
+from memaudit.tables.evolving import fama
+from memaudit.tables.paper import compute_tables, render
 from memaudit.types import MemoryItem
 
 pytestmark = pytest.mark.anyio

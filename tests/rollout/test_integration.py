@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 
 from memaudit.config import load_settings
-from memaudit.embed import Embedder
+from memaudit.llm.embed import Embedder
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
 from tests.rollout.conftest import fake_encoder, make_bench

@@ -141,7 +141,7 @@ def test_provenance_records_what_a_reasoning_model_is_sent(settings):
     """The dialect's rules apply to what provenance records: no temperature for gpt-5 (null), and
     the reasoning budget in place of no cap, exactly what each call's key holds."""
     from dataclasses import replace
-    from memaudit.llm.dialect import REASONING_BUDGET
+    from memaudit.llm.dialects import REASONING_BUDGET
     roles = rollout_provenance(replace(settings, model="gpt-5.4-mini"))["roles"]
     assert roles["agent"]["temperature"] is None and roles["simulator"]["temperature"] is None
     assert roles["agent"]["max_tokens"] == REASONING_BUDGET
@@ -174,7 +174,7 @@ async def test_users_run_concurrently(open_rt, fake, settings):
     async with open_rt() as rt:
         await run_rollout(rt, bench, ["nomem"], progress=False)
     # Each user's calls are sequential, so more than one request in flight means users overlapped
-    # (no wall-clock assertion: timing figures live in benchmarks/bench_rollout.py).
+    # (no wall-clock assertion: timing figures live in perf/rollout.py).
     assert fake.peak_in_flight > 1
 
 

@@ -30,7 +30,7 @@ def no_embedding_model(texts):
 
 
 def test_teacher_forced_runs_score_tabulate_report_and_replay(settings, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("memaudit.embed.encode_with_model", no_embedding_model)
+    monkeypatch.setattr("memaudit.llm.embed.encode_with_model", no_embedding_model)
     fake = script(FakeOpenAI())
     record_scored_source(settings, fake)
     db = str(settings.db)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from memaudit.embed import Embedder
+from memaudit.llm.embed import Embedder
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
 from memaudit.testing.http_server import rate_every_preference

@@ -5,7 +5,7 @@ import pytest
 
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
 from tests.scoring.recorded import record, requests_for, runtime, script
 
 pytestmark = pytest.mark.anyio

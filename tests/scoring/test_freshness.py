@@ -9,13 +9,13 @@ import anyio
 import httpx
 import pytest
 
-from memaudit.embed import Embedder
 from memaudit.errors import BadInput
+from memaudit.llm.embed import Embedder
 from memaudit.replay import replay_runs
 from memaudit.runtime import open_runtime
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
 from memaudit.testing.fake_openai import FakeOpenAI
 from tests.rollout.conftest import fake_encoder
 from tests.scoring.recorded import record, runtime, script

@@ -14,8 +14,8 @@ from memaudit.cli import main
 from memaudit.release import import_release
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.robustness import compare_variants
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.robustness import compare_variants
 from memaudit.testing.release_fixture import write_release
 from tests.scoring.recorded import requests_for, runtime, script
 from tests.scoring.stand_in import constants, write_stand_in
@@ -149,7 +149,7 @@ async def test_mem0_dump_all_shows_the_published_store_exactly(pack, tmp_path, s
 
 def test_compare_shows_released_vs_rescored_b_with_a_paired_interval(tmp_path):
     """`tables --compare` rows: per run and mode, B of both variants and their paired difference."""
-    from memaudit.scoring.robustness import paired_runs
+    from memaudit.tables.robustness import paired_runs
     sides = {0: {"u1": 0.5, "u2": 0.25, "u3": None}, 1: {"u1": 0.75, "u2": 0.25, "u3": 0.5}}
     (row,) = paired_runs("dump_all", 0, {"r": sides})
     assert row["users"] == 2 and row["B_baseline"] == 0.375 and row["B_variant"] == 0.5

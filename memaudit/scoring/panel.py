@@ -1,0 +1,145 @@
+"""A judge panel: every target is graded by every panel judge (and, for test-retest, re-asked
+with distinct seeds); the target's score is the median of the valid repeat-0 scores.
+
+An even panel is refused: its median could fall between two rubric levels. A judge that stays
+invalid after the client's repair attempts is dropped for that target (its verdict is stored as
+`failed`); when valid scores are left in an even number, the lower median keeps the score on the
+rubric grid (docs/fidelity.md). All judges dropped: the target is a `failed` row, counted.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+from dataclasses import dataclass, replace
+
+import anyio
+
+from memaudit.config import _urls
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
+from memaudit.llm.client import LLM
+from memaudit.prompts import Prompt
+from memaudit.ask import ask
+from memaudit.scoring.recovery import failure_note
+from memaudit.types import Reconstruction
+
+ROLE = "recovery_judge"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    judge: str
+    repeat: int
+    score: float | None
+    reason: str | None
+    status: str            # ok | failed (the judge is dropped for this target)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PanelJudge:
+    name: str
+    llm: LLM
+
+
+def panel_names(settings, judges: list[str] | None) -> list[str] | None:
+    """The panel: `--judges` wins over `[roles.recovery_judge] models`; None = the one configured judge."""
+    names = judges if judges is not None else settings.role_sections.get(ROLE, {}).get("models")
+    if names is None:
+        return None
+    names = list(names)
+    if len(set(names)) != len(names):
+        raise BadInput(f"a judge is named twice in the panel {', '.join(names)}", field="judges")
+    if len(names) % 2 == 0:
+        raise BadInput(f"a judge panel needs an odd number of judges for its median; got {len(names)} "
+                       f"({', '.join(names)})", field="judges")
+    return names
+
+
+def judge_client(llm: LLM, name: str) -> LLM:
+    """A client whose recovery_judge calls go to panel judge `name`: the role's section refined by
+    `[judges.NAME]` (its endpoint, key, backend …); the model sent is `model` there, else NAME."""
+    settings = llm.settings
+    section = {k: v for k, v in settings.role_sections.get(ROLE, {}).items() if k != "models"}
+    own = settings.judge_sections.get(name, {})
+    section = {**section, **own, "model": own.get("model", name)}
+    if not _urls(section.get("base_url")) and not _urls(settings.base_url) and settings.cache != "replay":
+        raise BadInput(f"panel judge {name!r} needs an endpoint: give --base-url, a [roles.recovery_judge] "
+                       f"base_url or a [judges.{name}] section in --config", field="judges")
+    clone = copy.copy(llm)
+    clone.settings = replace(settings, role_sections={**settings.role_sections, ROLE: section})
+    return clone
+
+
+@dataclass(frozen=True)
+class Panel:
+    judges: tuple[PanelJudge, ...]
+    repeats: int = 1
+
+    @classmethod
+    def build(cls, llm: LLM, judges: list[str] | None, repeats: int = 1) -> "Panel | None":
+        """None when scoring stays the classic single-judge path (no panel, no repeats)."""
+        if repeats < 1:
+            raise BadInput("--repeats must be at least 1", field="repeats")
+        names = panel_names(llm.settings, judges)
+        if names is None:
+            return None if repeats == 1 else cls.single(llm, repeats)
+        return cls(tuple(PanelJudge(n, judge_client(llm, n)) for n in names), repeats)
+
+    @classmethod
+    def single(cls, llm: LLM, repeats: int = 1) -> "Panel":
+        """The one configured judge as a panel (judge-check without --judges, or repeats)."""
+        return cls((PanelJudge(llm.settings.role(ROLE).model, llm),), repeats)
+
+    @property
+    def names(self) -> list[str]:
+        return [j.name for j in self.judges]
+
+    def describe(self) -> dict:
+        return {"judges": self.names, "repeats": self.repeats}
+
+    async def judge(self, recon: Reconstruction, prompt: Prompt) -> Reconstruction:
+        """The row graded by the panel: the median score, and every verdict kept with the row."""
+        verdicts = await self.verdicts(prompt, (recon.user_id, recon.dimension), dimension=recon.dimension,
+                                       explanation=recon.explanation, ground_truth=recon.ground_truth,
+                                       prediction=recon.label)
+        score, reason, error = panel_score(verdicts)
+        return replace(recon, score=score, judge_reason=reason, status="ok" if error is None else "failed",
+                       error=error, verdicts=tuple(verdicts))
+
+    async def verdicts(self, prompt: Prompt, seed_parts: tuple, **values) -> list[Verdict]:
+        """Every judge, every repeat, concurrently; in panel order, then repeat order."""
+        found: dict[tuple[int, int], Verdict] = {}
+
+        async def one(i: int, judge: PanelJudge, repeat: int) -> None:
+            found[(i, repeat)] = await ask_judge(judge, prompt, seed_parts, repeat, **values)
+
+        async with anyio.create_task_group() as tg:
+            for i, judge in enumerate(self.judges):
+                for repeat in range(self.repeats):
+                    tg.start_soon(one, i, judge, repeat)
+        return [found[key] for key in sorted(found)]
+
+
+async def ask_judge(judge: PanelJudge, prompt: Prompt, seed_parts: tuple, repeat: int, **values) -> Verdict:
+    """One judge's verdict. Repeat 0 is asked exactly as a single judge is (same cache key); a
+    re-ask adds its repeat number to the seed."""
+    parts = seed_parts if repeat == 0 else (*seed_parts, f"repeat:{repeat}")
+    try:
+        answer = await ask(judge.llm, ROLE, prompt=prompt, seed_parts=parts, **values)
+    except (ContextOverflow, InvalidOutput) as exc:
+        return Verdict(judge.name, repeat, None, None, "failed", failure_note(exc))
+    return Verdict(judge.name, repeat, float(answer.data["score"]), answer.data["reason"], "ok")
+
+
+def panel_score(verdicts: list[Verdict]) -> tuple[float | None, str | None, str | None]:
+    """(score, reason, error) from the repeat-0 verdicts: the median of the valid scores (the lower
+    one of the middle two when a judge was dropped from an odd panel), or no score when every
+    judge was dropped."""
+    first = [v for v in verdicts if v.repeat == 0]
+    valid = [v for v in first if v.status == "ok"]
+    if not valid:
+        return None, None, f"every panel judge failed ({first[0].judge}: {first[0].error})"
+    score = statistics.median_low(v.score for v in valid)
+    chosen = next(v for v in valid if v.score == score)
+    dropped = f", {len(first) - len(valid)} dropped" if len(valid) < len(first) else ""
+    return score, f"panel median of {len(valid)}{dropped}; {chosen.judge}: {chosen.reason}", None

@@ -1,0 +1,249 @@
+"""Per-user metrics of a run, computed from the stored rows (PROTOCOL §4–5).
+
+A  satisfied episodes / all episodes (a fraction here; tables show it ×100)
+C  mean assistant replies per episode, over all episodes and over satisfied ones only
+D  mean of all scorable turn scores (turns.preference_score not NULL); None if there are none
+E  items in the user's last memory snapshot and the mean characters of their `content`
+B  per access mode and k: the mean of the five per-category means of the reconstruction scores
+   (category-balanced). `overflow` rows score 0 and are counted; `failed` rows (and `ok` rows
+   without a score) are left out and counted.
+
+Episodes that ended `failed` stay in A's and C's denominators (they are episodes the user did not
+finish) and are counted; simulator fallback turns are counted, and so are the memory system's lost
+writes (`memory_write_failures`: memory-side calls that failed for good, so nothing was stored).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from memaudit.roles import role_group
+from memaudit.store import Store
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT
+
+
+@dataclass
+class UserMetrics:
+    user_id: str
+    episodes: int
+    A: float
+    C: float
+    C_satisfied: float | None
+    D: float | None
+    items: int | None  # None: no snapshot stored for this user
+    chars: float | None
+    failed_episodes: int
+    simulator_fallbacks: int
+    pref_judge_failures: int  # turns the preference judge could not rate (D is over the others)
+    memory_write_failures: int | None  # None: the system keeps no count (or the run was imported)
+
+
+@dataclass
+class UserRecovery:
+    user_id: str
+    categories: dict  # category -> mean score, or None when the user has no scored target there
+    B: float | None
+    overflow: int
+    failed: int
+
+
+@dataclass
+class ModeRecovery:
+    mode: str
+    k: int
+    users: dict = field(default_factory=dict)  # user_id -> UserRecovery
+
+    def B(self) -> dict:
+        return {u: r.B for u, r in self.users.items()}
+
+    def category(self, name: str) -> dict:
+        return {u: r.categories.get(name) for u, r in self.users.items()}
+
+    @property
+    def overflow(self) -> int:
+        return sum(r.overflow for r in self.users.values())
+
+    @property
+    def failed(self) -> int:
+        return sum(r.failed for r in self.users.values())
+
+
+async def memory_write_failures(store: Store, run: str) -> dict[str, int | None]:
+    """user -> memory-side writes lost for good, as of the user's final snapshot.
+
+    The one place that knows where the count lives: adapters keep it in their snapshot state under
+    `write_failures` (adapters/memory_calls.py FailureLog); a state without it gives None."""
+    return await store.episodes.last_state_field(run, "write_failures")
+
+
+def total_write_failures(counts) -> int | None:
+    """The sum over users, None when no user's system keeps a count."""
+    known = [n for n in counts if n is not None]
+    return sum(known) if known else None
+
+
+async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
+    """A, C, D, E and failure counts per user with at least one stored episode."""
+    episodes = await store.episodes.episode_rows(run)
+    turns = await store.episodes.turn_rows(run)
+
+    by_user: dict[str, list] = {}
+    for e in episodes:
+        by_user.setdefault(e["user_id"], []).append(e)
+    scores: dict[str, list[float]] = {}
+    fallbacks: dict[str, int] = {}
+    judge_failures: dict[str, int] = {}
+    for t in turns:
+        judge_failures[t["user_id"]] = judge_failures.get(t["user_id"], 0) + int(t["judge_failed"])
+        if t["preference_score"] is not None:
+            scores.setdefault(t["user_id"], []).append(t["preference_score"])
+        fallbacks[t["user_id"]] = fallbacks.get(t["user_id"], 0) + int(t["fallback"])
+    footprint = await store.episodes.last_footprints(run)
+    write_failures = await memory_write_failures(store, run)
+
+    out: dict[str, UserMetrics] = {}
+    for user, eps in sorted(by_user.items()):
+        satisfied = [e["n_turns"] for e in eps if e["end_reason"] == "satisfied"]
+        pref = scores.get(user)
+        items, chars = footprint.get(user, (None, None))
+        out[user] = UserMetrics(
+            user_id=user, episodes=len(eps), A=len(satisfied) / len(eps),
+            C=sum(e["n_turns"] for e in eps) / len(eps),
+            C_satisfied=sum(satisfied) / len(satisfied) if satisfied else None,
+            D=sum(pref) / len(pref) if pref else None,
+            items=items, chars=chars,
+            failed_episodes=sum(e["end_reason"] == "failed" for e in eps),
+            simulator_fallbacks=fallbacks.get(user, 0),
+            pref_judge_failures=judge_failures.get(user, 0),
+            memory_write_failures=write_failures.get(user))
+    return out
+
+
+def counted_score(status: str, score: float | None) -> float | None:
+    """The score a target counts with in B: an overflow counts 0, a failed target (or an `ok` one
+    without a score) is left out (None)."""
+    if status == "overflow":
+        return 0.0
+    return score if status == "ok" else None
+
+
+def user_recovery(user_id: str, rows: list[tuple[str, float | None, str]]) -> UserRecovery:
+    """Category-balanced B of one user from (category, score, status) rows.
+
+    A category with no counted target (none stored, or all failed) is left out of the mean;
+    a user with no counted target at all has B = None.
+    """
+    per_category: dict[str, list[float]] = {}
+    overflow = failed = 0
+    for category, score, status in rows:
+        counted = counted_score(status, score)
+        if counted is None:
+            failed += 1
+            continue
+        overflow += status == "overflow"
+        per_category.setdefault(category, []).append(counted)
+    means = {c: (sum(per_category[c]) / len(per_category[c]) if c in per_category else None) for c in CATEGORIES}
+    present = [m for m in means.values() if m is not None]
+    return UserRecovery(user_id, means, sum(present) / len(present) if present else None, overflow, failed)
+
+
+async def recovery(store: Store, run: str, *, variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], ModeRecovery]:
+    """Per-user recovery for every (mode, k) the run was scored with, in sorted order."""
+    rows = await store.scores.score_rows(run, variant)
+    grouped: dict[tuple[str, int], dict[str, list]] = {}
+    for r in rows:
+        grouped.setdefault((r["mode"], r["k"]), {}).setdefault(r["user_id"], []).append(
+            (r["category"], r["score"], r["status"]))
+    out: dict[tuple[str, int], ModeRecovery] = {}
+    for (mode, k), users in sorted(grouped.items()):
+        out[(mode, k)] = ModeRecovery(mode, k, {u: user_recovery(u, rs) for u, rs in sorted(users.items())})
+    return out
+
+
+async def attribution_counts(store: Store, run: str, *, variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], dict]:
+    """Counts of every attribution label per (mode, k); labels never seen count 0."""
+    rows = await store.attributions.label_counts(run, variant)
+    out: dict[tuple[str, int], dict] = {}
+    for r in rows:
+        counts = out.setdefault((r["mode"], r["k"]), {label: 0 for label in ATTRIBUTION_LABELS})
+        counts[r["label"]] = counts.get(r["label"], 0) + r["n"]
+    return out
+
+
+def stage_label(stages: list) -> str | None:
+    """The label recorded attribution stages lead to (None when they stopped before a verdict)."""
+    by_name = {s.get("name"): s for s in stages}
+    if "oracle" in by_name and not by_name["oracle"].get("can_invite", True):
+        return "task_design_failure"
+    if by_name.get("disclosure", {}).get("disclosed"):
+        return "memory_failure"
+    return by_name.get("elicitation", {}).get("label")
+
+
+def published_label(label: str, stages: list, ep_index: int | None) -> str:
+    """The label the published runner would have given: it scored an overflowing store "unknown"
+    -> 0 and ran the target through the stages, which memaudit records for `overflow` rows too."""
+    if label != "overflow":
+        return label
+    if ep_index is None and not stages:
+        return "no_targeted_task"
+    return stage_label(stages) or "unclassified"
+
+
+async def published_attribution_counts(store: Store, run: str, *,
+                                       variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], dict]:
+    """`attribution_counts` as the published code would have produced them (`published_label`)."""
+    out: dict[tuple[str, int], dict] = {}
+    for a in await store.attributions.load(run, variant=variant):
+        counts = out.setdefault((a.mode, a.k), {label: 0 for label in ATTRIBUTION_LABELS})
+        label = published_label(a.label, a.stages, a.ep_index)
+        counts[label] = counts.get(label, 0) + 1
+    return out
+
+
+def usage_group(role: str) -> str:
+    """The token-usage group of a call role: attribution stages share one group, adapter
+    sub-roles (`memory.extract`, `memory:evolve` …) count as `memory`."""
+    base = role.replace(":", ".").replace("/", ".").split(".", 1)[0]
+    return "attribution" if base in ("oracle", "disclosure", "elicitation") else base
+
+
+async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
+    """Tokens per role group, each distinct call counted once per run; None without call records
+    (imported releases)."""
+    rows = await store.calls.usage_by_role(run)
+    if not rows:
+        return None
+    out: dict[str, dict] = {}
+    for r in rows:
+        group = out.setdefault(usage_group(r["role"]),
+                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
+                                "reasoning_tokens": 0})
+        group["calls"] += r["calls"]
+        group["prompt_tokens"] += r["prompt"] or 0
+        group["completion_tokens"] += r["completion"] or 0
+        group["cached_tokens"] += r["cached"] or 0
+        group["reasoning_tokens"] += r["reasoning"] or 0
+    return dict(sorted(out.items()))
+
+
+async def run_models(store: Store, run: str) -> dict[str, str]:
+    """Role group -> the model(s) the run's artifacts were made with, from its call log ("a, b"
+    when a role used two). Empty for an imported run, which has no calls."""
+    found: dict[str, set[str]] = {}
+    for role, model in await store.calls.models_by_role(run):
+        found.setdefault(role_group(role), set()).add(model)
+    return {role: ", ".join(sorted(models)) for role, models in sorted(found.items())}
+
+
+def lower_quantile(values, q: float) -> float | None:
+    """The lower order statistic: sorted(values)[ceil(q·n) − 1] (never an average of two values).
+
+    p50 of [1, 2, 3, 4] is 2; p90 of ten values is the 9th smallest; q·n is rounded to 12 digits
+    first so that 0.9·10 counts as 9, not 9.000000000000002.
+    """
+    xs = sorted(v for v in values if v is not None)
+    if not xs:
+        return None
+    index = max(0, math.ceil(round(q * len(xs), 12)) - 1)
+    return float(xs[index])

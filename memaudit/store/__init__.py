@@ -236,9 +236,9 @@ class Store:
                 await self._stream(batches, commit_every)
 
     async def _stream(self, batches: Iterable[list[Statement]], commit_every: int | None) -> None:
-        await self.conn.execute("BEGIN IMMEDIATE")
         written = 0
         try:
+            await self.conn.execute("BEGIN IMMEDIATE")
             for batch in batches:
                 groups: dict[str, list[tuple]] = {}
                 for sql, params in batch:
@@ -287,8 +287,8 @@ class Store:
             groups.setdefault(sql, []).append(params)
         runs = [(sql, [params for _, params in group])
                 for sql, group in itertools.groupby(statements, key=lambda st: st[0])]
-        await self.conn.execute("BEGIN IMMEDIATE")
         try:
+            await self.conn.execute("BEGIN IMMEDIATE")
             for sql, rows in [*groups.items(), *runs]:
                 await self.conn.executemany(sql, rows)
         except BaseException:
@@ -298,8 +298,11 @@ class Store:
 
     async def _rollback(self) -> None:
         """Roll back the open transaction, if SQLite has not already (it does itself on a full
-        disk), even when the write was cancelled."""
+        disk), even when the write was cancelled. A cancelled statement still runs in the
+        connection's thread: a first no-op waits for it, so a BEGIN cancelled on its way leaves no
+        transaction open behind it (the next write's BEGIN would fail)."""
         with anyio.CancelScope(shield=True):
+            await self.conn.execute("SELECT 1")
             if self.conn.in_transaction:
                 await self.conn.execute("ROLLBACK")
 

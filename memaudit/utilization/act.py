@@ -200,7 +200,7 @@ async def _case_job(rt: Runtime, target: ActTarget, threshold: float) -> None:
     with rt.llm.collect() as uses:
         case = await run_case(rt, target, threshold)
     artifact = f"act:{case.k}:{case.user_id}:{case.dimension}"
-    await rt.store.write([case.statement(), *Calls.use_statements(case.run, artifact, uses)])
+    await rt.store.write([case.statement(), *rt.store.calls.use_statements(case.run, artifact, uses)])
 
 
 # -- planning ------------------------------------------------------------------------------------

@@ -302,7 +302,7 @@ class Store:
         connection's thread: a first no-op waits for it, so a BEGIN cancelled on its way leaves no
         transaction open behind it (the next write's BEGIN would fail)."""
         with anyio.CancelScope(shield=True):
-            await self.conn.execute("SELECT 1")
+            await self.conn.execute_fetchall("SELECT 1")
             if self.conn.in_transaction:
                 await self.conn.execute("ROLLBACK")
 

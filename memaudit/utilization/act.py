@@ -33,7 +33,7 @@ from memaudit.roles import ROLE_SPECS, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import failure_note, open_memory, run_all
-from memaudit.store import Run, Store, dumps
+from memaudit.store import Run, dumps
 from memaudit.store.utilization import Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 

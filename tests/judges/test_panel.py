@@ -27,7 +27,7 @@ async def test_panel_scores_the_median_and_keeps_every_verdict(settings, fake):
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=2, tasks=2)
         await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt))
-        rows = await rt.store.load_reconstructions("longctx_full")
+        rows = await rt.store.scores.load("longctx_full")
         verdicts = await rt.store.judges.verdicts(["longctx_full"], "default")
         passes = await rt.store.scores.passes("longctx_full")
     judged = [r for r in rows if r.status == "ok"]
@@ -84,8 +84,8 @@ async def test_a_judge_invalid_after_repair_is_dropped_and_all_dropped_is_a_fail
         await record(rt, ("longctx_full",), users=1, tasks=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["top-a", "x", "y"]))
         await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["x"]), variant="alldrop")
-        rows = await rt.store.load_reconstructions("longctx_full")
-        dropped = await rt.store.load_reconstructions("longctx_full", variant="alldrop")
+        rows = await rt.store.scores.load("longctx_full")
+        dropped = await rt.store.scores.load("longctx_full", variant="alldrop")
         verdicts = await rt.store.judges.verdicts(["longctx_full"], "default")
     assert {r.score for r in rows if r.status == "ok"} == {1.0}
     assert {v["status"] for v in verdicts if v["judge"] != "top-a"} == {"failed"}

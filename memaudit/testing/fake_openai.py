@@ -8,7 +8,7 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.embedding_requests                              # POST /v1/embeddings bodies (vectors: `embedding`)
     fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
-    llm = LLM(settings, store, transport=fake.transport())
+    llm = LLM(settings, store.calls, transport=fake.transport())
 """
 from __future__ import annotations
 

@@ -140,7 +140,7 @@ def test_replay_rebuilds_a_configured_embedding_endpoint_from_the_runs(tmp_path,
 
     async def bench():
         async with open_store(db) as store:
-            await store.save_benchmark(make_bench(n_users=1, n_tasks=2))
+            await store.benchmarks.save(make_bench(n_users=1, n_tasks=2))
     anyio.run(bench)
     fake = script(FakeOpenAI())
     with serve(fake) as url:

@@ -48,13 +48,15 @@ def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], contex
     (its own prompt file, memory lines and conversation layout: rollout/published.py)."""
     layout = rollout_layout(llm.settings.prompts_dir)
     published = agent_layout(layout, system) if system else None
+    history = context.history
     if published is None:
         values = {"memory": render_memory(context), "message": render_message(task, exchanges)}
     else:
         prompt = published["prompt"]
         values = {"memory": agent_memory(published, context), "message": agent_message(layout, task, exchanges)}
+        history = [m for n, m in enumerate(history) if n not in context.published_omits]
     first, final = load_prompt(prompt, llm.settings.prompts_dir).render(**values)
-    return [first, *context.history, final]
+    return [first, *history, final]
 
 
 async def reply(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext, *,

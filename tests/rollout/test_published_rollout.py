@@ -66,7 +66,8 @@ def script(fake):
 
     def simulator(body):
         counts["simulator"] += 1
-        return {"feedback_type": ANSWERS[counts["simulator"] - 1], "text": f"user says {counts['simulator']} ü"}
+        answer = ANSWERS[min(counts["simulator"], len(ANSWERS)) - 1]
+        return {"feedback_type": answer, "text": f"user says {counts['simulator']} ü"}
     fake.on_text(agent)
     fake.on("simulator", simulator)
 
@@ -150,3 +151,27 @@ def test_a_rollout_function_of_another_shape_is_one_line(tmp_path):
     message = str(caught.value)
     assert "\n" not in message and "simulation.py" in message and "PreferenceChecker.check" in message
     assert not (tmp_path / "pack").exists()
+
+
+async def test_longctx_full_replays_earlier_episodes_as_the_published_agent_did(pack, open_rt, fake, settings, bench):
+    """Earlier tasks replayed as chat before the current one, without each episode's last reply
+    (the published longctx_full never stored it: docs/fidelity.md TF1)."""
+    from memaudit.adapters.registry import get_adapter
+
+    src, pack_dir = pack
+    script(fake)
+    user, (first, second) = bench.users[0], bench.tasks["user_001"][:2]
+    async with open_rt(replace(settings, prompts_dir=pack_dir)) as rt:
+        adapter = get_adapter("longctx_full")(AdapterContext(rt.llm, rt.embedder, scope="run/user_001"))
+        episode = await run_episode(rt.llm, adapter, user, first, run="run", max_turns=5, k=5)
+        fake.requests.clear()
+        await run_episode(rt.llm, adapter, user, second, run="run", max_turns=1, k=5)
+    (request,) = sent(fake)["agent"]
+    scope: dict = {}
+    exec(compile((src / "agents/agent_longctx.py").read_text(), "agent_longctx.py", "exec"), scope)  # stand-in
+    system = {"role": "system", "content": scope["_SYSTEM_PROMPT"]}
+    said = [{"role": "user", "content": t.user_text} for t in episode.turns]
+    replies = [{"role": "assistant", "content": t.assistant} for t in episode.turns]
+    assert len(episode.turns) == 3
+    assert request == [system, {"role": "user", "content": first.text}, replies[0], said[0], replies[1], said[1],
+                       said[2], {"role": "user", "content": second.text}]

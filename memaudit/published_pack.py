@@ -5,9 +5,12 @@ published measurement itself builds this pack from their own checkout of the pub
 (sora1998/MemProbe): the prompt constants are read from its source files with `ast` (nothing of it
 is executed), checked for the placeholders memaudit fills, and written as verbatim prompt files
 under the names memaudit's roles load, so `--prompts DIR` sends the published request text. The
-category guides become `category_guides.json` (slot-fill definitions and the retrieve query). Every
-other prompt file of memaudit is copied in unchanged, so the directory serves every command.
-`pack.json` records the commit and each source file's sha256. memaudit never ships the text.
+category guides become `category_guides.json` (slot-fill definitions and the retrieve query). The
+assistant, simulator and preference-judge requests, which the published code assembles in
+functions, are read the same way by memaudit/published_rollout.py (prompt files plus
+`rollout_layout.json`). Every other prompt file of memaudit is copied in unchanged, so the directory
+serves every command. `pack.json` records the commit and each source file's sha256. memaudit never
+ships the text.
 """
 from __future__ import annotations
 

@@ -92,3 +92,13 @@ class EndpointError(MemauditError):
         where = f" {self.url}" if self.url else ""
         said = f" {status}" if status else ""
         super().__init__(f"endpoint{where} error{said}: {self.message}")
+
+
+def failure_note(exc: Exception) -> str:
+    """A stable one-line description of a model failure: the same whether the call was made now or
+    read back from the cache by replay (the exceptions' own messages differ between the two)."""
+    if isinstance(exc, ContextOverflow):
+        return f"context overflow: {overflow_size(exc.tokens, exc.window)}"
+    if isinstance(exc, InvalidOutput):
+        return f"invalid output from {exc.role}: {exc.problem}"
+    return str(exc)

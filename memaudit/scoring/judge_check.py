@@ -16,7 +16,7 @@ import random
 from functools import partial
 
 
-from memaudit.errors import BadInput, InvalidOutput
+from memaudit.errors import BadInput, InvalidOutput, failure_note
 from memaudit.tables.judge_checks import KINDS, Thresholds
 from memaudit.scoring.panel import Panel
 from memaudit.prompts import Prompt, load_prompt
@@ -24,7 +24,7 @@ from memaudit.provenance import role_provenance
 from memaudit.ask import ask
 from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import failure_note, run_all
+from memaudit.scoring.recovery import run_all
 from memaudit.types import CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, User
 
 WRITTEN = {"paraphrase": "paraphrase", "non_answer": "non_answer", "reversed": "reversed"}  # kind -> writer field

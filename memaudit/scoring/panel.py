@@ -15,11 +15,10 @@ from dataclasses import dataclass, replace
 import anyio
 
 from memaudit.config import _urls
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.llm.client import LLM
 from memaudit.prompts import Prompt
 from memaudit.ask import ask
-from memaudit.scoring.recovery import failure_note
 from memaudit.types import Reconstruction
 
 ROLE = "recovery_judge"

@@ -25,7 +25,7 @@ from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.ask import ask
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.llm.tokens import counting
@@ -89,16 +89,6 @@ def _first_memaudit_error(group: BaseExceptionGroup) -> MemauditError | None:
             if found is not None:
                 return found
     return None
-
-
-def failure_note(exc: Exception) -> str:
-    """A stable one-line description of a model failure: the same whether the call was made now or
-    read back from the cache by replay (the exceptions' own messages differ between the two)."""
-    if isinstance(exc, ContextOverflow):
-        return f"context overflow: {overflow_size(exc.tokens, exc.window)}"
-    if isinstance(exc, InvalidOutput):
-        return f"invalid output from {exc.role}: {exc.problem}"
-    return str(exc)
 
 
 def with_model(llm: LLM, role: str, model: str | None) -> LLM:

@@ -27,12 +27,12 @@ from memaudit.adapters.base import AgentContext
 from memaudit.ask import ask
 from memaudit.bench.act import ActScenario
 from memaudit.bench.instances import resolve_act_scenarios
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.prompts import prompt_hashes
 from memaudit.roles import ROLE_SPECS, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import failure_note, open_memory, run_all
+from memaudit.scoring.recovery import open_memory, run_all
 from memaudit.store import Run, Store, dumps
 from memaudit.store.utilization import Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction

@@ -139,6 +139,7 @@ class Scorer:
     def describe(self) -> dict:
         reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
         panel = {} if self.panel is None else self.panel.describe()
+        judges = {} if self.panel is None else self.panel.provenance()
         return {**panel, "reader_model": self.reader.settings.role("slot_fill").model,
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role("recovery_judge").model,
@@ -148,7 +149,8 @@ class Scorer:
                     "slot_fill": role_provenance(self.reader.settings, "slot_fill", reader.temperature,
                                                  reader.max_tokens),
                     "recovery_judge": role_provenance(self.judge.settings, "recovery_judge", judge.temperature,
-                                                      judge.max_tokens)}}}
+                                                      judge.max_tokens)},
+                    **({"judges": judges} if judges else {})}}
 
 
 def retrieval_query(category: str, dimension: str, guides: dict[str, str] = CATEGORY_DEFINITIONS) -> str:

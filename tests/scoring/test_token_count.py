@@ -36,7 +36,7 @@ async def test_without_a_tokenize_route_the_models_own_tokenizer_counts_offline(
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=1, tasks=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"], context_window=300, dims="targeted")
-        (row,) = await rt.store.load_reconstructions("longctx_full", "dump_all")
+        (row,) = await rt.store.scores.load("longctx_full", "dump_all")
         (recorded,) = await rt.store.scores.passes("longctx_full")
         counter = rt.llm.counted_by["slot_fill"]
     assert row.status == "overflow" and requests_for(fake, "slot_fill") == []

@@ -177,9 +177,11 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
 
     # judge-check passes of the runs' benchmarks (memaudit/scoring/judge_check.py)
     for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
-        cfg = check["config"]
-        await run_judge_check(rt, [check["bench"]], _panel(rt, cfg), per_category=check["per_category"],
-                              seed=check["seed"], thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]))
+        cfg, bench = check["config"], check["bench"]
+        # the cells the store checked: a shard's store (`judge-check --shard`) holds only its own
+        cells = {(bench, user) for user, _, _ in await recorded.judges.controls(bench)}
+        await run_judge_check(rt, [bench], _panel(rt, cfg), per_category=check["per_category"], seed=check["seed"],
+                              thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]), cells=cells)
 
 
 def _panel(rt: Runtime, recorded: dict | None) -> Panel | None:

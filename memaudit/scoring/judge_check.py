@@ -120,10 +120,12 @@ def check_provenance(settings, panel: Panel) -> dict:
 
 
 async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_category: int = PER_CATEGORY,
-                          seed: int | None = None, thresholds: Thresholds = Thresholds()) -> None:
+                          seed: int | None = None, thresholds: Thresholds = Thresholds(),
+                          cells: set[tuple[str, str]] | None = None) -> None:
     """Write (or reuse) the control answers of a sample (drawn with `seed`, default the global
     seed) of each benchmark's entries and have every panel judge grade them; the pass is recorded
-    so replay can re-execute it."""
+    so replay can re-execute it. `cells`: only these (benchmark, user) cells (replay: the ones the
+    store checked, which for one shard's store are that shard's)."""
     if per_category < 1:
         raise BadInput("--per-category must be at least 1", field="per_category")
     seed = rt.settings.seed if seed is None else seed
@@ -140,5 +142,6 @@ async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_
         # --shard: a judge-check cell is (benchmark, user); the sample is drawn whole first, so every
         # shard of N agrees on it and the shards together check exactly the unsharded sample.
         jobs += [partial(_check_entry, rt, panel, prompt, bench, user, entry, seed)
-                 for user, entry in sample_entries(bench, per_category, seed) if rt.shard.holds(name, user.id)]
+                 for user, entry in sample_entries(bench, per_category, seed)
+                 if rt.shard.holds(name, user.id) and (cells is None or (name, user.id) in cells)]
     await run_all(rt.store, jobs)

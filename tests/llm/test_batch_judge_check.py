@@ -124,3 +124,16 @@ def test_a_panel_judge_with_its_own_endpoint_gets_its_own_batches(recorded, tmp_
                      if purpose == "batch" for line in content.splitlines()}
     assert shared_models == {"fake-model", "top-a", "top-b"}
     assert check_rows(db) == check_rows(live)
+
+
+def test_one_shards_check_replays_alone(recorded, tmp_path, capsys):  # noqa: F811
+    """Replay re-executes a `judge-check --shard I/N` store's check on that shard's cells only (the
+    other users' calls are in the other shards' stores)."""
+    fake = make_fake()
+    db = copy(recorded, tmp_path, "shard")
+    with serve(fake) as url:
+        rounds(capsys, db, url, [*CHECK, "--shard", "1/3"])  # user_001 of the two (user_002 is in 2/3)
+        assert cli(capsys, db, url, *CHECK, "--shard", "1/3")[0] == 0
+    assert {row[1] for row in check_rows(db)["control_answers"]} == {"user_001"}
+    code, out, err = cli(capsys, db, "http://127.0.0.1:9/v1", "replay")
+    assert code == 0 and out.strip() == "identical", err

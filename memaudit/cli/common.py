@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -113,20 +112,12 @@ PATH_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EAC
 
 
 def run(coro_fn, *args, **kwargs):
-    """Run a command's coroutine. A store fault the store did not already name (a read-only file
-    or a full disk met outside its write path) still becomes a one-line error, not a traceback;
-    so does a file-system error on a path (PATH_ERRNOS)."""
+    """Run a command's coroutine. A file-system error on a path (PATH_ERRNOS) becomes a one-line
+    error, not a traceback (store faults already are: the store raises StoreError)."""
     from memaudit.errors import BadInput
 
     try:
         return anyio.run(functools.partial(coro_fn, *args, **kwargs))
-    except sqlite3.DatabaseError as exc:
-        from memaudit.store import store_fault
-
-        fault = store_fault(exc, None)
-        if fault is None:
-            raise
-        raise fault from None
     except OSError as exc:
         if exc.errno not in PATH_ERRNOS or exc.filename is None:
             raise

@@ -20,10 +20,10 @@ from memaudit.bench.instances import BANKS_FILE, TASKS_ROOT
 from memaudit.errors import BadInput
 from memaudit.ids import check_id, refuse_links_out
 from memaudit.llm.keys import text_hash
-from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
+from memaudit.release.importer import ORACLE_DIR, RETRIEVE_SUFFIX
 from memaudit.release.sinks import ArchiveSink, DirectorySink
 from memaudit.scratch import owned_prefix, remove_stale
-from memaudit.store import Store, select_runs
+from memaudit.store import Run, Store, select_runs
 from memaudit.tables.metrics import user_recovery
 from memaudit.types import Reconstruction
 
@@ -95,21 +95,20 @@ def _swap_in(staging: Path, out: Path) -> None:
 
 
 async def _export_into(store: Store, runs: list[str] | None, sink) -> list[str]:
-    rows = await store.runs.rows() if not runs else \
-        [await store.runs.row(r.run) for r in await select_runs(store, runs)]
-    if not rows:
+    chosen = await select_runs(store, runs or None)
+    if not chosen:
         raise BadInput("the store holds no runs to export", field="runs")
-    benches = sorted({row["bench"] for row in rows})
+    benches = sorted({run.bench for run in chosen})
     if len(benches) > 1:
         raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
                        "at a time with --runs", field="runs")
     bench = await store.benchmarks.load_header(benches[0])
     ids = await store.benchmarks.user_ids(bench.name)
-    for row in rows:
-        check_id(row["run"], "run id", field="runs")
-        stray = await store.episodes.users_with_records(row["run"]) - set(ids)
+    for run in chosen:
+        check_id(run.run, "run id", field="runs")
+        stray = await store.episodes.users_with_records(run.run) - set(ids)
         if stray:
-            raise BadInput(f"run {row['run']} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
+            raise BadInput(f"run {run.run} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
                            f"e.g. {sorted(stray)[0][:40]!r}", field="runs")
     for uid in ids:
         check_id(uid, "user id", file=f"benchmark {bench.name}", user=uid[:40])
@@ -118,10 +117,10 @@ async def _export_into(store: Store, runs: list[str] | None, sink) -> list[str]:
     write_pool(bench, sink)
     async for user, tasks in users:
         sink.write(*tasks_file(user.id, tasks))
-    for row in rows:
-        await _export_run(store, row, users, sink)
+    for run in chosen:
+        await _export_run(store, run, users, sink)
     await _export_oracle(store, users, sink)
-    return [row["run"] for row in rows]
+    return [run.run for run in chosen]
 
 
 class _Users:
@@ -136,16 +135,16 @@ class _Users:
             yield await self.store.benchmarks.load_user(self.bench, uid)
 
 
-async def _export_run(store: Store, row: dict, users: _Users, sink) -> None:
-    run = row["run"]
+async def _export_run(store: Store, recorded: Run, users: _Users, sink) -> None:
+    run = recorded.run
     with_records = await store.episodes.users_with_records(run)
     async for user, _ in users:
         if user.id in with_records:
             await _export_episodes(store, run, user, sink)
     for user_id in await store.episodes.snapshot_users(run):
-        items = (await store.last_snapshot(run, user_id))["items"]
+        items = (await store.episodes.last_snapshot(run, user_id))["items"]
         sink.write(f"memory/{run}/{user_id}/memories.json", {"num_memories": len(items), "memories": items})
-    k = (row["config"] or {}).get("k", RETRIEVE_K)
+    k = recorded.config.k
     for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
         async for user, _ in users:
             await _export_mode(store, run, mode, mode_k, user, sink, f"output/{out_dir}")
@@ -153,7 +152,7 @@ async def _export_run(store: Store, row: dict, users: _Users, sink) -> None:
 
 async def _export_episodes(store: Store, run: str, user, sink) -> None:
     final_scores = await store.episodes.final_preferences(run, user.id)
-    for ep in await store.load_episodes(run, user.id):
+    for ep in await store.episodes.load(run, user.id):
         name = f"{ep.user_id}/episode_{ep.task_index}.json"
         record = {"user_id": ep.user_id, "task": ep.task, "ground_truth": None, "end_reason": ep.end_reason,
                   "final_preference_score": final_scores[(ep.user_id, ep.task_index)],
@@ -172,10 +171,10 @@ async def _export_episodes(store: Store, run: str, user, sink) -> None:
 
 async def _export_mode(store: Store, run: str, mode: str, k: int, user, sink, folder: str) -> None:
     """One user's recon_judge (and attribution) file of one pass."""
-    recons = await store.load_reconstructions(run, mode, k=k, user_id=user.id)
+    recons = await store.scores.load(run, mode, k=k, user_id=user.id)
     if not recons:
         return
-    attributions = {a.dimension: a for a in await store.load_attributions(run, mode, user_id=user.id) if a.k == k}
+    attributions = {a.dimension: a for a in await store.attributions.load(run, mode, user_id=user.id) if a.k == k}
     order = {e.dimension: i for i, e in enumerate(user.bank)}
     records = sorted(recons, key=lambda r: (order.get(r.dimension, len(order)), r.dimension))
     details = [_recon_detail(r) for r in records]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memaudit.store import Store
+from memaudit.store import Run, Store
 from memaudit.tables import stats
 from memaudit.tables.utilization import with_ci
 
@@ -86,7 +86,7 @@ def user_carryover(user: dict, episodes: dict[int, list[dict]]) -> UserCarryover
 async def run_carryover(store: Store, run: str) -> tuple[dict[str, UserCarryover] | None, str | None]:
     """(per-user figures, None) or (None, why carry-over is not available for the run). Read one
     user at a time, without the transcripts' texts: memory stays that of one user."""
-    bench = (await store.get_run(run))["bench"]
+    bench = (await store.runs.require(run)).bench
     users: dict[str, UserCarryover] = {}
     recorded = False
     for user_id in await store.benchmarks.user_ids(bench):
@@ -98,20 +98,20 @@ async def run_carryover(store: Store, run: str) -> tuple[dict[str, UserCarryover
     return (users, None) if recorded else (None, NO_RECORDS)
 
 
-async def nomem_run(store: Store, run: dict) -> str | None:
+async def nomem_run(store: Store, run: Run) -> str | None:
     """The `nomem` run to pair with: same benchmark, the same tag if there is one, else the first."""
-    found = [r for r in await store.list_runs() if r["system"] == "nomem" and r["bench"] == run["bench"]]
-    same_tag = [r for r in found if (r["config"] or {}).get("tag") == (run["config"] or {}).get("tag")]
+    found = [r for r in await store.runs.list() if r.system == "nomem" and r.bench == run.bench]
+    same_tag = [r for r in found if r.config.tag == run.config.tag]
     chosen = same_tag or found
-    return chosen[0]["run"] if chosen else None
+    return chosen[0].run if chosen else None
 
 
 async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
     rows, figures = [], {}  # run -> run_carryover(run): the nomem baseline is read once, not once per run
     for run in runs:
-        info = await store.get_run(run)
+        info = await store.runs.require(run)
         users, reason = figures[run] = await run_carryover(store, run)
-        row = {"run": run, "system": info["system"], "prefs": None, "carryover": None, "carryover_ci95": None,
+        row = {"run": run, "system": info.system, "prefs": None, "carryover": None, "carryover_ci95": None,
                "bother_rate": None, "bother_ci95": None, "carryover_vs_nomem": None, "na_reason": reason}
         if users is not None:
             carry = {u: f.carryover for u, f in users.items()}
@@ -125,9 +125,9 @@ async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
     return rows
 
 
-async def _versus_nomem(store: Store, info: dict, carry: dict, boot, figures: dict) -> dict | None:
+async def _versus_nomem(store: Store, info: Run, carry: dict, boot, figures: dict) -> dict | None:
     baseline = await nomem_run(store, info)
-    if baseline is None or baseline == info["run"]:
+    if baseline is None or baseline == info.run:
         return None
     if baseline not in figures:
         figures[baseline] = await run_carryover(store, baseline)

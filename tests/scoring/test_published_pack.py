@@ -43,13 +43,19 @@ def pack(tmp_path, capsys):
 
 def test_the_pack_holds_the_templates_and_records_their_sources(pack, tmp_path, capsys):
     manifest = json.loads((pack / "pack.json").read_text())
-    assert set(manifest["source_files"]) == {"scorer.py", "failure_attribution.py"}
+    assert set(manifest["source_files"]) == {"scorer.py", "failure_attribution.py", "simulation.py",
+                                             *(f"agents/{f}.py" for f in ("agent", "agent_mem0", "agent_memt",
+                                                                          "agent_nomem", "agent_longctx"))}
     assert manifest["published"]["slot_fill"] == "scorer.py _SLOT_FILL_PROMPT"
-    assert (pack / "simulator.md").exists()  # every other role keeps memaudit's own prompt
+    assert manifest["published"]["pref_judge"] == "simulation.py _PREF_SYSTEM_PROMPT, PreferenceChecker.check"
+    assert (pack / "task_gen.md").exists()  # every other role keeps memaudit's own prompt
     code, out, _ = run_cli(["--prompts", str(pack), "prompts", "list"], capsys)
     assert code == 0 and "published-unknown" in out
     line = next(line for line in out.splitlines() if line.startswith("slot_fill"))
     assert "_SLOT_FILL_PROMPT" in line
+    line = next(line for line in out.splitlines() if line.startswith("agent_memt"))
+    assert "agent (memt)" in line and "agents/agent_memt.py _REPLY_SYSTEM_PROMPT" in line
+    assert "rollout_layout" in out
     code, out, _ = run_cli(["prompts", "list"], capsys)
     assert code == 0 and out.startswith("prompts: bundled")
 
@@ -80,9 +86,9 @@ async def test_scoring_an_imported_run_with_the_pack_sends_the_templates_exactly
         await import_release(rt.store, root)
         await score_runs(rt, [RUN], ["dump_all", "retrieve"])
         await attribute_runs(rt, [RUN], ["dump_all"])
-        imported = await rt.store.load_reconstructions(RUN, "dump_all")
-        rescored = await rt.store.load_reconstructions(RUN, "dump_all", variant="published-unknown")
-        retrieved = await rt.store.load_reconstructions(RUN, "retrieve", variant="published-unknown")
+        imported = await rt.store.scores.load(RUN, "dump_all")
+        rescored = await rt.store.scores.load(RUN, "dump_all", variant="published-unknown")
+        retrieved = await rt.store.scores.load(RUN, "retrieve", variant="published-unknown")
         robustness = await compare_variants(rt.store, [RUN], "published-unknown")
         tables = await compute_tables(rt.store, [RUN], variant="published-unknown", bootstrap=0)
     assert len(imported) == len(rescored) == 31  # a new pass beside the imported judgments
@@ -140,7 +146,7 @@ async def test_mem0_dump_all_shows_the_published_store_exactly(pack, tmp_path, s
     async with runtime(replace(settings, prompts_dir=pack), fake) as rt:
         await import_release(rt.store, root)
         await score_runs(rt, ["mem0_pooled_50"], ["dump_all"])
-        row = (await rt.store.load_reconstructions("mem0_pooled_50", "dump_all", variant="published-unknown"))[0]
+        row = (await rt.store.scores.load("mem0_pooled_50", "dump_all", variant="published-unknown"))[0]
     expected = src["_SLOT_FILL_PROMPT"].format(
         memories_json=json.dumps(memories, ensure_ascii=False, indent=2), category=row.category,
         category_guide=src["_CATEGORY_GUIDE"][row.category], dimension=row.dimension)
@@ -175,6 +181,9 @@ async def test_replay_is_identical_for_runs_scored_with_and_without_the_pack(pac
         tables = await compute_tables(rt.store, bootstrap=0)
     by_run = {(r["run"], r["stage"]): r["prompts"] for r in tables["prompts"]}
     assert by_run[("longctx_full", "score")] == "bundled" and by_run[("nomem", "score")] == "published-unknown"
+    assert by_run[("longctx_full", "rollout")] == "bundled" and by_run[("nomem", "rollout")] == "published-unknown"
+    judged = [b for b in requests_for(fake, "pref_judge") if "STAND-IN STYLE RATER" in b["messages"][0]["content"]]
+    assert judged and all("per_pref" in b["response_format"]["json_schema"]["schema"]["properties"] for b in judged)
     assert by_run[("nomem", "attribute")] == "published-unknown"
     requests = len(fake.requests)
     assert await replay_runs(settings) is None

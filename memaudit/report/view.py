@@ -5,7 +5,8 @@ Pages (the files grow with runs and passes; each run and pass page has one row p
     index.html                              Tables 2/3/4, footprint, gap, tokens, charts, users
     runs/<run>.html                         per-user A, C, D, footprint, B per pass
     runs/<run>/<pass>.html                  per-user B per category, attribution counts
-    runs/<run>/<pass>/<label>.html          the targets behind one Table 4 count (or overflow/failed)
+    runs/<run>/<pass>/<label>.html          the targets behind one Table 4 count (or overflow/failed),
+                                            as data that assets/user.js renders into a table
     user.html#f=<bench>/<user>&v=…          one user's drill-down, rendered in the browser from
     data/<bench>/<user>.js                  the user's data file (memaudit/report/userdata.py):
         v=grid                              every bank entry × every run and pass

@@ -92,7 +92,8 @@ class LLM:
         return resolved[role]
 
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        with anyio.CancelScope(shield=True):  # a cancelled command still closes its sessions
+            await self.transport.aclose()
 
     @contextmanager
     def collect(self):

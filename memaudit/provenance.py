@@ -39,9 +39,11 @@ def role_provenance(settings: Settings, role: str, temperature: float | None = N
     make a resume or a replay see a change that is none; each call's key holds what was sent."""
     rc = settings.role(role)
     sent = sampling(rc, temperature, max_tokens)
-    return {"model": rc.model, "backend": rc.backend, "temperature": sent.temperature, "top_p": sent.top_p,
-            "max_tokens": sent.max_tokens, "reasoning_effort": sent.reasoning_effort,
-            "context_window": rc.context_window}
+    recorded = {"model": rc.model, "backend": rc.backend, "temperature": sent.temperature, "top_p": sent.top_p,
+                "max_tokens": sent.max_tokens, "reasoning_effort": sent.reasoning_effort,
+                "context_window": rc.context_window}
+    # The embedded model's demo setting (memaudit/config.py); a configured endpoint records none.
+    return recorded if rc.repair_attempts is None else {**recorded, "repair_attempts": rc.repair_attempts}
 
 
 def rollout_provenance(settings: Settings) -> dict:

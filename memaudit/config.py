@@ -143,6 +143,14 @@ class Settings:
             repair_attempts=EMBEDDED_REPAIR_ATTEMPTS if on_embedded else None,
         )
 
+    def panel_judge(self, name: str) -> "Settings":
+        """The settings panel judge `name` is asked under: the recovery_judge section refined by
+        `[judges.NAME]` (its endpoint, key, backend …); the model sent is `model` there, else NAME."""
+        section = {k: v for k, v in self.role_sections.get("recovery_judge", {}).items() if k != "models"}
+        own = self.judge_sections.get(name, {})
+        section = {**section, **own, "model": own.get("model", name)}
+        return replace(self, role_sections={**self.role_sections, "recovery_judge": section})
+
     def with_embedded_url(self, url: str) -> "Settings":
         return replace(self, base_url=url, backend="llamacpp", model=EMBEDDED_MODEL)
 

@@ -40,6 +40,17 @@ class BadInput(MemauditError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class StoreError(BadInput):
+    """A fault of the store file or its place (read-only, full disk, locked, damaged, not a store,
+    written by a newer memaudit) or, for rows from outside (an import), a row the store refuses: the
+    one error the store raises for what SQLite reports, one line naming the file. `conflict` marks
+    the refused row (a duplicate key), which the importer names by the record it came from."""
+
+    def __init__(self, message: str, *, file: str | None = None, conflict: bool = False):
+        self.detail, self.conflict = message, conflict
+        super().__init__(message, file=file)
+
+
 class CacheMiss(MemauditError):
     def __init__(self, role: str, key: str, advice: str = "run without --cache replay to call the model"):
         self.role, self.key = role, key
@@ -92,3 +103,13 @@ class EndpointError(MemauditError):
         where = f" {self.url}" if self.url else ""
         said = f" {status}" if status else ""
         super().__init__(f"endpoint{where} error{said}: {self.message}")
+
+
+def failure_note(exc: Exception) -> str:
+    """A stable one-line description of a model failure: the same whether the call was made now or
+    read back from the cache by replay (the exceptions' own messages differ between the two)."""
+    if isinstance(exc, ContextOverflow):
+        return f"context overflow: {overflow_size(exc.tokens, exc.window)}"
+    if isinstance(exc, InvalidOutput):
+        return f"invalid output from {exc.role}: {exc.problem}"
+    return str(exc)

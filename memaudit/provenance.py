@@ -79,30 +79,43 @@ def teacher_forced_provenance(settings: Settings, episodes: str) -> dict:
 REPLAY_URL = "http://replay.invalid/v1"
 
 
-def recorded_settings(base: Settings, roles: dict[str, dict], models: dict[str, dict] | None = None) -> Settings:
+def recorded_settings(base: Settings, roles: dict[str, dict], models: dict[str, dict] | None = None,
+                      judges: dict[str, dict] | None = None) -> Settings:
     """`base` with the model settings that `roles` (role group -> recorded role provenance)
     record, so that role_provenance() gives back exactly what was recorded: the inverse of
     role_provenance, for replay. The recorded endpoint is not needed (see REPLAY_URL). Sampling
     values are configured only where the recorded ones differ from what would be sent anyway.
     Raises BadInput naming the role and value that no configuration reproduces. `models`: role
     groups that record no provenance (attribution), {"model", "backend"} read from the call log.
+    `judges`: panel judge -> its recorded provenance, rebuilt as `[judges.NAME]` sections.
     """
     sections = {group: _section(p) for group, p in {**(models or {}), **roles}.items()}
     settings = replace(base, base_url=None, model=EMBEDDED_MODEL, backend="llamacpp", api_key=None,
                        context_window=None, role_sections=sections)
     for group, recorded in roles.items():
-        now = _sent(settings, group)
-        for param in ("temperature", "max_tokens"):
-            if now.get(param) != recorded.get(param):
-                sections[group][param] = recorded.get(param)
-        settings = replace(settings, role_sections=sections)
-        still = {k: v for k, v in _sent(settings, group).items() if v is not None}
-        wanted = {k: v for k, v in recorded.items() if v is not None}
-        if still != wanted:
-            what = sorted(k for k in still.keys() | wanted.keys() if still.get(k) != wanted.get(k))
-            raise BadInput(f"the recorded {group} settings ({', '.join(what)}) cannot be rebuilt from the runs' "
-                           "provenance; give the original --config", field=f"roles.{group}")
+        _rebuild(sections[group], recorded, lambda: _sent(settings, group), f"roles.{group}")
+    # A judge's section refines the recovery judge's (Settings.panel_judge): rebuilt after it. A
+    # judge that recorded none keeps the section given now (a pass recorded before judges were).
+    own = {name: {**_section(p), "model": p.get("model")} for name, p in (judges or {}).items()}
+    settings = replace(settings, judge_sections={**base.judge_sections, **own})
+    for name, recorded in (judges or {}).items():
+        _rebuild(own[name], recorded, lambda: _sent(settings.panel_judge(name), "recovery_judge"), f"judges.{name}")
     return settings
+
+
+def _rebuild(section: dict, recorded: dict, sent, field: str) -> None:
+    """Configure in `section` the sampling values where what `sent()` gives differs from
+    `recorded`; raise BadInput when it still differs."""
+    now = sent()
+    for param in ("temperature", "max_tokens"):
+        if now.get(param) != recorded.get(param):
+            section[param] = recorded.get(param)
+    still = {k: v for k, v in sent().items() if v is not None}
+    wanted = {k: v for k, v in recorded.items() if v is not None}
+    if still != wanted:
+        what = sorted(k for k in still.keys() | wanted.keys() if still.get(k) != wanted.get(k))
+        raise BadInput(f"the recorded {field} settings ({', '.join(what)}) cannot be rebuilt from the runs' "
+                       "provenance; give the original --config", field=field)
 
 
 def _section(recorded: dict) -> dict:
@@ -120,12 +133,13 @@ def _sent(settings: Settings, group: str) -> dict:
     return role_provenance(settings, group, spec and spec.temperature, spec and spec.max_tokens)
 
 
-def merge_roles(found: dict[str, dict], roles: dict[str, dict], where: str, seen: dict[str, str]) -> None:
-    """Add `roles` (recorded by `where`) to `found`; one role recorded two ways cannot be replayed
-    under one configuration: name both."""
+def merge_roles(found: dict[str, dict], roles: dict[str, dict], where: str, seen: dict[str, str],
+                kind: str = "") -> None:
+    """Add `roles` (recorded by `where`) to `found`; one role (or, with `kind` "judge ", one panel
+    judge) recorded two ways cannot be replayed under one configuration: name both."""
     for group, recorded in roles.items():
         if group in found and found[group] != recorded:
-            raise BadInput(f"{seen[group]} and {where} were made with different {group} settings "
+            raise BadInput(f"{seen[group]} and {where} were made with different {kind}{group} settings "
                            f"({', '.join(differences(found[group], recorded))}); replay them separately with --runs",
                            field="runs")
         found.setdefault(group, recorded)

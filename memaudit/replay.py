@@ -94,18 +94,25 @@ async def _replayable(recorded: Store, runs: list[str] | None) -> list[Run]:
 
 
 async def _recorded_settings(recorded: Store, runs: list[Run], settings: Settings) -> Settings:
-    """The settings the runs were made with, from their provenance (rollout and scoring roles) and
-    call log (roles without provenance); runs recorded before provenance replay under `settings`."""
+    """The settings the runs were made with, from their provenance (rollout and scoring roles,
+    panel judges) and call log (roles without provenance); runs recorded before provenance replay
+    under `settings`."""
     found: dict[str, dict] = {}
+    judges: dict[str, dict] = {}
     seen: dict[str, str] = {}
+    seen_judges: dict[str, str] = {}
     for run in runs:
         if run.config.provenance:
             merge_roles(found, run.config.provenance.get("roles", {}), f"run {run.run}", seen)
-        for p in await recorded.scores.passes(run.run, DEFAULT_VARIANT):  # a variant's changes are its own
-            merge_roles(found, p.config.scorer.get("provenance", {}).get("roles", {}), f"run {run.run}", seen)
+        for p in await recorded.scores.passes(run.run):
+            provenance = p.config.scorer.get("provenance", {})
+            if p.variant == DEFAULT_VARIANT:  # a variant's role changes are its own
+                merge_roles(found, provenance.get("roles", {}), f"run {run.run}", seen)
+            merge_roles(judges, provenance.get("judges", {}), f"run {run.run}", seen_judges, "judge ")
     for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
-        merge_roles(found, check["config"].get("provenance", {}).get("roles", {}),
-                    f"judge-check of {check['bench']}", seen)
+        provenance, where = check["config"].get("provenance", {}), f"judge-check of {check['bench']}"
+        merge_roles(found, provenance.get("roles", {}), where, seen)
+        merge_roles(judges, provenance.get("judges", {}), where, seen_judges, "judge ")
     if not found:
         return settings
     backend = next(iter(found.values())).get("backend")
@@ -114,7 +121,7 @@ async def _recorded_settings(recorded: Store, runs: list[Run], settings: Setting
         for group, model in (await run_models(recorded, run.run)).items():
             if group not in found and ", " not in model:
                 logged[group] = {"model": model, "backend": backend}
-    return recorded_settings(settings, found, logged)
+    return recorded_settings(settings, found, logged, judges)
 
 
 async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
@@ -170,9 +177,11 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
 
     # judge-check passes of the runs' benchmarks (memaudit/scoring/judge_check.py)
     for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
-        cfg = check["config"]
-        await run_judge_check(rt, [check["bench"]], _panel(rt, cfg), per_category=check["per_category"],
-                              seed=check["seed"], thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]))
+        cfg, bench = check["config"], check["bench"]
+        # the cells the store checked: a shard's store (`judge-check --shard`) holds only its own
+        cells = {(bench, user) for user, _, _ in await recorded.judges.controls(bench)}
+        await run_judge_check(rt, [bench], _panel(rt, cfg), per_category=check["per_category"], seed=check["seed"],
+                              thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]), cells=cells)
 
 
 def _panel(rt: Runtime, recorded: dict | None) -> Panel | None:

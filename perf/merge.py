@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -32,39 +33,38 @@ sys.path.insert(0, str(REPO))
 
 from memaudit.store import open_store  # noqa: E402
 from memaudit.shards import cell_shard  # noqa: E402
-from memaudit.testing.synthetic_scores import synthetic_release  # noqa: E402
+from memaudit.testing.synthetic_scores import call_rows, call_use_row, insert, synthetic_release  # noqa: E402
 
-CELL_TABLES = {"episodes": (0, 1), "turns": (0, 1), "snapshots": (0, 1), "reconstructions": (0, 4),
-               "attributions": (0, 4)}  # table -> positions of (run, user) in its rows
+CELL_TABLES = ("episodes", "turns", "snapshots", "reconstructions", "attributions")  # rows of one (run, user)
 
 
-def study_rows(request_bytes: int, response_bytes: int) -> dict[str, list[tuple]]:
+def study_rows(request_bytes: int, response_bytes: int) -> dict[str, list]:
     """The synthetic study with every call of the published pipeline recorded."""
     rows = synthetic_release(users=50)
     rows["calls"], rows["call_uses"] = [], []
     request, response = "r" * request_bytes, "a" * response_bytes
-    system = {run[0]: run[1] for run in rows["runs"]}
+    system = {run.run: run.system for run in rows["runs"]}
 
-    def call(run, user, artifact, role, n):
+    def call(run, artifact, role, n):
         key = f"b2:{run}:{artifact}:{role}:{n}"
-        rows["calls"].append((key, role, "m", request, response, 1, request_bytes // 4, response_bytes // 4, 0,
-                              0.0, "", 0))
-        rows["call_uses"].append((run, artifact, key, role, 0))
+        rows["calls"].append(replace(call_rows(key, role, request_bytes // 4, response_bytes // 4), request=request,
+                                     response=response))
+        rows["call_uses"].append(call_use_row(run, artifact, key, role))
 
-    for run, user, idx, turn, *_ in rows["turns"]:
+    for t in rows["turns"]:
         for role in ("agent", "simulator", "pref_judge"):
-            call(run, user, f"episode:{user}:{idx}", role, turn)
-    for run, mode, k, variant, user, _, dim, *_ in rows["reconstructions"]:
+            call(t.run, f"episode:{t.user_id}:{t.task_idx}", role, t.turn)
+    for r in rows["reconstructions"]:
         for role in ("slot_fill", "recovery_judge"):
-            call(run, user, f"recon:{mode}:{k}:{variant}:{user}:{dim}", role, 0)
-    for run, mode, k, variant, user, _, dim, label, *_ in rows["attributions"]:
-        for role in (("disclosure", "elicitation") if label != "ok" else ()):
-            call(run, user, f"attr:{mode}:{k}:{variant}:{user}:{dim}", role, 0)
+            call(r.run, f"recon:{r.mode}:{r.k}:{r.variant}:{r.user_id}:{r.dimension}", role, 0)
+    for a in rows["attributions"]:
+        for role in (("disclosure", "elicitation") if a.label != "ok" else ()):
+            call(a.run, f"attr:{a.mode}:{a.k}:{a.variant}:{a.user_id}:{a.dimension}", role, 0)
     rows["__system__"] = system
     return rows
 
 
-def split(rows: dict, shards: int) -> list[dict[str, list[tuple]]]:
+def split(rows: dict, shards: int) -> list[dict[str, list]]:
     """Each cell's rows into its shard; the benchmark and the run rows into every shard."""
     system = rows.pop("__system__")
     parts = [{table: [] for table in rows} for _ in range(shards)]
@@ -72,18 +72,18 @@ def split(rows: dict, shards: int) -> list[dict[str, list[tuple]]]:
     for table, values in rows.items():
         for row in values:
             if table in CELL_TABLES:
-                run, user = (row[i] for i in CELL_TABLES[table])
-                parts[cell_shard(system[run], user, shards) - 1][table].append(row)
+                parts[cell_shard(system[row.run], row.user_id, shards) - 1][table].append(row)
             elif table == "call_uses":
-                user = row[1].split(":")[1] if row[1].startswith("episode") else row[1].split(":")[4]
-                shard = cell_shard(system[row[0]], user, shards) - 1
-                owner[row[2]] = shard
+                fields = row.artifact.split(":")
+                user = fields[1] if row.artifact.startswith("episode") else fields[4]
+                shard = cell_shard(system[row.run], user, shards) - 1
+                owner[row.key] = shard
                 parts[shard][table].append(row)
             elif table != "calls":
                 for part in parts:
                     part[table].append(row)
     for row in rows["calls"]:
-        parts[owner[row[0]]]["calls"].append(row)
+        parts[owner[row.key]]["calls"].append(row)
     return parts
 
 
@@ -92,7 +92,7 @@ async def build(tmp: Path, parts: list[dict]) -> list[Path]:
     for i, part in enumerate(parts, 1):
         path = tmp / f"shard{i:02d}.db"
         async with open_store(path) as store:
-            await store.insert_rows(part)
+            await insert(store, part)
         paths.append(path)
     return paths
 

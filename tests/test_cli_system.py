@@ -33,7 +33,7 @@ def fill(settings, db, seeds, *, fake=None, run="r1", vectors=()):
     """Make one agent call per seed into store `db` (recording uses), plus embedding rows."""
     async def main_():
         async with open_store(db) as store:
-            llm = LLM(replace(settings, db=db), store, transport=(fake or FakeOpenAI()).transport())
+            llm = LLM(replace(settings, db=db), store.calls, transport=(fake or FakeOpenAI()).transport())
             for artifact, parts in (("first", seeds), ("again", seeds[:1])):  # "again" is a cache hit
                 with llm.collect() as uses:
                     for s in parts:
@@ -42,8 +42,8 @@ def fill(settings, db, seeds, *, fake=None, run="r1", vectors=()):
                                            seed_parts=(s,))
                         except InvalidOutput:
                             pass
-                await store.write(store.call_use_statements(run, artifact, uses))
-            store.put_vectors("minilm", {h: b"\x00" * 8 for h in vectors})
+                await store.write(store.calls.use_statements(run, artifact, uses))
+            store.vectors.put_vectors("minilm", {h: b"\x00" * 8 for h in vectors})
             await llm.aclose()
     anyio.run(main_)
 

@@ -81,7 +81,7 @@ def test_replay_takes_the_model_settings_from_the_recorded_runs(tmp_path, capsys
 
     async def bench():
         async with open_store(db) as store:
-            await store.save_benchmark(make_bench(n_users=1, n_tasks=2))
+            await store.benchmarks.save(make_bench(n_users=1, n_tasks=2))
     anyio.run(bench)
     with serve(script(FakeOpenAI())) as url:
         flags = ["--db", str(db), "--base-url", url, "--model", "served-model"]

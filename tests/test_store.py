@@ -60,10 +60,10 @@ def test_a_failed_write_rolls_back_everything(tmp_path):
 def test_queued_cache_rows_are_readable_before_and_after_commit(tmp_path):
     async def main():
         async with open_store(tmp_path / "s.db") as store:
-            store.put_call(key="s1:abc", role="agent", model="m", request="{}", response='{"text": "x"}', ok=True)
-            before = await store.get_call("s1:abc")
+            store.calls.put_call(key="s1:abc", role="agent", model="m", request="{}", response='{"text": "x"}', ok=True)
+            before = await store.calls.get_call("s1:abc")
             await store.flush()
-            after = await store.get_call("s1:abc")
+            after = await store.calls.get_call("s1:abc")
             return before["response"], after["response"], store._pending_calls
     assert run(main) == ('{"text": "x"}', '{"text": "x"}', {})
 
@@ -77,11 +77,11 @@ def test_queued_rows_are_committed_once_they_have_waited_the_flush_interval(tmp_
 
     async def main():
         async with open_store(tmp_path / "s.db") as store:
-            store.put_call(**row("s1:a"))
+            store.calls.put_call(**row("s1:a"))
             await store.maybe_flush()  # young and far from a full batch: still queued
             queued = len(store._pending)
             monkeypatch.setattr(store_module, "FLUSH_SECONDS", 0.0)
-            store.put_call(**row("s1:b"))
+            store.calls.put_call(**row("s1:b"))
             await store.maybe_flush()
             with sqlite3.connect(tmp_path / "s.db") as other:  # what a kill right now would leave
                 committed = other.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
@@ -105,7 +105,7 @@ async def main():
         i = 0
         while True:
             for j in range(50):
-                store.put_call(key=f"k{{i}}-{{j}}", role="agent", model="m", request="{{}}",
+                store.calls.put_call(key=f"k{{i}}-{{j}}", role="agent", model="m", request="{{}}",
                                response='{{"text": "' + "x" * 500 + '"}}', ok=True)
             await store.write([("INSERT INTO runs(run, system, bench) VALUES (?,?,?)", (f"r{{i}}", "nomem", "b"))])
             if i == 20:

@@ -27,15 +27,22 @@ def test_known_faults_become_one_line_errors_and_bugs_do_not():
     assert store_fault(ValueError("readonly database"), "s.db") is None
 
 
-def test_the_cli_maps_a_fault_met_outside_the_store_write_path():
+def test_a_fault_met_outside_the_store_write_path_is_one_line_too(tmp_path):
+    """Not only `write`: every statement the store runs (here a write through its read path) turns
+    a fault into the store's one-line error; a bug still keeps its traceback."""
     async def reads_a_full_disk():
-        raise sqlite3.OperationalError("database or disk is full")
+        async with open_store(tmp_path / "s.db") as store:
+            (pages,) = await store.fetchone("PRAGMA page_count")
+            await store.conn.execute(f"PRAGMA max_page_count={pages}")  # the disk is full from here on
+            await store.fetchall("INSERT INTO runs(run, system, bench, config) VALUES (?,?,?,?) RETURNING run",
+                                 ("r", "nomem", "b", "x" * 20000))
 
     with pytest.raises(BadInput, match="the disk holding the store is full"):
         run(reads_a_full_disk)
 
     async def has_a_bug():
-        raise sqlite3.OperationalError("no such table: nope")
+        async with open_store(tmp_path / "s.db") as store:
+            await store.fetchall("SELECT * FROM nope")
 
     with pytest.raises(sqlite3.OperationalError):
         run(has_a_bug)
@@ -61,8 +68,8 @@ def test_the_score_command_on_an_immutable_store_file(tmp_path, capsys):
 
     async def fill():
         async with open_store(db) as store:
-            await store.save_benchmark(make_bench(n_users=1, n_tasks=1))
-            await store.ensure_run("nomem", "nomem", "tiny")
+            await store.benchmarks.save(make_bench(n_users=1, n_tasks=1))
+            await store.runs.ensure("nomem", "nomem", "tiny")
     anyio.run(fill)
     if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode:
         pytest.skip("chattr +i is not available here")
@@ -86,13 +93,13 @@ async def test_a_commit_failing_on_a_full_disk_keeps_its_cache_rows_queued(tmp_p
         await store.write([("INSERT INTO runs(run, system, bench) VALUES (?,?,?)", ("r", "nomem", "b"))])
         (pages,) = await store.fetchone("PRAGMA page_count")
         await store.conn.execute(f"PRAGMA max_page_count={pages}")  # the disk is full from here on
-        store.put_call(key="s1:lost", role="recovery_judge", model="m", request="{}",
+        store.calls.put_call(key="s1:lost", role="recovery_judge", model="m", request="{}",
                        response='{"text": "' + "x" * 20000 + '"}', ok=True)
         with pytest.raises(BadInput, match="disk holding the store is full"):
-            await store.write(store.call_use_statements("r", "recon:a", [("recovery_judge", "s1:lost", False)]))
-        assert (await store.get_call("s1:lost")) is not None  # still answered from the queue
+            await store.write(store.calls.use_statements("r", "recon:a", [("recovery_judge", "s1:lost", False)]))
+        assert (await store.calls.get_call("s1:lost")) is not None  # still answered from the queue
         await store.conn.execute("PRAGMA max_page_count=1073741823")  # space again
-        await store.write(store.call_use_statements("r", "recon:b", [("recovery_judge", "s1:lost", False)]))
+        await store.write(store.calls.use_statements("r", "recon:b", [("recovery_judge", "s1:lost", False)]))
         dangling = await store.fetchone("SELECT COUNT(*) FROM call_uses u LEFT JOIN calls c ON c.key=u.key "
                                         "WHERE c.key IS NULL")
         assert dangling[0] == 0 and (await store.fetchone("SELECT COUNT(*) FROM calls"))[0] == 1

@@ -198,26 +198,26 @@ async def resolve_bench(store, ref: str) -> Benchmark:
     """`sample` (imported on first use), a release-layout directory (imported under its directory
     name unless already there), or the name of a benchmark in the store."""
     if ref == SAMPLE_NAME:
-        stored = await store.load_benchmark(SAMPLE_NAME)
+        stored = await store.benchmarks.load(SAMPLE_NAME)
         if stored is not None:
             return stored
         bench = load_release_benchmark(SAMPLE_DIR, name=SAMPLE_NAME, pool_path=_sample_pool())
-        await store.save_benchmark(bench)
+        await store.benchmarks.save(bench)
         return bench
     if Path(ref).is_dir():
         bench = load_release_benchmark(ref)
-        stored = await store.load_benchmark(bench.name)
+        stored = await store.benchmarks.load(bench.name)
         if stored is None:
-            await store.save_benchmark(bench)
+            await store.benchmarks.save(bench)
             await save_act_scenarios(store, bench.name, read_act_dir(ref, bench))
             return bench
         if stored != bench:
             raise BadInput(f"the store already holds a different benchmark named {bench.name!r}; import this "
                            "one under another name with `memaudit bench import PATH --name NAME`", file=ref)
         return stored
-    stored = await store.load_benchmark(ref)
+    stored = await store.benchmarks.load(ref)
     if stored is None:
-        names = [b["name"] for b in await store.list_benchmarks()]
+        names = [b["name"] for b in await store.benchmarks.list()]
         raise BadInput(f"unknown benchmark {ref!r}: not a directory, and the store holds "
                        f"{', '.join(names) if names else 'no benchmarks'} (use `sample`, a path, or an imported name)",
                        field="bench")
@@ -241,7 +241,7 @@ async def validate_bench(store, ref: str, *, pool_path: str | Path | None = None
         return read_release(SAMPLE_DIR, name=SAMPLE_NAME, pool_path=pool_path or _sample_pool())[1]
     if Path(ref).is_dir():
         return read_release(ref, tasks_dir=tasks_dir, pool_path=pool_path)[1]
-    bench = await store.load_benchmark(ref)
+    bench = await store.benchmarks.load(ref)
     if bench is None:
         raise BadInput(f"unknown benchmark {ref!r}: not a directory, nor a benchmark in the store", field="bench")
     pool = load_pool(pool_path) if pool_path else bench.pool

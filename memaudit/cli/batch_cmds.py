@@ -1,6 +1,6 @@
 """Commands: batch status | collect | resubmit, and the `--batch` / `--batch-file DIR` options of
-the stages whose calls can wait (score, attribute): the calls go through the OpenAI Batch API or
-vLLM's batch runner instead of being made live (memaudit/llm/batch.py)."""
+the stages whose calls can wait (score, attribute, judge-check): the calls go through the OpenAI
+Batch API or vLLM's batch runner instead of being made live (memaudit/llm/batch.py)."""
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
@@ -77,7 +77,7 @@ async def _status(settings, as_json: bool) -> None:
         pending = await store.batches.pending_counts()
         batches = await store.batches.batches()
         if not batches and not pending and not as_json:
-            click.echo("no batches in this store (`score --batch` or `attribute --batch` sends some)")
+            click.echo("no batches in this store (`score`, `attribute` or `judge-check` with --batch sends some)")
         for b in batches:
             row = {"batch": b["batch_id"] or b["name"], "status": b["status"], "requests": b["requests"],
                    "counts": b["counts"], "collected": bool(b["collected"]), "waiting": pending.get(b["name"], 0),
@@ -109,17 +109,16 @@ async def _collect(settings, from_file: Path | None) -> None:
     from memaudit.llm.batch import Collector, collect as collect_batches, import_output
     from memaudit.llm.dialects import Refusals
     from memaudit.roles import ROLE_SPECS
-    from memaudit.store import open_store
 
-    async with open_store(settings.db) as store:
+    async def lines(store) -> list[str]:
         checks = {name: spec.check for name, spec in ROLE_SPECS.items()}
         collector = Collector(store, settings, checks, Refusals(store.calls))
-        lines = [await import_output(collector, from_file)] if from_file else await collect_batches(collector)
-        for line in lines or ["no batch to collect"]:
-            click.echo(line)
+        said = [await import_output(collector, from_file)] if from_file else await collect_batches(collector)
         unsent = (await store.batches.pending_counts()).get(None, 0)
-        if unsent:
-            click.echo(f"{unsent} requests to send again: `memaudit batch resubmit`, or the stage with --batch")
+        again = [f"{unsent} requests to send again: `memaudit batch resubmit`, or the stage with --batch"]
+        return (said or ["no batch to collect"]) + (again if unsent else [])
+
+    await _echo_lines(settings, lines)
 
 
 @batch.command("resubmit")
@@ -133,10 +132,19 @@ def resubmit(batch_file):
 
 async def _resubmit(settings, batch_file: Path | None) -> None:
     from memaudit.llm.batch import submit
+
+    async def lines(store) -> list[str]:
+        return await submit(store, settings, batch_file) or ["nothing to send"]
+
+    await _echo_lines(settings, lines)
+
+
+async def _echo_lines(settings, lines) -> None:
+    """Open the store and print, one a line, what `lines(store)` did (collect, resubmit)."""
     from memaudit.store import open_store
 
     async with open_store(settings.db) as store:
-        for line in await submit(store, settings, batch_file) or ["nothing to send"]:
+        for line in await lines(store):
             click.echo(line)
 
 

@@ -62,7 +62,7 @@ async def _import_bench(settings, path, name, tasks_dir):
 
     bench = load_release_benchmark(path, name, tasks_dir=tasks_dir)
     async with open_store(settings.db) as store:
-        await store.save_benchmark(bench)
+        await store.benchmarks.save(bench)
     return len(bench.users), sum(len(t) for t in bench.tasks.values())
 
 
@@ -83,7 +83,7 @@ async def _list(settings):
     from memaudit.store import open_store
 
     async with open_store(settings.db, create=False) as store:
-        return await store.list_benchmarks()
+        return await store.benchmarks.list()
 
 
 COMMANDS = [bench]

@@ -4,7 +4,6 @@ from __future__ import annotations
 import errno
 import functools
 import signal
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -168,20 +167,13 @@ async def _cancelled_by_signals(coro_fn):
 
 
 def run(coro_fn, *args, **kwargs):
-    """Run a command's coroutine; SIGINT or SIGTERM stop it cleanly (Interrupted). A store fault the
-    store did not already name (a read-only file or a full disk met outside its write path) still
-    becomes a one-line error, not a traceback; so does a file-system error on a path (PATH_ERRNOS)."""
+    """Run a command's coroutine; SIGINT or SIGTERM stop it cleanly (Interrupted). A file-system
+    error on a path (PATH_ERRNOS) becomes a one-line error, not a traceback (store faults already
+    are: the store raises StoreError)."""
     from memaudit.errors import BadInput
 
     try:
         return anyio.run(_cancelled_by_signals, functools.partial(coro_fn, *args, **kwargs))
-    except sqlite3.DatabaseError as exc:
-        from memaudit.store import store_fault
-
-        fault = store_fault(exc, None)
-        if fault is None:
-            raise
-        raise fault from None
     except OSError as exc:
         if exc.errno not in PATH_ERRNOS or exc.filename is None:
             raise

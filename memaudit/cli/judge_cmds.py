@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from memaudit.cli.batch_cmds import batch_options, batched
 from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
 from memaudit.cli.score_cmds import panel_options
 from memaudit.errors import BadInput
@@ -23,33 +24,40 @@ from memaudit.errors import BadInput
               help="flag a judge `harsh` when its positive pass rate is below this")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 @panel_options
+@batch_options
 @shard_option
 @global_options
-def judge_check(runs, benches, per_category, max_false_pass, min_pass, fmt, judges, repeats, shard):
+def judge_check(runs, benches, per_category, max_false_pass, min_pass, fmt, judges, repeats, use_batch, batch_file,
+                shard):
     """Control answers with a known grade (truth, paraphrase; another user's value, a vague
     non-answer, the reversed value) sent to every judge: flags lenient and harsh judges."""
     from memaudit.tables.judge_checks import Thresholds
 
     text = run(_judge_check, current_settings(), split_list(runs), split_list(benches), per_category,
-               Thresholds(max_false_pass, min_pass), fmt, split_list(judges), repeats, shard)
+               Thresholds(max_false_pass, min_pass), fmt, split_list(judges), repeats, shard, use_batch, batch_file)
     click.echo(text, nl=False)
 
 
-async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, judges, repeats, shard=None) -> str:
+async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, judges, repeats, shard=None,
+                       use_batch=False, batch_file=None) -> str:
     import orjson
 
-    from memaudit.tables.judge_checks import check_summary
-    from memaudit.scoring.judge_check import run_judge_check
+    from memaudit.tables.judge_checks import check_summary, no_checks
+    from memaudit.scoring.judge_check import BATCH_ROLES, run_judge_check
     from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
 
     async with open_runtime(settings, create=False, shard=shard) as rt:
         panel = Panel.build(rt.llm, judges, repeats) or Panel.single(rt.llm)
         chosen = await _benches(rt.store, runs, benches)
-        await run_judge_check(rt, chosen, panel, per_category=per_category, thresholds=thresholds)
-        summary = await check_summary(rt.store, chosen, thresholds)
+        async with batched(rt, BATCH_ROLES, use_batch, batch_file):
+            await run_judge_check(rt, chosen, panel, per_category=per_category, thresholds=thresholds)
+        # None: no verdict stored yet (under --batch every one may still wait for a batch)
+        summary = await check_summary(rt.store, chosen, thresholds) or no_checks(thresholds)
     if fmt == "json":
         return orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n"
+    if not summary["judges"]:
+        return f"judge-check: no control verdict stored for {', '.join(chosen)} yet\n"
     from memaudit.tables.judges_render import check_tables
     from memaudit.tables.columns import ci_text, num
     from memaudit.tables.paper import _md_table

@@ -28,7 +28,7 @@ async def _utilization(settings, runs, k, threshold, shard):
     from memaudit.utilization.act import utilization_runs
 
     async with open_runtime(settings, shard=shard) as rt:
-        chosen = runs if runs is not None else [r["run"] for r in await rt.store.list_runs()]
+        chosen = runs if runs is not None else await rt.store.runs.names()
         measured = await utilization_runs(rt, chosen, k=k, threshold=threshold)
         for run_id in chosen:
             if run_id not in measured:

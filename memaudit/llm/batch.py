@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 TERMINAL = ("completed", "expired", "cancelled", "failed")
-COMMIT_EVERY = 500  # result lines applied per transaction while collecting
+COMMIT_EVERY = 500
+PANEL_ROLE = "recovery_judge"  # the role whose panel judges may each have an endpoint ([judges.NAME])  # result lines applied per transaction while collecting
 
 
 class BatchPending(Exception):
@@ -120,8 +121,14 @@ async def file_name(store: Store, content: bytes) -> str:
     return f"memaudit-{await store.batches.count() + 1:04d}-{hashlib.sha256(content).hexdigest()[:12]}"
 
 
-def endpoint_of(settings: Settings, role: str) -> tuple[str, str | None]:
-    rc = settings.role(role)
+def endpoint_of(settings: Settings, role: str, *, model: str | None = None,
+                sent_to: str | None = None) -> tuple[str, str | None]:
+    """(base URL, API key) of a batched request of `role`: the role's endpoint, or that of the panel
+    judge (a `[judges.NAME]` section) whose model is `model`, or, for a batch already sent, whose
+    endpoint it was sent to (`sent_to`, as recorded: credentials redacted)."""
+    found = [rc for rc in _configs(settings, role) if rc.base_urls and (model is None or rc.model == model)
+             and (sent_to is None or redact_url(rc.base_urls[0]) == sent_to)]
+    rc = found[0] if found else settings.role(role)
     if not rc.base_urls:
         raise BadInput(f"--batch needs an endpoint with the Batch API for role {role} (--base-url or a [roles] "
                        "section in --config); --batch-file DIR writes input files for vLLM's batch runner instead",
@@ -129,12 +136,23 @@ def endpoint_of(settings: Settings, role: str) -> tuple[str, str | None]:
     return rc.base_urls[0], rc.api_key
 
 
+def _sent_to(settings: Settings, batch: dict) -> tuple[str, str | None]:
+    return endpoint_of(settings, batch["role"], sent_to=batch["endpoint"])
+
+
+def _configs(settings: Settings, role: str) -> list:
+    """The role's config, then (the recovery judge) every panel judge with a section of its own."""
+    if role != PANEL_ROLE:
+        return [settings.role(role)]
+    return [settings.role(role), *(settings.panel_judge(name).role(role) for name in settings.judge_sections)]
+
+
 def groups(settings: Settings, rows: list, *, by_endpoint: bool) -> dict[tuple, list]:
     """The requests per input-file group: one model per file (the Batch API and vLLM's batch runner
     both take one), and with `by_endpoint` one endpoint and credentials per group."""
     out: dict = {}
     for row in rows:
-        endpoint = endpoint_of(settings, row["role"]) if by_endpoint else (None, None)
+        endpoint = endpoint_of(settings, row["role"], model=row["model"]) if by_endpoint else (None, None)
         out.setdefault((*endpoint, row["model"]), []).append(row)
     return out
 
@@ -199,7 +217,7 @@ async def recover(store: Store, settings: Settings) -> list[str]:
         if b["input_file"] is None:
             await store.write(store.batches.drop_statements(b["name"]))
             continue
-        async with BatchAPI(*endpoint_of(settings, b["role"]), timeout=settings.timeout) as api:
+        async with BatchAPI(*_sent_to(settings, b), timeout=settings.timeout) as api:
             found = await api.find(b["input_file"])
             if found is None:
                 said.append(await _create(store, api, b["name"], b["input_file"], b["requests"]))
@@ -215,7 +233,7 @@ async def refresh(store: Store, settings: Settings) -> None:
     for b in await store.batches.batches(open_only=True):
         if b["batch_id"] is None:
             continue
-        async with BatchAPI(*endpoint_of(settings, b["role"]), timeout=settings.timeout) as api:
+        async with BatchAPI(*_sent_to(settings, b), timeout=settings.timeout) as api:
             batch = await api.get(b["batch_id"])
         await store.write([store.batches.update_statement(b["name"], status=batch.get("status", "?"),
                                                           counts=batch.get("request_counts") or {})])
@@ -358,7 +376,7 @@ async def collect(collector: Collector) -> list[str]:
 async def _collect_batch(collector: Collector, b: dict) -> str:
     store = collector.store
     collector.tally = Tally()
-    async with BatchAPI(*endpoint_of(collector.settings, b["role"]), timeout=collector.settings.timeout) as api:
+    async with BatchAPI(*_sent_to(collector.settings, b), timeout=collector.settings.timeout) as api:
         batch = await api.get(b["batch_id"])
         status, counts = batch.get("status", "?"), batch.get("request_counts") or {}
         await store.write([store.batches.update_statement(b["name"], status=status, counts=counts)])

@@ -6,7 +6,6 @@ content-addressed, so the union is well defined and merging the same source twic
 """
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from memaudit.errors import BadInput
@@ -54,10 +53,6 @@ async def merge_caches(store, sources: list[Path]) -> list[dict]:
 
 
 def _check_source(source: Path) -> None:
-    try:
-        tables = store_tables(source)
-    except sqlite3.DatabaseError as exc:
-        raise BadInput(f"not a memaudit store: {exc}", file=str(source)) from None
-    missing = {"calls", "embeddings"} - tables
+    missing = {"calls", "embeddings"} - store_tables(source)  # a file that is no store: StoreError
     if missing:
         raise BadInput(f"not a memaudit store (no {', '.join(sorted(missing))} table)", file=str(source))

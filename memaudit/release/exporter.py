@@ -20,10 +20,10 @@ from memaudit.bench.instances import BANKS_FILE, TASKS_ROOT
 from memaudit.errors import BadInput
 from memaudit.ids import check_id, refuse_links_out
 from memaudit.llm.keys import text_hash
-from memaudit.release.importer import ORACLE_DIR, RETRIEVE_K, RETRIEVE_SUFFIX
+from memaudit.release.importer import ORACLE_DIR, RETRIEVE_SUFFIX
 from memaudit.release.sinks import ArchiveSink, DirectorySink
 from memaudit.scratch import owned_prefix, remove_stale
-from memaudit.store import Store, select_runs
+from memaudit.store import Run, Store, select_runs
 from memaudit.tables.metrics import user_recovery
 from memaudit.types import Benchmark, Reconstruction
 
@@ -95,40 +95,39 @@ def _swap_in(staging: Path, out: Path) -> None:
 
 
 async def _export_into(store: Store, runs: list[str] | None, sink) -> list[str]:
-    rows = await store.runs.rows() if not runs else \
-        [await store.runs.row(r.run) for r in await select_runs(store, runs)]
-    if not rows:
+    chosen = await select_runs(store, runs or None)
+    if not chosen:
         raise BadInput("the store holds no runs to export", field="runs")
-    benches = sorted({row["bench"] for row in rows})
+    benches = sorted({run.bench for run in chosen})
     if len(benches) > 1:
         raise BadInput(f"the runs use several benchmarks ({', '.join(benches)}); export one benchmark's runs "
                        "at a time with --runs", field="runs")
-    bench = await store.load_benchmark(benches[0])
+    bench = await store.benchmarks.load(benches[0])
     known = {u.id for u in bench.users}  # their ids are checked by check_users
-    for row in rows:
-        check_id(row["run"], "run id", field="runs")
-        stray = await store.episodes.users_with_records(row["run"]) - known
+    for run in chosen:
+        check_id(run.run, "run id", field="runs")
+        stray = await store.episodes.users_with_records(run.run) - known
         if stray:
-            raise BadInput(f"run {row['run']} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
+            raise BadInput(f"run {run.run} holds records of {len(stray)} user(s) not in benchmark {bench.name}, "
                            f"e.g. {sorted(stray)[0][:40]!r}", field="runs")
     check_users(bench)
     write_benchmark_to(bench, sink)
-    for row in rows:
-        await _export_run(store, row, bench, sink)
+    for run in chosen:
+        await _export_run(store, run, bench, sink)
     await _export_oracle(store, bench, sink)
-    return [row["run"] for row in rows]
+    return [run.run for run in chosen]
 
 
-async def _export_run(store: Store, row: dict, bench: Benchmark, sink) -> None:
-    run = row["run"]
+async def _export_run(store: Store, recorded: Run, bench: Benchmark, sink) -> None:
+    run = recorded.run
     with_records = await store.episodes.users_with_records(run)
     for user in bench.users:
         if user.id in with_records:
             await _export_episodes(store, run, user, sink)
     for user_id in await store.episodes.snapshot_users(run):
-        items = (await store.last_snapshot(run, user_id))["items"]
+        items = (await store.episodes.last_snapshot(run, user_id))["items"]
         sink.write(f"memory/{run}/{user_id}/memories.json", {"num_memories": len(items), "memories": items})
-    k = (row["config"] or {}).get("k", RETRIEVE_K)
+    k = recorded.config.k
     for mode, mode_k, out_dir in (("dump_all", 0, run), ("retrieve", k, run + RETRIEVE_SUFFIX)):
         for user in bench.users:
             await _export_mode(store, run, mode, mode_k, user, sink, f"output/{out_dir}")
@@ -136,7 +135,7 @@ async def _export_run(store: Store, row: dict, bench: Benchmark, sink) -> None:
 
 async def _export_episodes(store: Store, run: str, user, sink) -> None:
     final_scores = await store.episodes.final_preferences(run, user.id)
-    for ep in await store.load_episodes(run, user.id):
+    for ep in await store.episodes.load(run, user.id):
         name = f"{ep.user_id}/episode_{ep.task_index}.json"
         record = {"user_id": ep.user_id, "task": ep.task, "ground_truth": None, "end_reason": ep.end_reason,
                   "final_preference_score": final_scores[(ep.user_id, ep.task_index)],
@@ -155,10 +154,10 @@ async def _export_episodes(store: Store, run: str, user, sink) -> None:
 
 async def _export_mode(store: Store, run: str, mode: str, k: int, user, sink, folder: str) -> None:
     """One user's recon_judge (and attribution) file of one pass."""
-    recons = await store.load_reconstructions(run, mode, k=k, user_id=user.id)
+    recons = await store.scores.load(run, mode, k=k, user_id=user.id)
     if not recons:
         return
-    attributions = {a.dimension: a for a in await store.load_attributions(run, mode, user_id=user.id) if a.k == k}
+    attributions = {a.dimension: a for a in await store.attributions.load(run, mode, user_id=user.id) if a.k == k}
     order = {e.dimension: i for i, e in enumerate(user.bank)}
     records = sorted(recons, key=lambda r: (order.get(r.dimension, len(order)), r.dimension))
     details = [_recon_detail(r) for r in records]

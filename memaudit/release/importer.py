@@ -11,14 +11,13 @@ followed) is checked to lie under the release root.
 from __future__ import annotations
 
 import re
-import sqlite3
 from pathlib import Path
 from typing import Iterator
 
 from memaudit.adapters.registry import system_of
 from memaudit.bench.files import read_json
 from memaudit.bench.instances import load_release_benchmark
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, StoreError
 from memaudit.ids import check_id, inside
 from memaudit.llm.keys import text_hash
 from memaudit.store import RunConfig, Statement, Store
@@ -39,20 +38,22 @@ async def import_release(store: Store, path: str | Path, *, name: str | None = N
     root = Path(path)
     # Published runs are imported as recorded: task coverage gaps are the protocol's `no_targeted_task`.
     bench = load_release_benchmark(root, name=name, tasks_dir=tasks_dir, coverage=False)
-    stored = await store.load_benchmark(bench.name)
+    stored = await store.benchmarks.load(bench.name)
     if stored is not None and stored != bench:
         raise BadInput(f"the store already holds a different benchmark named {bench.name!r}; "
                        "import under another name with --name", file=str(root))
     runs = release_runs(root)
     for run in runs:
-        if await store.get_run(run) is not None:
+        if await store.runs.get(run) is not None:
             raise BadInput(f"run {run!r} is already in the store", file=str(root))
     where: dict[str, str] = {}
     try:
         await store.write_stream(_statements(store, root, bench, runs, where, save_bench=stored is None),
                                  commit_every=commit_every)
-    except sqlite3.IntegrityError as exc:  # e.g. a turn number or a dimension given twice in one record
-        raise BadInput(f"duplicate or inconsistent record ({exc})", file=where.get("file", str(root))) from None
+    except StoreError as exc:  # a refused row: e.g. a turn number or a dimension given twice in one record
+        if not exc.conflict:
+            raise
+        raise BadInput(exc.detail, file=where.get("file", str(root))) from None
     return runs
 
 
@@ -76,7 +77,7 @@ def _statements(store: Store, root: Path, bench: Benchmark, runs: list[str], whe
     """Row batches, one per file (one per user directory for episodes); `where["file"]` names the
     source of the batch being written, for errors the database raises."""
     if save_bench:
-        yield store.benchmark_statements(bench)
+        yield store.benchmarks.statements(bench)
     for run in runs:
         users = _user_dirs(root, f"history/{run}", bench)
         ran = {u: len(list((root / "history" / run / u).glob("episode_*.json"))) for u in users}

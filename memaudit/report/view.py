@@ -32,16 +32,13 @@ from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, link, mean_std_text, num, page,
                                   score_class, slug, stacked_chart, table)
 from memaudit.store import RunConfig, Store, dumps
-from memaudit.tables.columns import TABLE2, Column, models_text, shown
+from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, TABLE4_SHORT, Column, models_text, shown, value
 from memaudit.tables.paper import compute_tables
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
 
 INDEX = "index.html"
 LABEL_MARKS = {"ok": "", "memory_failure": "M", "task_design_failure": "T", "agent_elicitation_failure": "A",
                "simulator_too_strict": "U", "no_targeted_task": "N", "unclassified": "?", "overflow": "O"}
-TABLE4_HEADERS = {"ok": "Recovered", "memory_failure": "Memory", "task_design_failure": "Task",
-                  "agent_elicitation_failure": "Agent", "simulator_too_strict": "User", "no_targeted_task": "No task",
-                  "unclassified": "Unclassified", "overflow": "Overflow"}
 MODE_COLOURS = {"dump_all": "#1f5f8b", "retrieve": "#e07a2f"}
 USER_SCRIPT = "assets/user.js"
 
@@ -155,8 +152,8 @@ def _index_page(summary: Summary, tables: dict, judges_section: str) -> str:
     runs = {r["run"]: r for r in summary.runs}
     parts = [_runs_section(summary)]
     parts.append(_table2(summary, tables.get("table2") or [], runs))
-    parts.append(_table3(summary, tables.get("table3") or []))
-    parts.append(_table4(summary, tables.get("table4") or []))
+    parts.append(_table3(summary, tables.get("table3") or [], runs))
+    parts.append(_table4(summary, tables.get("table4") or [], runs))
     for key, title in (("footprint", "Footprint distribution"), ("gap", "Per-user dump − retrieve gap"),
                        ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B"),
                        ("prompts", "Prompts each number was made with")):
@@ -195,21 +192,27 @@ def _teacher_forced(row: dict) -> str:
 
 
 def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
-    """Table 2 from its one declaration (memaudit/tables/columns.py), cells linked to their rows."""
-    columns = shown(TABLE2, "html")
-    body, charts = [], []
-    for row in rows:
-        body.append([_table2_cell(summary, c, row, row["run"] in runs) for c in columns])
-        charts.append((row["run"], [(mode, row.get(f"B_{mode}"), row.get(f"B_{mode}_std")) for mode in MODES]))
+    charts = [(row["run"], [(mode, row.get(f"B_{mode}"), row.get(f"B_{mode}_std")) for mode in MODES]) for row in rows]
     return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
-            + table([c.header for c in columns], body)
+            + _declared(summary, TABLE2, rows, runs)
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
 
 
-def _table2_cell(summary: Summary, column: Column, row: dict, known: bool) -> str:
+def _declared(summary: Summary, columns: tuple[Column, ...], rows: list[dict], runs: dict) -> str:
+    """A table from its one declaration (memaudit/tables/columns.py), cells linked to their rows."""
+    columns = tuple(shown(columns, "html"))
+    return table([c.short or c.header for c in columns],
+                 [[_cell(summary, c, row, row["run"] in runs) for c in columns] for row in rows])
+
+
+def _cell(summary: Summary, column: Column, row: dict, known: bool) -> str:
     if column.kind == "run":
         text = esc(row["run"])
-        return (link(INDEX, _run_page(row["run"]), text) if known else text) + _partial(row) + _teacher_forced(row)
+        linked = link(INDEX, _run_page(row["run"]), text) if known and column.link else text
+        return linked + _partial(row) + _teacher_forced(row)
+    if column.kind == "mode":
+        p = _row_pass(summary, row, row["mode"]) if column.link else None
+        return link(INDEX, _pass_page(p), esc(_mode_name(row))) if p else esc(_mode_name(row))
     if column.kind in ("text", "models"):
         return esc(row.get(column.keys[0]) if column.kind == "text" else models_text(row.get("models") or {}))
     parts = [_linked(summary, column, row, key, known, _html_value(column, row, key)) for key in column.keys]
@@ -217,68 +220,50 @@ def _table2_cell(summary: Summary, column: Column, row: dict, known: bool) -> st
 
 
 def _html_value(column: Column, row: dict, key: str) -> str:
-    value = row.get(key)
+    found = value(row, key)
     if column.kind != "summary":
-        return "—" if value is None else str(value) if isinstance(value, int) else num(value, column.digits)
-    text = mean_std_text(value, row.get(f"{key}_std"), column.digits)
+        return "—" if found is None else str(found) if isinstance(found, int) else num(found, column.digits)
+    text = mean_std_text(found, row.get(f"{key}_std"), column.digits)
     ci = row.get(f"{key}_ci95")
     return f'<span title="95% bootstrap interval over users: {_value(ci)}">{text}</span>' if ci else text
 
 
 def _linked(summary: Summary, column: Column, row: dict, key: str, known: bool, text: str) -> str:
-    """The cell's drill-down: the run's page, the pass of the key's access mode, or its overflow list."""
+    """The cell's drill-down: the run's page, the pass the cell reads, its overflow list or the
+    list of the targets with the key's attribution label."""
     if column.link == "run":
         return link(INDEX, _run_page(row["run"]), text) if known else text
-    mode = next((m for m in MODES if m in key), None)
-    p = summary.find_pass(row["run"], mode, row.get("retrieve_k")) if mode and column.link else None
+    p = _row_pass(summary, row, key) if column.link else None
     if p is None:
         return text
-    if column.link == "overflow":
-        return link(INDEX, _list_page(p, "status-overflow"), text) if row.get(key) else text
+    if column.link in ("overflow", "label"):
+        listed = "status-overflow" if column.link == "overflow" else key
+        return link(INDEX, _list_page(p, listed), text) if value(row, key) else text
     return link(INDEX, _pass_page(p), text)
 
 
-def _run_mode_cells(row: dict, p: Pass | None) -> list[str]:
-    """The first cells of a Table 3/4 row: run (to its page), system, mode (to the pass page)."""
-    mode = esc(_mode_name(row))
-    return [link(INDEX, _run_page(row["run"]), esc(row["run"])) + _partial(row), esc(row.get("system")),
-            link(INDEX, _pass_page(p), mode) if p else mode]
+def _row_pass(summary: Summary, row: dict, key: str) -> Pass | None:
+    """The pass a cell reads: its row's (Tables 3 and 4 have a row per pass), else the access mode
+    its key names at the row's headline k (Table 2)."""
+    if "mode" in row:
+        return summary.find_pass(row["run"], row["mode"], row.get("k"))
+    mode = next((m for m in MODES if m in key), None)
+    return summary.find_pass(row["run"], mode, row.get("retrieve_k")) if mode else None
 
 
 def _mode_name(row: dict) -> str:
     return f"{row['mode']} k={row['k']}" if row.get("k") else row["mode"]
 
 
-def _table3(summary: Summary, rows: list[dict]) -> str:
-    body = []
-    for row in rows:
-        p = summary.find_pass(row["run"], row["mode"], row.get("k"))
-        cells = _run_mode_cells(row, p)
-        for key in (*CATEGORIES, "overall"):
-            text = mean_std_text(row.get(key), row.get(f"{key}_std"))
-            cells.append(f'<td class="n">{link(INDEX, _pass_page(p), text) if p else text}</td>')
-        body.append(cells)
-    return ("<h2>Table 3 · recovery per category</h2>"
-            + table(["run", "system", "mode", *CATEGORIES, "overall"], body))
+def _table3(summary: Summary, rows: list[dict], runs: dict) -> str:
+    return "<h2>Table 3 · recovery per category</h2>" + _declared(summary, TABLE3, rows, runs)
 
 
-def _table4(summary: Summary, rows: list[dict]) -> str:
-    body, stacks = [], []
-    for row in rows:
-        p = summary.find_pass(row["run"], row["mode"], row.get("k"))
-        cells = _run_mode_cells(row, p)
-        for label in ATTRIBUTION_LABELS:
-            count = row.get(label)
-            text = "—" if count is None else str(count)
-            cells.append(f'<td class="n">{link(INDEX, _list_page(p, label), text) if p and count else text}</td>')
-        cells.append(f'<td class="n">{num(row.get("recovery_rate"))}</td>')
-        cells.append(f'<td class="n">{num((row.get("published_equivalent") or {}).get("recovery_rate"))}</td>')
-        body.append(cells)
-        if any(row.get(lb) for lb in ATTRIBUTION_LABELS):
-            stacks.append((f"{row['run']} · {_mode_name(row)}", {lb: row[lb] for lb in ATTRIBUTION_LABELS}))
-    legend = ", ".join(f"{short} = {label}" for label, short in TABLE4_HEADERS.items())
-    return ("<h2>Table 4 · failure attribution</h2>"
-            + table(["run", "system", "mode", *TABLE4_HEADERS.values(), "recovery rate", "rate as published"], body)
+def _table4(summary: Summary, rows: list[dict], runs: dict) -> str:
+    stacks = [(f"{row['run']} · {_mode_name(row)}", {lb: row[lb] for lb in ATTRIBUTION_LABELS})
+              for row in rows if any(row.get(lb) for lb in ATTRIBUTION_LABELS)]
+    legend = ", ".join(f"{short} = {label}" for label, short in TABLE4_SHORT.items())
+    return ("<h2>Table 4 · failure attribution</h2>" + _declared(summary, TABLE4, rows, runs)
             + f'<p class="note">{esc(legend)}; recovery rate = Recovered / (Recovered + Memory); rate as published '
               "= the same with each overflow target labelled by the stages, as the published code did.</p>"
             + (stacked_chart("Attribution of every target", stacks, LABEL_COLOURS) if stacks else ""))

@@ -9,7 +9,6 @@ nothing ran with. A teacher-forced run (`transcripts`, teacher_forced.py) reads 
 under the source's lock, so a source that a rollout is still writing is refused as busy."""
 from __future__ import annotations
 
-import sqlite3
 from contextlib import ExitStack, suppress
 
 import anyio
@@ -72,18 +71,18 @@ def _tasks(bench: Benchmark, user: User, tasks: int | None) -> list[Task]:
 async def _open_run(store: Store, run: str, system: str, bench: Benchmark, config: dict, hashes: dict) -> None:
     """Create the run, or resume it only under exactly the configuration, models, protocol and
     prompts it was made with: one run id never mixes two of them."""
-    existing = await store.get_run(run)
-    if existing is not None and existing["origin"] == "rollout":
+    existing = await store.runs.get(run)
+    if existing is not None and existing.origin == "rollout":
         await store.runs.drop_if_empty(run)  # left by a rollout killed before its first episode
-        existing = await store.get_run(run)
+        existing = await store.runs.get(run)
     if existing is not None:
-        changed = differences({**existing["config"], "prompts": existing["prompt_hashes"]},
+        changed = differences({**existing.config.to_json(), "prompts": existing.prompt_hashes},
                               {**config, "prompts": hashes})
         if changed:
             more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
             raise BadInput(f"run {run!r} was made with a different {changed[0]}{more}; "
                            "use --tag to start a new run", field="run")
-    await store.ensure_run(run, system, bench.name, config=config, prompt_hashes=hashes)
+    await store.runs.ensure(run, system, bench.name, config=config, prompt_hashes=hashes)
 
 
 def with_adapter_origin(config: dict, system: str) -> dict:
@@ -117,14 +116,14 @@ async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses
 
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
                     k: int, progress: ProgressSink | None, transcripts: Transcripts | None = None) -> None:
-    done = await rt.store.episodes_done(run, user.id)
+    done = await rt.store.episodes.done(run, user.id)
     pending = [t for t in tasks if t.index not in done]
     if not pending:
         return
     adapter = open_adapter(system, AdapterContext(rt.llm, rt.embedder, scope=f"{run}/{user.id}",
                                                   agent_context_window=rt.settings.role("agent").context_window),
                            rt.settings.db.parent)
-    snapshot = await rt.store.last_snapshot(run, user.id)
+    snapshot = await rt.store.episodes.last_snapshot(run, user.id)
     if snapshot is not None:
         await adapter.restore(snapshot["state"])
     disclosures = await Disclosures.load(rt.store, run, user)
@@ -195,7 +194,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
             await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded.to_json(), prompts, source,
                                   max_turns=max_turns, k=k, progress=progress)
         except BaseException:
-            with anyio.CancelScope(shield=True), suppress(MemauditError, sqlite3.Error):
+            with anyio.CancelScope(shield=True), suppress(MemauditError):
                 for run in runs:  # the failure is what the user needs to see, not a failed cleanup
                     await rt.store.runs.drop_if_empty(run)
             raise
@@ -210,7 +209,7 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
         hashes = prompt_hashes((*prompts, *get_adapter(system).prompts), rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, with_adapter_origin(recorded, system), hashes)
         mine = [u for u in chosen if rt.shard.holds(system, u.id)]
-        finished = [len(await rt.store.episodes_done(run, u.id) & {t.index for t in plan[u.id]}) for u in mine]
+        finished = [len(await rt.store.episodes.done(run, u.id) & {t.index for t in plan[u.id]}) for u in mine]
         if progress:
             progress(RunPlanned(run, len(mine), sum(len(plan[u.id]) for u in mine), sum(finished),
                                 sum(n == len(plan[u.id]) for n, u in zip(finished, mine))))

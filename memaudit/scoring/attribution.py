@@ -27,12 +27,12 @@ from functools import partial
 
 from memaudit.ask import ask
 from memaudit.ask import ask
-from memaudit.errors import ContextOverflow, InvalidOutput
+from memaudit.errors import ContextOverflow, InvalidOutput, failure_note
 from memaudit.llm.keys import text_hash
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import check_options, failure_note, pass_variant, run_all
+from memaudit.scoring.recovery import check_options, pass_variant, run_all
 from memaudit.types import RUBRIC, Attribution, Episode, Reconstruction, Task
 
 STAGE_ROLES = ("oracle", "disclosure", "elicitation")

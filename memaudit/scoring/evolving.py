@@ -19,11 +19,11 @@ from functools import partial
 
 from memaudit.ask import ask
 from memaudit.bench.history import superseded
-from memaudit.errors import ContextOverflow, InvalidOutput
+from memaudit.errors import ContextOverflow, InvalidOutput, failure_note
 from memaudit.prompts import load_prompt
 from memaudit.roles import BOOL, REASON, RoleSpec, obj
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import (EMPTY_MEMORY, failure_note, is_unknown, mode_passes, open_memory, ready_users,
+from memaudit.scoring.recovery import (EMPTY_MEMORY, is_unknown, mode_passes, open_memory, ready_users,
                                        reader_window, run_all)
 from memaudit.types import DEFAULT_VARIANT, STORE_MODE, BankEntry, EvolvingJudgment, Reconstruction
 

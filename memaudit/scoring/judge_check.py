@@ -16,7 +16,8 @@ import random
 from functools import partial
 
 
-from memaudit.errors import BadInput, InvalidOutput
+from memaudit.errors import BadInput, InvalidOutput, failure_note
+from memaudit.llm.batch import BatchPending
 from memaudit.tables.judge_checks import KINDS, Thresholds
 from memaudit.scoring.panel import Panel
 from memaudit.prompts import Prompt, load_prompt
@@ -24,9 +25,10 @@ from memaudit.provenance import role_provenance
 from memaudit.ask import ask
 from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import failure_note, run_all
+from memaudit.scoring.recovery import run_all
 from memaudit.types import CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, User
 
+BATCH_ROLES = ("control_writer", "recovery_judge")  # the calls `judge-check --batch` sends in batches
 WRITTEN = {"paraphrase": "paraphrase", "non_answer": "non_answer", "reversed": "reversed"}  # kind -> writer field
 PER_CATEGORY = 10
 
@@ -83,32 +85,47 @@ async def _written(rt: Runtime, bench: str, entry: BankEntry, user_id: str) -> d
 
 async def _check_entry(rt: Runtime, panel: Panel, prompt: Prompt, bench: Benchmark, user: User, entry: BankEntry,
                        seed: int) -> None:
+    """Every panel judge grades the entry's control answers. Under --batch an entry whose verdicts
+    wait for a batch stores none of them (as a scoring target writes no row), after every kind's
+    calls were recorded, so they go out in one round."""
     texts = await write_controls(rt, bench, user, entry, seed)
+    statements, waiting = [], []
     for kind in KINDS:
         if kind not in texts:
             continue
-        verdicts = await panel.verdicts(prompt, (user.id, entry.dimension, "control", kind),
-                                        dimension=entry.dimension, explanation=entry.explanation,
-                                        ground_truth=entry.short, prediction=texts[kind])
-        rt.store.write_later([rt.store.judges.control_verdict_statement(bench.name, user.id, entry.dimension, kind,
-                                                                        v) for v in verdicts])
+        try:
+            verdicts = await panel.verdicts(prompt, (user.id, entry.dimension, "control", kind),
+                                            dimension=entry.dimension, explanation=entry.explanation,
+                                            ground_truth=entry.short, prediction=texts[kind])
+        except BatchPending as pending:
+            waiting.append(pending)
+            continue
+        statements += [rt.store.judges.control_verdict_statement(bench.name, user.id, entry.dimension, kind, v)
+                       for v in verdicts]
+    if waiting:
+        raise waiting[0]
+    rt.store.write_later(statements)
     await rt.store.maybe_flush()
 
 
-def check_provenance(settings) -> dict:
-    """What the check's writer and (configured) judge were sent, by role group: replay rebuilds its
-    model settings from it, as from a scoring pass's provenance."""
+def check_provenance(settings, panel: Panel) -> dict:
+    """What the check's writer, (configured) judge and panel judges were sent, by role group and
+    judge: replay rebuilds its model settings from it, as from a scoring pass's provenance."""
     writer, judge = ROLE_SPECS["control_writer"], ROLE_SPECS["recovery_judge"]
+    judges = panel.provenance()
     return {"roles": {"generator": role_provenance(settings, "control_writer", writer.temperature, writer.max_tokens),
                       "recovery_judge": role_provenance(settings, "recovery_judge", judge.temperature,
-                                                        judge.max_tokens)}}
+                                                        judge.max_tokens)},
+            **({"judges": judges} if judges else {})}
 
 
 async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_category: int = PER_CATEGORY,
-                          seed: int | None = None, thresholds: Thresholds = Thresholds()) -> None:
+                          seed: int | None = None, thresholds: Thresholds = Thresholds(),
+                          cells: set[tuple[str, str]] | None = None) -> None:
     """Write (or reuse) the control answers of a sample (drawn with `seed`, default the global
     seed) of each benchmark's entries and have every panel judge grade them; the pass is recorded
-    so replay can re-execute it."""
+    so replay can re-execute it. `cells`: only these (benchmark, user) cells (replay: the ones the
+    store checked, which for one shard's store are that shard's)."""
     if per_category < 1:
         raise BadInput("--per-category must be at least 1", field="per_category")
     seed = rt.settings.seed if seed is None else seed
@@ -120,10 +137,11 @@ async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_
             raise BadInput(f"no benchmark {name!r} in the store; import one with `memaudit bench import`",
                            field="bench")
         config = {**panel.describe(), "max_false_pass": thresholds.max_false_pass, "min_pass": thresholds.min_pass,
-                  "provenance": check_provenance(rt.settings)}
+                  "provenance": check_provenance(rt.settings, panel)}
         await rt.store.write([rt.store.judges.check_statement(name, seed, per_category, config)])
         # --shard: a judge-check cell is (benchmark, user); the sample is drawn whole first, so every
         # shard of N agrees on it and the shards together check exactly the unsharded sample.
         jobs += [partial(_check_entry, rt, panel, prompt, bench, user, entry, seed)
-                 for user, entry in sample_entries(bench, per_category, seed) if rt.shard.holds(name, user.id)]
+                 for user, entry in sample_entries(bench, per_category, seed)
+                 if rt.shard.holds(name, user.id) and (cells is None or (name, user.id) in cells)]
     await run_all(rt.store, jobs)

@@ -14,12 +14,13 @@ from dataclasses import dataclass, replace
 
 import anyio
 
-from memaudit.config import _urls
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
+from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.prompts import Prompt
+from memaudit.provenance import role_provenance
+from memaudit.roles import ROLE_SPECS
 from memaudit.ask import ask
-from memaudit.scoring.recovery import failure_note
 from memaudit.types import Reconstruction
 
 ROLE = "recovery_judge"
@@ -56,17 +57,13 @@ def panel_names(settings, judges: list[str] | None) -> list[str] | None:
 
 
 def judge_client(llm: LLM, name: str) -> LLM:
-    """A client whose recovery_judge calls go to panel judge `name`: the role's section refined by
-    `[judges.NAME]` (its endpoint, key, backend …); the model sent is `model` there, else NAME."""
-    settings = llm.settings
-    section = {k: v for k, v in settings.role_sections.get(ROLE, {}).items() if k != "models"}
-    own = settings.judge_sections.get(name, {})
-    section = {**section, **own, "model": own.get("model", name)}
-    if not _urls(section.get("base_url")) and not _urls(settings.base_url) and settings.cache != "replay":
+    """A client whose recovery_judge calls go to panel judge `name` (config.Settings.panel_judge)."""
+    settings = llm.settings.panel_judge(name)
+    if not settings.role(ROLE).base_urls and settings.cache != "replay":
         raise BadInput(f"panel judge {name!r} needs an endpoint: give --base-url, a [roles.recovery_judge] "
                        f"base_url or a [judges.{name}] section in --config", field="judges")
     clone = copy.copy(llm)
-    clone.settings = replace(settings, role_sections={**settings.role_sections, ROLE: section})
+    clone.settings = settings
     return clone
 
 
@@ -97,6 +94,15 @@ class Panel:
     def describe(self) -> dict:
         return {"judges": self.names, "repeats": self.repeats}
 
+    def provenance(self) -> dict:
+        """The model settings of each judge with a `[judges.NAME]` section, recorded as a role's are
+        (no endpoint, no key): replay rebuilds the section from it. A judge without one is the
+        recovery judge's recorded settings under its own model name, so it records nothing (and
+        passes recorded before this stay byte-identical under replay and merge)."""
+        spec = ROLE_SPECS[ROLE]
+        return {j.name: role_provenance(j.llm.settings, ROLE, spec.temperature, spec.max_tokens) for j in self.judges
+                if j.name in j.llm.settings.judge_sections}
+
     async def judge(self, recon: Reconstruction, prompt: Prompt) -> Reconstruction:
         """The row graded by the panel: the median score, and every verdict kept with the row."""
         verdicts = await self.verdicts(prompt, (recon.user_id, recon.dimension), dimension=recon.dimension,
@@ -109,14 +115,20 @@ class Panel:
     async def verdicts(self, prompt: Prompt, seed_parts: tuple, **values) -> list[Verdict]:
         """Every judge, every repeat, concurrently; in panel order, then repeat order."""
         found: dict[tuple[int, int], Verdict] = {}
+        waiting: list[BatchPending] = []
 
         async def one(i: int, judge: PanelJudge, repeat: int) -> None:
-            found[(i, repeat)] = await ask_judge(judge, prompt, seed_parts, repeat, **values)
+            try:
+                found[(i, repeat)] = await ask_judge(judge, prompt, seed_parts, repeat, **values)
+            except BatchPending as pending:  # kept, not raised: it would cancel the other judges' calls
+                waiting.append(pending)
 
         async with anyio.create_task_group() as tg:
             for i, judge in enumerate(self.judges):
                 for repeat in range(self.repeats):
                     tg.start_soon(one, i, judge, repeat)
+        if waiting:  # under --batch: every judge's call is recorded now; the target waits for them
+            raise waiting[0]
         return [found[key] for key in sorted(found)]
 
 

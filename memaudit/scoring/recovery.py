@@ -25,7 +25,7 @@ from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.ask import ask
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, overflow_size
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
@@ -90,16 +90,6 @@ def _first_memaudit_error(group: BaseExceptionGroup) -> MemauditError | None:
     return None
 
 
-def failure_note(exc: Exception) -> str:
-    """A stable one-line description of a model failure: the same whether the call was made now or
-    read back from the cache by replay (the exceptions' own messages differ between the two)."""
-    if isinstance(exc, ContextOverflow):
-        return f"context overflow: {overflow_size(exc.tokens, exc.window)}"
-    if isinstance(exc, InvalidOutput):
-        return f"invalid output from {exc.role}: {exc.problem}"
-    return str(exc)
-
-
 def with_model(llm: LLM, role: str, model: str | None) -> LLM:
     """A client whose `role` calls go to `model` instead of the configured one (frozen rescoring)."""
     if model is None:
@@ -148,6 +138,7 @@ class Scorer:
     def describe(self) -> dict:
         reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
         panel = {} if self.panel is None else self.panel.describe()
+        judges = {} if self.panel is None else self.panel.provenance()
         return {**panel, "reader_model": self.reader.settings.role("slot_fill").model,
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role("recovery_judge").model,
@@ -157,7 +148,8 @@ class Scorer:
                     "slot_fill": role_provenance(self.reader.settings, "slot_fill", reader.temperature,
                                                  reader.max_tokens),
                     "recovery_judge": role_provenance(self.judge.settings, "recovery_judge", judge.temperature,
-                                                      judge.max_tokens)}}}
+                                                      judge.max_tokens)},
+                    **({"judges": judges} if judges else {})}}
 
 
 def retrieval_query(category: str, dimension: str, guides: dict[str, str] = CATEGORY_DEFINITIONS) -> str:

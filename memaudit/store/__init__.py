@@ -16,7 +16,10 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.plans         cost estimates made before a run (memaudit plan)  (store/plans.py)
     store.batches       calls waiting for a Batch API result, batches     (store/batches.py)
 
-Rows, not rules: the store reads and writes rows; what they mean lives in the stages.
+Rows, not rules: the store reads and writes rows; what they mean lives in the stages. Writes are
+statements the repositories build (a table's columns are spelled once, by its typed Row), committed
+with `write`; `add` writes typed rows directly. What SQLite reports about the file (read-only, full
+disk, locked, damaged, not a store) leaves the store as one StoreError naming it (store/faults.py).
 All writes go through one lock (one writer). Cache rows and other rows that may be lost on a
 crash (they are recomputed from the cache on resume) are queued and committed together with the
 next artifact transaction, when the batch is full, or once they have waited FLUSH_SECONDS: a
@@ -35,24 +38,27 @@ import aiosqlite
 import anyio
 
 from memaudit.canonical import dumps_indented
-from memaudit.errors import BadInput
+from memaudit.errors import StoreError
 from memaudit.resources import data_dir
 from memaudit.store.attributions import Attributions
 from memaudit.store.batches import Batches
-from memaudit.store.benchmarks import Benchmarks
-from memaudit.store.calls import Calls, Vectors
-from memaudit.store.episodes import Episodes
+from memaudit.store.benchmarks import BankEntryRow, BenchmarkRow, Benchmarks, TaskRow, UserRow
+from memaudit.store.calls import CallRow, Calls, CallUseRow, Vectors
+from memaudit.store.episodes import EpisodeRow, Episodes, SnapshotRow, TurnRow
+from memaudit.store.faults import faults, not_a_store, store_fault
 from memaudit.store.judges import Judges
 from memaudit.store.evolving import Evolving
 from memaudit.store.plans import Plans
-from memaudit.store.rows import Statement, dumps, loads, marks
-from memaudit.store.runs import Run, RunBusy, RunConfig, Runs, select_runs
+from memaudit.store.rows import Row, Statement, dumps, loads
+from memaudit.store.runs import Run, RunBusy, RunConfig, RunRow, Runs, select_runs
 from memaudit.store.utilization import Utilization
 from memaudit.store.scores import PassConfig, Rescore, Scores, ScorePass
-from memaudit.types import Attribution, Benchmark, Episode, Reconstruction
+from memaudit.types import Attribution, Reconstruction
 
-__all__ = ["Store", "open_store", "store_fault", "Statement", "dumps", "dumps_indented", "loads", "Run", "RunBusy",
-           "RunConfig", "PassConfig", "Rescore", "ScorePass", "select_runs"]
+__all__ = ["Store", "StoreError", "open_store", "store_fault", "Statement", "dumps", "dumps_indented", "loads", "Run",
+           "RunBusy", "RunConfig", "PassConfig", "Rescore", "ScorePass", "select_runs", "Row", "BenchmarkRow",
+           "UserRow", "BankEntryRow", "TaskRow", "RunRow", "EpisodeRow", "TurnRow", "SnapshotRow", "CallRow",
+           "CallUseRow"]
 
 SCHEMA_DIR = data_dir("db")
 # Which migrations a store records as applied; created with the first migration applied after it.
@@ -62,40 +68,17 @@ LEDGERLESS_MIGRATIONS = (1, 2, 3, 5, 6)
 BATCH = 256
 FLUSH_SECONDS = 1.0
 
-# SQLite errors that are faults of the store file or its place, not bugs: each becomes one line.
-STORE_FAULTS = {
-    "readonly database": "the store is read-only; make the file and its directory writable, or copy it and "
-                         "give --db the copy",
-    "unable to open database": "the store cannot be opened for writing; check the directory's permissions",
-    "disk is full": "the disk holding the store is full",
-    "disk I/O error": "the disk holding the store failed to read or write",
-    "database is locked": "another process held the store locked for too long; retry when it is done",
-    "database disk image is malformed": "the store file is damaged; restore it from a copy",
-    "file is not a database": "the file is not a memaudit store (or is damaged); check --db",
-}
-
-
-def store_fault(exc: BaseException, path) -> BadInput | None:
-    """The one-line error for a store fault (read-only file, full disk …), or None when `exc` is
-    not one of them (a bug keeps its traceback)."""
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return None
-    for phrase, advice in STORE_FAULTS.items():
-        if phrase in str(exc):
-            return BadInput(f"{exc}: {advice}", file=str(path) if path is not None else None)
-    return None
-
 
 def _check_place(path: Path, create: bool) -> None:
     """A path that cannot hold a store file, or (without `create`) holds none, is one line."""
     if path.is_dir():
-        raise BadInput("is a directory, not a store file; give --db a file path", file=str(path))
+        raise StoreError("is a directory, not a store file; give --db a file path", file=str(path))
     if not create and not path.exists():
-        raise BadInput("no store here (nothing has been run or imported into it); check --db", file=str(path))
+        raise StoreError("no store here (nothing has been run or imported into it); check --db", file=str(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BadInput(f"cannot create the store's folder: {exc.strerror}", file=str(path)) from None
+        raise StoreError(f"cannot create the store's folder: {exc.strerror}", file=str(path)) from None
 
 
 class Store:
@@ -134,27 +117,30 @@ class Store:
         try:
             conn = await aiosqlite.connect(str(path), isolation_level=None)
         except sqlite3.Error as exc:
-            raise BadInput(f"cannot open store: {exc}", file=str(path)) from None
+            raise StoreError(f"cannot open store: {exc}", file=str(path)) from None
         conn.row_factory = sqlite3.Row
         store = cls(conn, path)
         try:
-            await conn.execute("PRAGMA journal_mode=WAL")
-            await conn.execute("PRAGMA busy_timeout=30000")
-            await conn.execute("PRAGMA synchronous=NORMAL")
-            await conn.execute("PRAGMA foreign_keys=ON")
-            await store._migrate()
-            if str(path) != ":memory:":
-                store._reader = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-                store._reader.row_factory = sqlite3.Row
-                store._reader.execute("PRAGMA busy_timeout=30000")
-                store._reader.execute("PRAGMA query_only=1")
-        except sqlite3.DatabaseError as exc:
-            await conn.close()
-            raise store_fault(exc, path) or BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
+            with not_a_store(path):
+                await store._setup()
         except BaseException:
             await conn.close()
             raise
         return store
+
+    async def _setup(self) -> None:
+        """Connection settings, migrations, and the read-only connection of the cache lookups."""
+        conn, path = self.conn, self.path
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA busy_timeout=30000")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        await self._migrate()
+        if str(path) != ":memory:":
+            self._reader = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._reader.row_factory = sqlite3.Row
+            self._reader.execute("PRAGMA busy_timeout=30000")
+            self._reader.execute("PRAGMA query_only=1")
 
     async def close(self) -> None:
         # Shielded: a cancelled command (Ctrl-C, SIGTERM) still commits its queued rows and stops
@@ -182,7 +168,7 @@ class Store:
         applied = await self._applied_migrations(version)
         newer = sorted(applied - set(scripts)) or ([version] if version > max(scripts) else [])
         if newer:
-            raise BadInput(f"the store was written by a newer memaudit (schema {max(newer)}; this one knows up to "
+            raise StoreError(f"the store was written by a newer memaudit (schema {max(newer)}; this one knows up to "
                            f"{max(scripts)}); upgrade memaudit to open it", file=str(self.path))
         for number in sorted(set(scripts) - applied):
             await self.conn.executescript(
@@ -213,26 +199,31 @@ class Store:
 
     # -- generic access --------------------------------------------------------------------
     async def fetchall(self, sql: str, params: Iterable = ()) -> list[sqlite3.Row]:
-        return list(await self.conn.execute_fetchall(sql, tuple(params)))
+        with faults(self.path):
+            return list(await self.conn.execute_fetchall(sql, tuple(params)))
 
     async def fetchone(self, sql: str, params: Iterable = ()) -> sqlite3.Row | None:
-        rows = await self.conn.execute_fetchall(sql, tuple(params))
+        rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
     async def write(self, statements: list[Statement]) -> None:
         """Commit the statements (and any pending cache rows) in one transaction."""
-        async with self._lock, self._faults():
-            queued = list(self._pending)
-            committing = list(self._pending_calls)
-            await self._commit(queued, list(statements))
-            # Only a commit that completed takes rows off the queue: a failed one (a full disk)
-            # leaves them for the next, so nothing committed later can point at a lost cache row.
-            # Rows queued during the commit stay queued after those it took.
-            del self._pending[:len(queued)]
-            # Only now are the queued cache rows readable from the table: dropping them earlier
-            # would let a lookup during the commit miss a call that was already made.
-            for key in committing:
-                self._pending_calls.pop(key, None)
+        async with self._lock:
+            with faults(self.path):
+                await self._write(statements)
+
+    async def _write(self, statements: list[Statement]) -> None:
+        queued = list(self._pending)
+        committing = list(self._pending_calls)
+        await self._commit(queued, list(statements))
+        # Only a commit that completed takes rows off the queue: a failed one (a full disk)
+        # leaves them for the next, so nothing committed later can point at a lost cache row.
+        # Rows queued during the commit stay queued after those it took.
+        del self._pending[:len(queued)]
+        # Only now are the queued cache rows readable from the table: dropping them earlier
+        # would let a lookup during the commit miss a call that was already made.
+        for key in committing:
+            self._pending_calls.pop(key, None)
 
     async def write_stream(self, batches: Iterable[list[Statement]], *, commit_every: int | None = None) -> None:
         """Commit lazily produced batches (a large import) in one transaction: all land, or none do
@@ -243,25 +234,29 @@ class Store:
         for a store whose writer makes the whole write atomic otherwise (store/sidefile.py), so that
         the WAL stays small (bytes, not rows: one memory snapshot row can hold a megabyte)."""
         await self.flush()
-        async with self._lock, self._faults():
+        async with self._lock:
+            with faults(self.path, conflicts=True):
+                await self._stream(batches, commit_every)
+
+    async def _stream(self, batches: Iterable[list[Statement]], commit_every: int | None) -> None:
+        written = 0
+        try:
             await self.conn.execute("BEGIN IMMEDIATE")
-            written = 0
-            try:
-                for batch in batches:
-                    groups: dict[str, list[tuple]] = {}
-                    for sql, params in batch:
-                        groups.setdefault(sql, []).append(params)
-                    for sql, rows in groups.items():
-                        await self.conn.executemany(sql, rows)
-                    written += sum(len(v) for _, params in batch for v in params if isinstance(v, (str, bytes)))
-                    if commit_every is not None and written >= commit_every:
-                        await self.conn.execute("COMMIT")
-                        await self.conn.execute("BEGIN IMMEDIATE")
-                        written = 0
-            except BaseException:
-                await self._rollback()
-                raise
-            await self.conn.execute("COMMIT")
+            for batch in batches:
+                groups: dict[str, list[tuple]] = {}
+                for sql, params in batch:
+                    groups.setdefault(sql, []).append(params)
+                for sql, rows in groups.items():
+                    await self.conn.executemany(sql, rows)
+                written += sum(len(v) for _, params in batch for v in params if isinstance(v, (str, bytes)))
+                if commit_every is not None and written >= commit_every:
+                    await self.conn.execute("COMMIT")
+                    await self.conn.execute("BEGIN IMMEDIATE")
+                    written = 0
+        except BaseException:
+            await self._rollback()
+            raise
+        await self.conn.execute("COMMIT")
 
     def write_later(self, statements: list[Statement]) -> None:
         """Queue statements for the next commit: independent upserts into tables without foreign
@@ -283,17 +278,6 @@ class Store:
         if len(self._pending) >= BATCH or time.monotonic() - self._last_commit >= FLUSH_SECONDS:
             await self.flush()
 
-    @asynccontextmanager
-    async def _faults(self):
-        """Store faults raised inside become one-line errors naming the store."""
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
-            fault = store_fault(exc, self.path)
-            if fault is None:
-                raise
-            raise fault from None
-
     async def _commit(self, queued: list[Statement], statements: list[Statement]) -> None:
         if not queued and not statements:
             return
@@ -306,8 +290,8 @@ class Store:
             groups.setdefault(sql, []).append(params)
         runs = [(sql, [params for _, params in group])
                 for sql, group in itertools.groupby(statements, key=lambda st: st[0])]
-        await self.conn.execute("BEGIN IMMEDIATE")
         try:
+            await self.conn.execute("BEGIN IMMEDIATE")
             for sql, rows in [*groups.items(), *runs]:
                 await self.conn.executemany(sql, rows)
         except BaseException:
@@ -317,76 +301,24 @@ class Store:
 
     async def _rollback(self) -> None:
         """Roll back the open transaction, if SQLite has not already (it does itself on a full
-        disk), even when the write was cancelled."""
+        disk), even when the write was cancelled. A cancelled statement still runs in the
+        connection's thread: a first no-op waits for it, so a BEGIN cancelled on its way leaves no
+        transaction open behind it (the next write's BEGIN would fail)."""
         with anyio.CancelScope(shield=True):
+            await self.conn.execute_fetchall("SELECT 1")
             if self.conn.in_transaction:
                 await self.conn.execute("ROLLBACK")
 
-    async def insert_rows(self, rows: dict[str, list[tuple]]) -> None:
-        """Bulk positional rows, table -> rows in column order: one executemany per table, all in
-        one transaction (stores built directly from rows: synthetic studies, fixtures)."""
-        await self.write([(f"INSERT INTO {table} VALUES ({marks(row)})", row)
-                          for table, values in rows.items() for row in values])
+    async def add(self, rows: Iterable) -> None:
+        """Typed rows (a repository's Row, a Reconstruction or an Attribution) in one transaction:
+        consecutive rows of one table go through one executemany (stores built directly from rows:
+        synthetic studies, fixtures)."""
+        await self.write([_ROW_STATEMENTS[type(row)](row) if type(row) in _ROW_STATEMENTS else row.statement()
+                          for row in rows])
 
-    # -- compatibility surface: the repositories' most used methods, under their old names ---
-    async def save_benchmark(self, bench: Benchmark, *, replace: bool = False) -> None:
-        await self.benchmarks.save(bench, replace=replace)
 
-    benchmark_statements = staticmethod(Benchmarks.statements)
-
-    async def list_benchmarks(self) -> list[dict]:
-        return await self.benchmarks.list()
-
-    async def load_benchmark(self, name: str) -> Benchmark | None:
-        return await self.benchmarks.load(name)
-
-    async def ensure_run(self, run: str, system: str, bench: str, **kwargs) -> dict:
-        return await self.runs.ensure(run, system, bench, **kwargs)
-
-    async def get_run(self, run: str) -> dict | None:
-        return await self.runs.row(run)
-
-    async def list_runs(self) -> list[dict]:
-        return await self.runs.rows()
-
-    episode_statements = staticmethod(Episodes.statements)
-    snapshot_statement = staticmethod(Episodes.snapshot_statement)
-    call_use_statements = staticmethod(Calls.use_statements)
-    reconstruction_statement = staticmethod(Scores.reconstruction_statement)
-    attribution_statement = staticmethod(Attributions.statement)
-
-    async def episodes_done(self, run: str, user_id: str) -> set[int]:
-        return await self.episodes.done(run, user_id)
-
-    async def load_episodes(self, run: str, user_id: str | None = None) -> list[Episode]:
-        return await self.episodes.load(run, user_id)
-
-    async def last_snapshot(self, run: str, user_id: str) -> dict | None:
-        return await self.episodes.last_snapshot(run, user_id)
-
-    async def load_reconstructions(self, run: str, mode: str | None = None, **kwargs) -> list[Reconstruction]:
-        return await self.scores.load(run, mode, **kwargs)
-
-    async def load_attributions(self, run: str, mode: str | None = None, **kwargs) -> list[Attribution]:
-        return await self.attributions.load(run, mode, **kwargs)
-
-    async def get_call(self, key: str):
-        return await self.calls.get_call(key)
-
-    def put_call(self, **row) -> None:
-        self.calls.put_call(**row)
-
-    async def refused_params(self) -> list[tuple[str, str, str]]:
-        return await self.calls.refused_params()
-
-    async def record_refusal(self, model: str, backend: str, param: str) -> None:
-        await self.calls.record_refusal(model, backend, param)
-
-    async def get_vectors(self, model: str, hashes: list[str]) -> dict[str, bytes]:
-        return await self.vectors.get_vectors(model, hashes)
-
-    def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
-        self.vectors.put_vectors(model, vectors)
+# The domain records a row of which the store writes through its repository's builder.
+_ROW_STATEMENTS = {Reconstruction: Scores.reconstruction_statement, Attribution: Attributions.statement}
 
 
 @asynccontextmanager

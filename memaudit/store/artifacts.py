@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memaudit.store.faults import faults
 from memaudit.store.rows import marks
 
 if TYPE_CHECKING:
@@ -36,11 +37,12 @@ ORACLE_KEY = ("bench", "user_id", "dimension", "task_hash")
 async def copy_inputs(store: "Store", source: Path, transcripts_of: list[str] = ()) -> None:
     """Copy every input table of the store at `source` into `store`, and the TRANSCRIPTS rows of the
     runs `transcripts_of`, in one transaction."""
-    await store.conn.execute("ATTACH DATABASE ? AS recorded", (str(source),))
-    await store.write([(f"INSERT INTO {table} SELECT * FROM recorded.{table}", ()) for table in INPUTS]
-                      + [(f"INSERT INTO {table} SELECT * FROM recorded.{table} WHERE run=?", (run,))
-                         for run in transcripts_of for table in TRANSCRIPTS])
-    await store.conn.execute("DETACH DATABASE recorded")
+    with faults(store.path):
+        await store.conn.execute("ATTACH DATABASE ? AS recorded", (str(source),))
+        await store.write([(f"INSERT INTO {table} SELECT * FROM recorded.{table}", ()) for table in INPUTS]
+                          + [(f"INSERT INTO {table} SELECT * FROM recorded.{table} WHERE run=?", (run,))
+                             for run in transcripts_of for table in TRANSCRIPTS])
+        await store.conn.execute("DETACH DATABASE recorded")
 
 
 async def artifact_rows(store: "Store", table: str, runs: list[str]):

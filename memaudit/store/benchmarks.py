@@ -1,15 +1,64 @@
 """Benchmarks: users (persona), bank entries (the hidden state) and tasks."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from memaudit.canonical import dumps_native
 from memaudit.errors import BadInput
-from memaudit.store.rows import Statement, dumps, loads
+from memaudit.store.rows import Row, Statement, dumps, loads
 from memaudit.types import BankEntry, Benchmark, PoolEntry, Task, User, Version
 
 if TYPE_CHECKING:
     from memaudit.store import Store
+
+
+@dataclass(frozen=True)
+class BenchmarkRow(Row):
+    TABLE = "benchmarks"
+    ENCODE = {"pool": lambda pool: dumps(pool) if pool else None}
+    name: str
+    source: str
+    pool: dict | None = None
+
+
+@dataclass(frozen=True)
+class UserRow(Row):
+    TABLE = "users"
+    # native key order: the simulator is shown the persona as the benchmark wrote it
+    ENCODE = {"persona": dumps_native}
+    bench: str
+    user_id: str
+    persona: Any
+    position: int
+
+
+@dataclass(frozen=True)
+class BankEntryRow(Row):
+    TABLE = "bank_entries"
+    bench: str
+    user_id: str
+    position: int
+    category: str
+    dimension: str
+    short: str
+    explanation: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class TaskRow(Row):
+    TABLE = "tasks"
+    ENCODE = {"review": dumps}
+    bench: str
+    user_id: str
+    idx: int
+    text: str
+    target_category: str
+    target_dimension: str
+    target_short: str
+    rationale: str = ""
+    review: dict | None = field(default_factory=dict)
 
 
 class Benchmarks:
@@ -31,22 +80,18 @@ class Benchmarks:
             pool = {c: [{"name": p.name, "axis": p.axis, "answer_space": list(p.answer_space), "source": p.source}
                         for p in entries] for c, entries in bench.pool.items()}
         st: list[Statement] = [("DELETE FROM benchmarks WHERE name=?", (bench.name,)),
-                               ("INSERT INTO benchmarks(name, source, pool) VALUES (?,?,?)",
-                                (bench.name, bench.source, dumps(pool) if pool else None))]
+                               BenchmarkRow(bench.name, bench.source, pool).statement()]
         for pos, user in enumerate(bench.users):
-            st.append(("INSERT INTO users(bench, user_id, persona, position) VALUES (?,?,?,?)",
-                       # native key order: the simulator is shown the persona as the benchmark wrote it
-                       (bench.name, user.id, dumps_native(user.persona), pos)))
+            st.append(UserRow(bench.name, user.id, user.persona, pos).statement())
             for i, e in enumerate(user.bank):
-                st.append(("INSERT INTO bank_entries VALUES (?,?,?,?,?,?,?,?)",
-                           (bench.name, user.id, i, e.category, e.dimension, e.short, e.explanation, e.source)))
+                st.append(BankEntryRow(bench.name, user.id, i, e.category, e.dimension, e.short, e.explanation,
+                                       e.source).statement())
                 st += [("INSERT INTO bank_history VALUES (?,?,?,?,?,?,?,?)",
                         (bench.name, user.id, e.dimension, j, v.short, v.explanation, v.valid_from_task, v.op))
                        for j, v in enumerate(e.history)]
             for t in bench.tasks.get(user.id, ()):
-                st.append(("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
-                           (bench.name, user.id, t.index, t.text, t.target_category, t.target_dimension,
-                            t.target_short, t.rationale, dumps(t.review))))
+                st.append(TaskRow(bench.name, user.id, t.index, t.text, t.target_category, t.target_dimension,
+                                  t.target_short, t.rationale, t.review).statement())
         return st
 
     async def list(self) -> list[dict]:

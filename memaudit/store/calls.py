@@ -3,10 +3,13 @@ embedding vectors. `Calls` is the client's CallCache and `Vectors` the embedder'
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from memaudit.store.rows import Statement, loads, marks
+from memaudit.store.faults import faults, not_a_store
+from memaudit.store.rows import Row, Statement, loads
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -30,6 +33,39 @@ CACHE_UNION = (
 CACHE_TABLES = ("calls", "embeddings", "param_refusals")
 
 
+@dataclass(frozen=True)
+class CallRow(Row):
+    """A recorded call: `request` and `response` as the client keyed and recorded them (JSON text)."""
+    TABLE = "calls"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"ok": int}
+    key: str
+    role: str
+    model: str
+    request: str
+    response: str
+    ok: bool
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    latency: float = 0.0
+    created: str = ""
+    reasoning_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class CallUseRow(Row):
+    """`artifact` of `run` used the call `key` (answered from the cache or not)."""
+    TABLE = "call_uses"
+    VERB = "INSERT OR IGNORE"
+    ENCODE = {"from_cache": int}
+    run: str
+    artifact: str
+    key: str
+    role: str
+    from_cache: bool
+
+
 class Calls:
     def __init__(self, db: "Store"):
         self.db = db
@@ -43,19 +79,17 @@ class Calls:
         if pending is not None:
             return pending
         if db._reader is not None:
-            return db._reader.execute("SELECT ok, response FROM calls WHERE key=?", (key,)).fetchone()
+            with faults(db.path):
+                return db._reader.execute("SELECT ok, response FROM calls WHERE key=?", (key,)).fetchone()
         return await db.fetchone("SELECT ok, response FROM calls WHERE key=?", (key,))
 
     def put_call(self, *, key: str, role: str, model: str, request: str, response: str, ok: bool,
                  prompt_tokens: int = 0, completion_tokens: int = 0, cached_tokens: int = 0,
                  latency: float = 0.0, created: str = "", reasoning_tokens: int = 0) -> None:
-        row = {"key": key, "role": role, "model": model, "request": request, "response": response, "ok": int(ok),
-               "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-               "cached_tokens": cached_tokens, "latency": latency, "created": created,
-               "reasoning_tokens": reasoning_tokens}
-        self.db._pending_calls[key] = row
-        self.db.write_later([(f"INSERT OR REPLACE INTO calls({', '.join(row)}) VALUES ({marks(row)})",
-                              tuple(row.values()))])
+        row = CallRow(key, role, model, request, response, ok, prompt_tokens, completion_tokens, cached_tokens,
+                      latency, created, reasoning_tokens)
+        self.db._pending_calls[key] = row.as_dict()
+        self.db.write_later([row.statement()])
 
     async def maybe_flush(self) -> None:
         await self.db.maybe_flush()
@@ -73,8 +107,7 @@ class Calls:
     @staticmethod
     def use_statements(run: str, artifact: str, uses: Iterable[tuple[str, str, bool]]) -> list[Statement]:
         """Rows saying that `artifact` of `run` used these (role, key, from_cache) calls."""
-        return [("INSERT OR IGNORE INTO call_uses VALUES (?,?,?,?,?)", (run, artifact, key, role, int(cached)))
-                for role, key, cached in uses]
+        return [CallUseRow(run, artifact, key, role, cached).statement() for role, key, cached in uses]
 
     async def artifact_tokens(self, run: str, artifact: str) -> int:
         """Prompt plus completion tokens of the calls one artifact used."""
@@ -129,11 +162,12 @@ class Calls:
     async def merge_from(self, source: Path) -> None:
         """Add the source store's calls, embeddings and refused parameters in one transaction. A
         stored answer is never replaced, except a recorded failure by a successful answer."""
-        await self.db.conn.execute("ATTACH DATABASE ? AS src", (str(source),))
-        try:
-            await self.db.write([(sql, ()) for sql in CACHE_UNION])
-        finally:
-            await self.db.conn.execute("DETACH DATABASE src")
+        with faults(self.db.path):
+            await self.db.conn.execute("ATTACH DATABASE ? AS src", (str(source),))
+            try:
+                await self.db.write([(sql, ()) for sql in CACHE_UNION])
+            finally:
+                await self.db.conn.execute("DETACH DATABASE src")
 
     # -- tracing (`memaudit calls`) --------------------------------------------------------
     async def find(self, *, run: str | None = None, role: str | None = None, artifact: str | None = None,
@@ -190,6 +224,7 @@ class Vectors:
 
 
 def store_tables(path: Path) -> set[str]:
-    """Names of the tables in an SQLite file, read-only (checking a store before merging it)."""
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+    """Names of the tables in an SQLite file, read-only (checking a store before merging it); a file
+    that is no SQLite database is a StoreError naming it."""
+    with not_a_store(path), closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
         return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}

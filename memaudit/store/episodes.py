@@ -1,10 +1,11 @@
 """Episodes, their turns, and the memory snapshot a system left after each episode."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memaudit.canonical import dumps_native
-from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.store.rows import Row, Statement, dumps, loads, marks
 from memaudit.types import Episode, Turn, footprint
 
 if TYPE_CHECKING:
@@ -17,6 +18,52 @@ JUDGE_FAILED = ("EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(t.per_pref
                 "WHERE json_type(value, '$.error') IS NOT NULL)")
 
 
+@dataclass(frozen=True)
+class EpisodeRow(Row):
+    TABLE = "episodes"
+    run: str
+    user_id: str
+    task_idx: int
+    task: str
+    end_reason: str
+    n_turns: int
+    final_preference_score: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnRow(Row):
+    TABLE = "turns"
+    ENCODE = {"per_pref": dumps, "fallback": int}
+    run: str
+    user_id: str
+    task_idx: int
+    turn: int
+    assistant: str
+    feedback_type: str | None
+    user_text: str | None
+    preference_score: float | None
+    per_pref: list = field(default_factory=list)
+    fallback: bool = False
+
+
+@dataclass(frozen=True)
+class SnapshotRow(Row):
+    """The memory a system left after an episode. Keys in their native order, not sorted: dump_all
+    shows the reader the store's items as the system wrote them (the published order), and a
+    restored system keeps that order too."""
+    TABLE = "snapshots"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"state": dumps_native, "items": dumps_native}
+    run: str
+    user_id: str
+    task_idx: int
+    state: Any
+    items: list
+    n_items: int
+    avg_chars: float
+
+
 class Episodes:
     def __init__(self, db: "Store"):
         self.db = db
@@ -24,13 +71,11 @@ class Episodes:
     # -- writing ---------------------------------------------------------------------------
     @staticmethod
     def statements(ep: Episode, final_preference: float | None) -> list[Statement]:
-        st: list[Statement] = [
-            ("INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?)",
-             (ep.run, ep.user_id, ep.task_index, ep.task, ep.end_reason, len(ep.turns), final_preference, ep.error))]
+        st: list[Statement] = [EpisodeRow(ep.run, ep.user_id, ep.task_index, ep.task, ep.end_reason, len(ep.turns),
+                                          final_preference, ep.error).statement()]
         for t in ep.turns:
-            st.append(("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?,?)",
-                       (ep.run, ep.user_id, ep.task_index, t.index, t.assistant, t.feedback_type, t.user_text,
-                        t.preference_score, dumps(t.per_pref), int(t.fallback))))
+            st.append(TurnRow(ep.run, ep.user_id, ep.task_index, t.index, t.assistant, t.feedback_type, t.user_text,
+                              t.preference_score, t.per_pref, t.fallback).statement())
             if t.change is not None:  # evolving banks only: the bank change disclosed on this turn
                 st.append(("INSERT INTO turn_changes VALUES (?,?,?,?,?,?)",
                            (ep.run, ep.user_id, ep.task_index, t.index, t.change["dimension"], t.change["version"])))
@@ -38,11 +83,7 @@ class Episodes:
 
     @staticmethod
     def snapshot_statement(run: str, user_id: str, task_idx: int, state: Any, items: list[dict]) -> Statement:
-        n_items, avg_chars = footprint(items)
-        # Keys in their native order, not sorted: dump_all shows the reader the store's items as the
-        # system wrote them (the published order), and a restored system keeps that order too.
-        return ("INSERT OR REPLACE INTO snapshots VALUES (?,?,?,?,?,?,?)",
-                (run, user_id, task_idx, dumps_native(state), dumps_native(items), n_items, avg_chars))
+        return SnapshotRow(run, user_id, task_idx, state, items, *footprint(items)).statement()
 
     # -- reading ---------------------------------------------------------------------------
     async def done(self, run: str, user_id: str) -> set[int]:

@@ -31,7 +31,8 @@ from pathlib import Path
 from memaudit.errors import BadInput
 from memaudit.canonical import differences
 from memaudit.store import Store, loads
-from memaudit.store.calls import CACHE_TABLES, CACHE_UNION
+from memaudit.store.calls import CACHE_TABLES, CACHE_UNION, store_tables
+from memaudit.store.faults import faults
 from memaudit.store.sidefile import swap_in
 
 BENCH_TABLES = ("benchmarks", "users", "bank_entries", "tasks")  # one benchmark's content: compared as a whole
@@ -70,7 +71,8 @@ async def merge_shards(shards: list[Path], into: Path) -> MergeReport:
         _remove(side)  # left by a killed merge (this process holds the lock now), journal included
         try:
             await _prepare_copy(into, side)
-            reports, changed = _merge_into_copy(side, shards, into)
+            with faults(into):  # a full disk while writing the copy names the study
+                reports, changed = _merge_into_copy(side, shards, into)
             if changed or not into.exists():
                 _refuse_live_writer(into)
                 swap_in(side, into)
@@ -132,12 +134,7 @@ async def _prepare_copy(into: Path, side: Path) -> None:
 
 
 def _check_store(path: Path) -> None:
-    try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError as exc:
-        raise BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
-    if not {"runs", "calls"} <= tables:
+    if not {"runs", "calls"} <= store_tables(path):
         raise BadInput("not a memaudit store (no runs or calls table)", file=str(path))
 
 

@@ -1,7 +1,9 @@
-"""What every repository of the store shares: JSON columns and the statement shape."""
+"""What every repository of the store shares: JSON columns, the statement shape and typed rows."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import fields
+from functools import cache
+from typing import Any, Callable, ClassVar
 
 import orjson
 
@@ -21,3 +23,34 @@ def loads(text: str | bytes | None) -> Any:
 def marks(values) -> str:
     """`?,?,?` for an IN (...) list of the values."""
     return ",".join("?" * len(values))
+
+
+class Row:
+    """A typed row of one table (a frozen dataclass, fields = the table's columns in order): the one
+    place a repository spells its INSERT. JSON columns hold Python values, encoded by ENCODE on write."""
+    TABLE: ClassVar[str]
+    VERB: ClassVar[str] = "INSERT"
+    ENCODE: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+
+    def values(self) -> tuple:
+        enc = self.ENCODE
+        return tuple(enc[name](getattr(self, name)) if name in enc else getattr(self, name)
+                     for name in _columns(type(self)))
+
+    def statement(self) -> Statement:
+        return _sql(type(self)), self.values()
+
+    def as_dict(self) -> dict:
+        """Column -> value as stored."""
+        return dict(zip(_columns(type(self)), self.values()))
+
+
+@cache
+def _columns(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+@cache
+def _sql(cls: type) -> str:
+    columns = _columns(cls)
+    return f"{cls.VERB} INTO {cls.TABLE}({', '.join(columns)}) VALUES ({marks(columns)})"

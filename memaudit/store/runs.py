@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memaudit.errors import BadInput
-from memaudit.store.rows import Statement, dumps, loads
+from memaudit.store.rows import Row, Statement, dumps, loads
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -63,6 +63,18 @@ class Run:
     prompt_hashes: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RunRow(Row):
+    TABLE = "runs"
+    ENCODE = {"config": lambda config: dumps(config or {}), "prompt_hashes": lambda hashes: dumps(hashes or {})}
+    run: str
+    system: str
+    bench: str
+    origin: str = "rollout"
+    config: dict | None = None
+    prompt_hashes: dict | None = None
+
+
 class Runs:
     def __init__(self, db: "Store"):
         self.db = db
@@ -70,20 +82,19 @@ class Runs:
     @staticmethod
     def statement(run: str, system: str, bench: str, *, origin: str = "rollout", config: dict | None = None,
                   prompt_hashes: dict | None = None) -> Statement:
-        return ("INSERT INTO runs(run, system, bench, origin, config, prompt_hashes) VALUES (?,?,?,?,?,?)",
-                (run, system, bench, origin, dumps(config or {}), dumps(prompt_hashes or {})))
+        return RunRow(run, system, bench, origin, config, prompt_hashes).statement()
 
     async def ensure(self, run: str, system: str, bench: str, *, origin: str = "rollout",
-                     config: dict | None = None, prompt_hashes: dict | None = None) -> dict:
-        row = await self.row(run)
-        if row is not None:
-            if row["system"] != system or row["bench"] != bench:
-                raise BadInput(f"run {run!r} already exists for system {row['system']} on benchmark "
-                               f"{row['bench']}; use --tag to start a new run", field="run")
-            return row
+                     config: dict | None = None, prompt_hashes: dict | None = None) -> Run:
+        found = await self.get(run)
+        if found is not None:
+            if found.system != system or found.bench != bench:
+                raise BadInput(f"run {run!r} already exists for system {found.system} on benchmark "
+                               f"{found.bench}; use --tag to start a new run", field="run")
+            return found
         await self.db.write([self.statement(run, system, bench, origin=origin, config=config,
                                             prompt_hashes=prompt_hashes)])
-        return await self.row(run)
+        return await self.get(run)
 
     def lock(self, run: str):
         """Hold `run` for this process while it writes the run's episodes: a second process asking
@@ -102,16 +113,14 @@ class Runs:
                               (run, run))])
 
     async def row(self, run: str) -> dict | None:
-        """The run as a dict with its JSON columns decoded (config and prompt_hashes as stored)."""
+        """The run as a dict with its JSON columns decoded (config and prompt_hashes as stored): what
+        the report shows; everything else takes the typed Run (`get`)."""
         row = await self.db.fetchone("SELECT * FROM runs WHERE run=?", (run,))
         if row is None:
             return None
         out = dict(row)
         out["config"], out["prompt_hashes"] = loads(row["config"]), loads(row["prompt_hashes"])
         return out
-
-    async def rows(self) -> list[dict]:
-        return [await self.row(name) for name in await self.names()]
 
     async def names(self) -> list[str]:
         return [r["run"] for r in await self.db.fetchall("SELECT run FROM runs ORDER BY run")]
@@ -127,7 +136,7 @@ class Runs:
         return found
 
     async def list(self) -> list[Run]:
-        return [_typed(row) for row in await self.rows()]
+        return [_typed(await self.row(name)) for name in await self.names()]
 
 
 @contextmanager

@@ -15,7 +15,8 @@ import sqlite3
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, StoreError
+from memaudit.store.faults import not_a_store
 
 SIDE_SUFFIX = ".side"
 SQLITE_EXTRAS = ("", "-wal", "-shm", "-journal")
@@ -79,16 +80,17 @@ async def replacing(path: str | Path):
     """A Store on a side file that starts as a copy of the store at `path` (or empty) and replaces it
     when the block ends without an exception. Nothing else may write the store meanwhile: if it
     changed, nothing is swapped in and the error says so."""
-    from memaudit.store import Store, store_fault
+    from memaudit.store import Store
 
     path = Path(path)
     side = side_path(path)
     _remove_side(side)  # left by a writer that was killed
     try:
-        before = _copy(path, side) if path.exists() else None
-    except sqlite3.DatabaseError as exc:
+        with not_a_store(path):
+            before = _copy(path, side) if path.exists() else None
+    except StoreError:
         _remove_side(side)
-        raise store_fault(exc, path) or BadInput(f"not a memaudit store: {exc}", file=str(path)) from None
+        raise
     try:
         store = await Store.open(side)
         try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memaudit.store import Store
+from memaudit.store import Run, Store
 from memaudit.tables import stats
 from memaudit.tables.utilization import with_ci
 from memaudit.types import Benchmark, Episode, User
@@ -87,9 +87,8 @@ def has_records(episodes: list[Episode]) -> bool:
 
 async def run_carryover(store: Store, run: str) -> tuple[dict[str, UserCarryover] | None, str | None]:
     """(per-user figures, None) or (None, why carry-over is not available for the run)."""
-    info = await store.get_run(run)
-    bench = await store.load_benchmark(info["bench"])
-    episodes = await store.load_episodes(run)
+    bench = await store.benchmarks.load((await store.runs.require(run)).bench)
+    episodes = await store.episodes.load(run)
     if not has_records(episodes):
         return None, NO_RECORDS
     by_user: dict[str, list[Episode]] = {}
@@ -98,20 +97,20 @@ async def run_carryover(store: Store, run: str) -> tuple[dict[str, UserCarryover
     return {u.id: user_carryover(bench, u, by_user[u.id]) for u in bench.users if u.id in by_user}, None
 
 
-async def nomem_run(store: Store, run: dict) -> str | None:
+async def nomem_run(store: Store, run: Run) -> str | None:
     """The `nomem` run to pair with: same benchmark, the same tag if there is one, else the first."""
-    found = [r for r in await store.list_runs() if r["system"] == "nomem" and r["bench"] == run["bench"]]
-    same_tag = [r for r in found if (r["config"] or {}).get("tag") == (run["config"] or {}).get("tag")]
+    found = [r for r in await store.runs.list() if r.system == "nomem" and r.bench == run.bench]
+    same_tag = [r for r in found if r.config.tag == run.config.tag]
     chosen = same_tag or found
-    return chosen[0]["run"] if chosen else None
+    return chosen[0].run if chosen else None
 
 
 async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
     rows = []
     for run in runs:
-        info = await store.get_run(run)
+        info = await store.runs.require(run)
         users, reason = await run_carryover(store, run)
-        row = {"run": run, "system": info["system"], "prefs": None, "carryover": None, "carryover_ci95": None,
+        row = {"run": run, "system": info.system, "prefs": None, "carryover": None, "carryover_ci95": None,
                "bother_rate": None, "bother_ci95": None, "carryover_vs_nomem": None, "na_reason": reason}
         if users is not None:
             carry = {u: f.carryover for u, f in users.items()}
@@ -125,9 +124,9 @@ async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
     return rows
 
 
-async def _versus_nomem(store: Store, info: dict, carry: dict, boot) -> dict | None:
+async def _versus_nomem(store: Store, info: Run, carry: dict, boot) -> dict | None:
     baseline = await nomem_run(store, info)
-    if baseline is None or baseline == info["run"]:
+    if baseline is None or baseline == info.run:
         return None
     users, _ = await run_carryover(store, baseline)
     if users is None:

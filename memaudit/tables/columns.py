@@ -1,11 +1,13 @@
-"""Tables declared once, as lists of columns. A column names its header, the row values it shows,
-how they read as text, which outputs show it and, for the HTML report, what its cell links to.
-md and latex lay out the cells from it, csv and json carry exactly the row keys it declares (in
-the row's order), and the report draws its HTML table from the same list: a new column is one
-entry here plus its value in the row builder (memaudit/tables/paper.py)."""
+"""Tables 2, 3 and 4 declared once, as lists of columns. A column names its header, the row values
+it shows, how they read as text, which outputs show it and, for the HTML report, what its cell
+links to. md and latex lay out the cells from it, csv and json carry exactly the row keys it
+declares (in the row's order), and the report draws its HTML table from the same list: a new
+column is one entry here plus its value in the row builder (memaudit/tables/paper.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
 
 OUTPUTS = frozenset({"md", "latex", "csv", "json", "html"})
 NOT_TEXT = frozenset({"csv", "json", "html"})  # shown in the report and carried as data, not in md/latex
@@ -15,23 +17,28 @@ DATA = frozenset({"csv", "json"})
 @dataclass(frozen=True)
 class Column:
     header: str
-    keys: tuple[str, ...]  # the row values the cell shows, in order; two read "a/b" (full-store/top-k)
-    kind: str = "number"  # run | number | summary (mean ± std [95% CI]) | models | text
+    # The row values the cell shows, in order; two read "a/b" (full-store/top-k); `map.key` is a
+    # value inside a map the row carries (csv and json carry the whole map).
+    keys: tuple[str, ...]
+    kind: str = "number"  # run | mode | number | summary (mean ± std [95% CI]) | models | text
     digits: int = 3
     extra: tuple[str, ...] = ()  # further row keys csv and json carry with this column
     outputs: frozenset = OUTPUTS
-    link: str | None = None  # the report's drill-down: run (its page) | pass (the mode's pass) | overflow (its list)
+    # The report's drill-down: run (its page) | pass (the mode's pass) | overflow (its list) |
+    # label (the list of the targets with the key's attribution label)
+    link: str | None = None
+    short: str | None = None  # the report's narrower header, explained by its legend
 
     def data_keys(self) -> tuple[str, ...]:
         """The row keys csv and json carry for this column: a summary carries its std and interval."""
         if self.kind == "summary":
             return tuple(k for key in self.keys for k in (key, f"{key}_std", f"{key}_ci95")) + self.extra
-        return self.keys + self.extra
+        return tuple(dict.fromkeys(key.split(".")[0] for key in self.keys)) + self.extra
 
 
 # Table 2: task outcome, preference, recovery at the headline k, footprint, failures, cost, models.
 TABLE2 = (
-    Column("run", ("run",), "run", extra=("partial", "teacher_forced", "source_run")),
+    Column("run", ("run",), "run", extra=("partial", "teacher_forced", "source_run"), link="run"),
     Column("system", ("system",), "text", outputs=NOT_TEXT),
     Column("users", ("users",), outputs=NOT_TEXT, link="run"),
     Column("A (%)", ("A",), "summary", 1, link="run"),
@@ -53,6 +60,31 @@ TABLE2 = (
 )
 
 
+# Table 3: recovery per category in each scored pass (mode and k) of a run.
+TABLE3 = (
+    Column("run", ("run",), "run", link="run"),
+    Column("system", ("system",), "text", outputs=NOT_TEXT),
+    Column("mode", ("mode",), "mode", extra=("k",), link="pass"),
+    Column("users", ("users",), outputs=NOT_TEXT),
+    *(Column(key, (key,), "summary", link="pass") for key in (*CATEGORIES, "overall")),
+)
+
+# Table 4: the attribution label counts of each attributed pass, and the recovery rates they give.
+TABLE4_SHORT = {"ok": "Recovered", "memory_failure": "Memory", "task_design_failure": "Task",
+                "agent_elicitation_failure": "Agent", "simulator_too_strict": "User", "no_targeted_task": "No task",
+                "unclassified": "Unclassified", "overflow": "Overflow"}
+TABLE4 = (
+    Column("run", ("run",), "run", link="run"),
+    Column("system", ("system",), "text", outputs=NOT_TEXT),
+    Column("mode", ("mode",), "mode", extra=("k",), link="pass"),
+    *(Column(label, (label,), link="label", short=TABLE4_SHORT[label]) for label in ATTRIBUTION_LABELS),
+    Column("recovery_rate", ("recovery_rate",), short="recovery rate"),
+    # The rate the published code would report: overflow targets counted as the stages label them
+    # (json carries every count as published: `published_equivalent`; a map, so not in csv).
+    Column("rate as published", ("published_equivalent.recovery_rate",), outputs=OUTPUTS - {"csv"}),
+)
+
+
 def shown(columns, output: str) -> list[Column]:
     return [c for c in columns if output in c.outputs]
 
@@ -71,14 +103,26 @@ def text_table(columns, rows: list[dict]) -> tuple[list[str], list[list[str]]]:
 
 def cell_text(column: Column, row: dict) -> str:
     if column.kind == "run":
-        return row["run"] + (" (partial)" if row["partial"] else "") + teacher_forced_mark(row)
+        return row["run"] + (" (partial)" if row.get("partial") else "") + teacher_forced_mark(row)
+    if column.kind == "mode":
+        return mode_label(row)
     if column.kind == "summary":
         return pm(row, column.keys[0], column.digits)
     if column.kind == "models":
         return models_text(row["models"])
     if column.kind == "text":
         return str(row[column.keys[0]])
-    return "/".join(num(row[key], column.digits) for key in column.keys)
+    return "/".join(num(value(row, key), column.digits) for key in column.keys)
+
+
+def value(row: dict, key: str):
+    """A row value by its column key (`map.key`: inside a map; a missing map reads as None)."""
+    name, _, inner = key.partition(".")
+    return (row.get(name) or {}).get(inner) if inner else row[key]
+
+
+def mode_label(row: dict) -> str:
+    return row["mode"] if row.get("k") is None else f"{row['mode']}@{row['k']}"
 
 
 # -- cell formatters of md and latex ------------------------------------------------------------

@@ -79,5 +79,10 @@ async def check_summary(store, benches: list[str], thresholds: Thresholds | None
         out[judge] = {**rates, "flag": flag(rates, thresholds), "retest_changed": again["changed"],
                       "retest_mean_abs_change": again["mean_abs_change"], "retest_targets": again["targets"],
                       "categories": {c: control_rates([r for r in mine if r["category"] == c]) for c in CATEGORIES}}
+    return {**no_checks(thresholds), "judges": out}
+
+
+def no_checks(thresholds: Thresholds) -> dict:
+    """A check summary without verdicts: the thresholds it would flag with, no judge."""
     return {"thresholds": {"max_false_pass": thresholds.max_false_pass, "min_pass": thresholds.min_pass},
-            "judges": out}
+            "judges": {}}

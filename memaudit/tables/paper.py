@@ -19,7 +19,7 @@ from memaudit.tables.judges_render import judges_tables
 from memaudit.tables.judges import judges_section
 from memaudit.store import Run, Store, select_runs
 from memaudit.tables import carryover, evolving, metrics, stats, utilization
-from memaudit.tables.columns import TABLE2, ci_text, num, pm, project, text_table
+from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, ci_text, mode_label, num, project, text_table
 from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
 
@@ -315,28 +315,9 @@ def render(tables: dict, fmt: str) -> str:
     raise BadInput(f"unknown format {fmt!r}; use md, latex, csv or json", field="format")
 
 
-def _mode_label(row: dict) -> str:
-    return row["mode"] if row.get("k") is None else f"{row['mode']}@{row['k']}"
-
-
-def _table3(rows):
-    header = ["run", "mode", *CATEGORIES, "overall"]
-    body = [[r["run"], _mode_label(r), *(pm(r, c) for c in (*CATEGORIES, "overall"))] for r in rows]
-    return header, body
-
-
-def _table4(rows):
-    # The last column is the rate the published code would report: overflow targets counted as the
-    # stages label them (json: `published_equivalent`, every count).
-    header = ["run", "mode", *ATTRIBUTION_LABELS, "recovery_rate", "rate as published"]
-    body = [[r["run"], _mode_label(r), *(num(r[label]) for label in ATTRIBUTION_LABELS), num(r["recovery_rate"]),
-             num((r.get("published_equivalent") or {}).get("recovery_rate"))] for r in rows]
-    return header, body
-
-
 def _prompts(rows):
     header = ["run", "stage", "mode", "prompts", "hash"]
-    body = [[r["run"], r["stage"], _mode_label(r) if r["mode"] else "", r["prompts"], (r["hash"] or "")[:19]]
+    body = [[r["run"], r["stage"], mode_label(r) if r["mode"] else "", r["prompts"], (r["hash"] or "")[:19]]
             for r in rows]
     return header, body
 
@@ -378,13 +359,13 @@ def _robustness(rob: dict):
             ["system pairs order preserved", num(rob["system_pairs_preserved"])],
             ["category pairs order preserved", num(rob["category_pairs_preserved"])]]
     for m in rob["modes"]:
-        label = _mode_label(m)
+        label = mode_label(m)
         body.append([f"{label}: best system", f"{m['best_default']} → {m['best_variant']} "
                                                f"({'preserved' if m['best_preserved'] else 'changed'})"])
         body.append([f"{label}: hardest category", f"{m['hardest_default']} → {m['hardest_variant']}"])
         body.append([f"{label}: easiest category", f"{m['easiest_default']} → {m['easiest_variant']}"])
     for r in rob.get("runs", []):
-        body.append([f"{r['run']} {_mode_label(r)}: B {rob['baseline']} → {rob['variant']}",
+        body.append([f"{r['run']} {mode_label(r)}: B {rob['baseline']} → {rob['variant']}",
                      f"{num(r['B_baseline'])} → {num(r['B_variant'])} (paired diff {num(r['diff'])} "
                      f"{ci_text(r['diff_ci95'])}, {r['users']} users)"])
     return header, body
@@ -393,8 +374,8 @@ def _robustness(rob: dict):
 TITLES = {
     "table2": ("Table 2 — task outcome, preference, recovery, footprint (mean ± sample std [95% user-bootstrap CI])",
                lambda rows: text_table(TABLE2, rows)),
-    "table3": ("Table 3 — recovery per category (mean ± sample std [95% CI])", _table3),
-    "table4": ("Table 4 — failure attribution counts", _table4),
+    "table3": ("Table 3 — recovery per category (mean ± sample std [95% CI])", lambda rows: text_table(TABLE3, rows)),
+    "table4": ("Table 4 — failure attribution counts", lambda rows: text_table(TABLE4, rows)),
     "footprint": ("Footprint — lower order statistic over users", _footprint),
     "gap": ("Per-user gap B(dump_all) − B(retrieve)", _gap),
     "tokens": ("Token usage per role", _tokens),
@@ -491,11 +472,13 @@ def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
     return sections
 
 
+DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4}
+
+
 def as_data(tables: dict, output: str) -> dict:
     """The tables as csv or json carry them: a declared table keeps the keys its columns name."""
-    if tables.get("table2") is None:
-        return tables
-    return {**tables, "table2": [project(row, TABLE2, output) for row in tables["table2"]]}
+    return {**tables, **{name: [project(row, columns, output) for row in tables[name]]
+                         for name, columns in DECLARED.items() if tables.get(name) is not None}}
 
 
 def _render_csv(tables: dict) -> str:

@@ -60,11 +60,11 @@ async def utilization_rows(store: Store, runs: list[str], boot) -> list[dict]:
     """One row per measured (run, k); `boot` is the tables' Bootstrap (resamples and seed)."""
     rows = []
     for run in runs:
-        info = await store.get_run(run)
+        info = await store.runs.require(run)
         for k, config in await store.utilization.passes(run):
             cases = await load_cases(store, run, k)
             decided = [c for c in cases if c["status"] == "ok" and c["know"] is not None]
-            row = {"run": run, "system": info["system"], "k": k,
+            row = {"run": run, "system": info.system, "k": k,
                    "threshold": config["threshold"],
                    "users": len({c["user_id"] for c in decided}), **_block(decided, boot)}
             row["per_category"] = {cat: _block([c for c in decided if c["category"] == cat], boot)

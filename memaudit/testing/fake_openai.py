@@ -7,7 +7,7 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.faults = [429, 503]                             # next responses are these statuses
     fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
-    llm = LLM(settings, store, transport=fake.transport())
+    llm = LLM(settings, store.calls, transport=fake.transport())
 """
 from __future__ import annotations
 

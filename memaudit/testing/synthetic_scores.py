@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from memaudit.store import Store, dumps
-from memaudit.types import ATTRIBUTION_LABELS, BANK_COUNTS, CATEGORIES, DEFAULT_VARIANT, MODES, RUBRIC
+from memaudit.store import (BankEntryRow, BenchmarkRow, CallRow, CallUseRow, EpisodeRow, RunRow, SnapshotRow, Store,
+                            TaskRow, TurnRow, UserRow)
+from memaudit.types import (ATTRIBUTION_LABELS, BANK_COUNTS, CATEGORIES, DEFAULT_VARIANT, MODES, RUBRIC, Attribution,
+                            Reconstruction)
 
 
-def bench_rows(bench: str, users: list[str], tasks: int = 31) -> dict[str, list[tuple]]:
+def bench_rows(bench: str, users: list[str], tasks: int = 31) -> dict[str, list]:
     """A benchmark whose users each have the 31-entry bank and `tasks` tasks (one per entry)."""
     dims = [(c, f"{c}_{i}") for c in CATEGORIES for i in range(BANK_COUNTS[c])]
-    rows: dict[str, list[tuple]] = {"benchmarks": [(bench, "synthetic", None)], "users": [], "bank_entries": [],
-                                    "tasks": []}
+    rows: dict[str, list] = {"benchmarks": [BenchmarkRow(bench, "synthetic")], "users": [], "bank_entries": [],
+                             "tasks": []}
     for pos, user in enumerate(users):
-        rows["users"].append((bench, user, "{}", pos))
+        rows["users"].append(UserRow(bench, user, {}, pos))
         for i, (c, d) in enumerate(dims):
-            rows["bank_entries"].append((bench, user, i, c, d, f"short {d}", f"explains {d}", ""))
+            rows["bank_entries"].append(BankEntryRow(bench, user, i, c, d, f"short {d}", f"explains {d}"))
         for i, (c, d) in enumerate(dims[:tasks], start=1):
-            rows["tasks"].append((bench, user, i, f"task {i}", c, d, f"short {d}", "", "{}"))
+            rows["tasks"].append(TaskRow(bench, user, i, f"task {i}", c, d, f"short {d}"))
     return rows
 
 
@@ -26,42 +28,46 @@ def dimensions() -> list[tuple[str, str]]:
     return [(c, f"{c}_{i}") for c in CATEGORIES for i in range(BANK_COUNTS[c])]
 
 
-async def insert(store: Store, rows: dict[str, list[tuple]]) -> None:
-    """Bulk insert: one executemany per table, all in one transaction."""
-    await store.insert_rows(rows)
+async def insert(store: Store, rows: dict[str, list]) -> None:
+    """Bulk insert, tables in the order given: one executemany per table, all in one transaction."""
+    await store.add(row for table in rows.values() for row in table)
 
 
-def run_row(run: str, system: str, bench: str = "b", origin: str = "rollout", config: dict | None = None) -> tuple:
-    return (run, system, bench, origin, dumps(config or {}), "{}")
+def run_row(run: str, system: str, bench: str = "b", origin: str = "rollout", config: dict | None = None) -> RunRow:
+    return RunRow(run, system, bench, origin, config)
 
 
 def recon_row(run, mode, user, category, dimension, score, status="ok", k=None, variant=DEFAULT_VARIANT,
-              snapshot_task=None) -> tuple:
+              snapshot_task=None) -> Reconstruction:
     """`snapshot_task`: the snapshot the row read; fresh rows name the user's final one."""
     k = (0 if mode == "dump_all" else 5) if k is None else k
-    return (run, mode, k, variant, user, category, dimension, "expl", "truth", "{}", "label", "reason", score,
-            "judge", status, None, snapshot_task)
+    return Reconstruction(run, mode, k, variant, user, category, dimension, "expl", "truth", {}, "label", "reason",
+                          score, "judge", status, None, snapshot_task)
 
 
-def episode_row(run, user, idx, end_reason="satisfied", n_turns=2) -> tuple:
-    return (run, user, idx, f"task {idx}", end_reason, n_turns, None, None)
+def episode_row(run, user, idx, end_reason="satisfied", n_turns=2) -> EpisodeRow:
+    return EpisodeRow(run, user, idx, f"task {idx}", end_reason, n_turns)
 
 
-def turn_row(run, user, idx, turn, score=None, fallback=0) -> tuple:
-    return (run, user, idx, turn, "reply", "followup", "text", score, "[]", fallback)
+def turn_row(run, user, idx, turn, score=None, fallback=0) -> TurnRow:
+    return TurnRow(run, user, idx, turn, "reply", "followup", "text", score, [], bool(fallback))
 
 
-def snapshot_row(run, user, idx, n_items, avg_chars) -> tuple:
-    return (run, user, idx, "{}", "[]", n_items, avg_chars)
+def snapshot_row(run, user, idx, n_items, avg_chars) -> SnapshotRow:
+    return SnapshotRow(run, user, idx, {}, [], n_items, avg_chars)
 
 
-def attribution_row(run, mode, user, category, dimension, label, k=None, variant=DEFAULT_VARIANT) -> tuple:
+def attribution_row(run, mode, user, category, dimension, label, k=None, variant=DEFAULT_VARIANT) -> Attribution:
     k = (0 if mode == "dump_all" else 5) if k is None else k
-    return (run, mode, k, variant, user, category, dimension, label, None, "[]", None, "")
+    return Attribution(run, mode, k, variant, user, category, dimension, label, None, [], None, "")
 
 
-def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> tuple:
-    return (key, role, "m", "{}", "{}", 1, prompt, completion, cached, 0.0, "", reasoning)
+def call_rows(key: str, role: str, prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> CallRow:
+    return CallRow(key, role, "m", "{}", "{}", True, prompt, completion, cached, 0.0, "", reasoning)
+
+
+def call_use_row(run: str, artifact: str, key: str, role: str, from_cache: bool = False) -> CallUseRow:
+    return CallUseRow(run, artifact, key, role, from_cache)
 
 
 SYSTEMS = ("amem", "longctx_full", "mem0", "memt", "nomem")
@@ -91,7 +97,7 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
                     rows["turns"].append(turn_row(run, user, idx, t, score))
                     key = f"{run}:{user}:{idx}:{t}"
                     rows["calls"].append(call_rows(key, "agent", 900, 120, 300))
-                    rows["call_uses"].append((run, f"episode:{user}:{idx}", key, "agent", 0))
+                    rows["call_uses"].append(call_use_row(run, f"episode:{user}:{idx}", key, "agent"))
             items, chars = int(rng.integers(50, 200)), float(rng.normal(400, 50))
             rows["snapshots"].append(snapshot_row(run, user, 31, items, chars))
             for mode in MODES:

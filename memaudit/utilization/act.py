@@ -27,13 +27,13 @@ from memaudit.adapters.base import AgentContext
 from memaudit.ask import ask
 from memaudit.bench.act import ActScenario
 from memaudit.bench.instances import resolve_act_scenarios
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.prompts import prompt_hashes
 from memaudit.roles import ROLE_SPECS, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import failure_note, open_memory, run_all
-from memaudit.store import Run, Store, dumps
+from memaudit.scoring.recovery import open_memory, run_all
+from memaudit.store import Run, dumps
 from memaudit.store.utilization import Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 
@@ -200,7 +200,7 @@ async def _case_job(rt: Runtime, target: ActTarget, threshold: float) -> None:
     with rt.llm.collect() as uses:
         case = await run_case(rt, target, threshold)
     artifact = f"act:{case.k}:{case.user_id}:{case.dimension}"
-    await rt.store.write([case.statement(), *Store.call_use_statements(case.run, artifact, uses)])
+    await rt.store.write([case.statement(), *rt.store.calls.use_statements(case.run, artifact, uses)])
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -220,10 +220,10 @@ async def record_pass(rt: Runtime, run_id: str, k: int, threshold: float) -> Non
 async def plan_utilization(rt: Runtime, run_id: str, k: int, threshold: float) -> list:
     """The jobs of one run (none when it has no retrieve scores at k: nothing is known there)."""
     run = await rt.store.runs.require(run_id)
-    recons = await rt.store.load_reconstructions(run_id, "retrieve", k=k, variant=DEFAULT_VARIANT)
+    recons = await rt.store.scores.load(run_id, "retrieve", k=k, variant=DEFAULT_VARIANT)
     if not recons:
         return []
-    bench = await rt.store.load_benchmark(run.bench)
+    bench = await rt.store.benchmarks.load(run.bench)
     scenarios = await resolve_act_scenarios(rt.store, bench)
     if not scenarios:
         raise BadInput(f"benchmark {bench.name!r} has no Act scenarios; write them with "
@@ -231,7 +231,7 @@ async def plan_utilization(rt: Runtime, run_id: str, k: int, threshold: float) -
     await record_pass(rt, run_id, k, threshold)
     have = await rt.store.utilization.case_keys(run_id, k)
     users = {u.id: u for u in bench.users}
-    episodes = {(e.user_id, e.task_index): e for e in await rt.store.load_episodes(run_id)}
+    episodes = {(e.user_id, e.task_index): e for e in await rt.store.episodes.load(run_id)}
     jobs = []
     for recon in recons:
         if (recon.user_id, recon.dimension) in have or not rt.shard.holds(run.system, recon.user_id):

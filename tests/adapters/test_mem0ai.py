@@ -44,9 +44,9 @@ def test_two_runs_on_separate_stores_are_identical(tmp_path, settings):
     async def run(db):
         fake = script_rollout(script(FakeOpenAI()))
         async with open_runtime(replace(settings, db=db), transport=fake.transport()) as rt:
-            rt.embedder = Embedder(rt.store, encoder=hash_encoder)
+            rt.embedder = Embedder(rt.store.vectors, encoder=hash_encoder)
             bench = make_bench(n_users=1, n_tasks=2)
-            await rt.store.save_benchmark(bench, replace=True)
+            await rt.store.benchmarks.save(bench, replace=True)
             await run_rollout(rt, bench, ["mem0ai"], max_turns=2, progress=False)
             snapshots = await rt.store.fetchall("SELECT task_idx, state, items FROM snapshots ORDER BY task_idx")
             uses = await rt.store.fetchall("SELECT u.artifact FROM call_uses u JOIN calls c ON c.key = u.key "

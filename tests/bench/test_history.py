@@ -107,8 +107,8 @@ def test_the_entry_short_must_be_the_current_value_and_the_first_version_an_add(
 async def test_store_and_export_keep_histories_and_static_entries_stay_static(tmp_path):
     bench = load_release_benchmark(_evolving(write_release(tmp_path / "rel", users=2)), name="evo")
     async with open_store(tmp_path / "s.db") as store:
-        await store.save_benchmark(bench)
-        loaded = await store.load_benchmark("evo")
+        await store.benchmarks.save(bench)
+        loaded = await store.benchmarks.load("evo")
     assert loaded == bench
     write_benchmark(loaded, tmp_path / "out")
     users = orjson.loads((tmp_path / "out" / BANKS).read_bytes())["users"]

@@ -123,7 +123,7 @@ async def test_resolve_imports_a_directory_once_and_then_reads_the_store(tmp_pat
         assert bench.name == "rel"
         assert await resolve_bench(store, str(root)) == bench
         assert await resolve_bench(store, "rel") == bench
-        assert await store.list_benchmarks() == [{"name": "rel", "users": 3, "tasks": 93}]
+        assert await store.benchmarks.list() == [{"name": "rel", "users": 3, "tasks": 93}]
         with pytest.raises(BadInput, match="unknown benchmark 'nope'"):
             await resolve_bench(store, "nope")
         _edit(root / BANKS, lambda d: d["users"][0]["base_profile"].update(age=99))

@@ -80,7 +80,7 @@ def test_memory_side_calls_of_a_real_rollout(tmp_path, capsys, monkeypatch):
 
     async def save():
         async with open_store(db) as store:
-            await store.save_benchmark(make_bench())
+            await store.benchmarks.save(make_bench())
     anyio.run(save)
     with serve() as url:
         main(["rollout", "--bench", "tiny", "--systems", "mem0", "--base-url", url, "--model", "fake", "--db", str(db),
@@ -107,8 +107,8 @@ def test_embeddings_are_listed_apart_from_calls(tmp_path, capsys):
 
     async def embed():
         async with open_store(db) as store:
-            store.put_vectors("all-MiniLM-L6-v2", {"h1": b"\0" * 1536, "h2": b"\0" * 1536})
-            store.put_vectors("bge-m3", {"h1": b"\0" * 4096})
+            store.vectors.put_vectors("all-MiniLM-L6-v2", {"h1": b"\0" * 1536, "h2": b"\0" * 1536})
+            store.vectors.put_vectors("bge-m3", {"h1": b"\0" * 4096})
     anyio.run(embed)
     assert calls(db, capsys, "--embeddings") == [{"model": "all-MiniLM-L6-v2", "vectors": 2, "bytes": 3072},
                                                  {"model": "bge-m3", "vectors": 1, "bytes": 4096}]

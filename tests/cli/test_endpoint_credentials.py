@@ -26,7 +26,7 @@ def test_a_wrong_key_leaks_nowhere_and_a_fixed_key_works(tmp_path, capsys, monke
 
     async def save():
         async with open_store(db) as store:
-            await store.save_benchmark(make_bench())
+            await store.benchmarks.save(make_bench())
     anyio.run(save)
     fake = FakeOpenAI()
     fake.api_key = RIGHT_KEY

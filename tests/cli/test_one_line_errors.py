@@ -48,7 +48,7 @@ def test_commands_on_an_empty_store_say_there_is_nothing_instead_of_exit_0(tmp_p
 
 async def _save_bench(db):
     async with open_store(db) as store:
-        await store.save_benchmark(make_bench(n_users=1, n_tasks=1))
+        await store.benchmarks.save(make_bench(n_users=1, n_tasks=1))
 
 
 def test_a_refused_rollout_leaves_no_store_file(tmp_path, capsys):

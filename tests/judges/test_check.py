@@ -26,7 +26,7 @@ async def test_two_lenient_judges_and_one_harsh(settings, fake):
     fixed_judges(fake)
     async with runtime(settings, fake) as rt:
         bench = make_bench(n_users=3, n_tasks=1)
-        await rt.store.save_benchmark(bench, replace=True)
+        await rt.store.benchmarks.save(bench, replace=True)
         await run_judge_check(rt, [bench.name], panel(rt), per_category=2)
         summary = await check_summary(rt.store, [bench.name])
         writes = len(requests_for(fake, "control_writer"))
@@ -57,7 +57,7 @@ async def test_thresholds_decide_the_flag(settings, fake):
     fixed_judges(fake, {"half": 0.5})
     async with runtime(settings, fake) as rt:
         bench = make_bench(n_users=2, n_tasks=1)
-        await rt.store.save_benchmark(bench, replace=True)
+        await rt.store.benchmarks.save(bench, replace=True)
         await run_judge_check(rt, [bench.name], panel(rt, ["half"]), per_category=1)
         strict = await check_summary(rt.store, [bench.name])
         loose = await check_summary(rt.store, [bench.name], Thresholds(max_false_pass=1.0, min_pass=0.0))
@@ -84,7 +84,7 @@ def test_judge_check_command_against_a_loopback_fake(tmp_path, capsys):
 
     async def save():
         async with open_store(db) as store:
-            await store.save_benchmark(make_bench(n_users=2, n_tasks=1), replace=True)
+            await store.benchmarks.save(make_bench(n_users=2, n_tasks=1), replace=True)
 
     anyio.run(save)
     with serve(fake) as url:
@@ -106,7 +106,7 @@ def test_judge_check_shards_together_check_the_whole_sample(tmp_path, capsys):
 
     async def save(db):
         async with open_store(db) as store:
-            await store.save_benchmark(make_bench(n_users=4, n_tasks=1), replace=True)
+            await store.benchmarks.save(make_bench(n_users=4, n_tasks=1), replace=True)
 
     async def verdicts(db):
         async with open_store(db) as store:

@@ -15,7 +15,7 @@ from memaudit.replay import replay_runs
 from memaudit.scoring.recovery import score_runs
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.tables.paper import compute_tables, render
-from memaudit.store import select_runs
+from memaudit.store import open_store, select_runs
 from tests.judges.helpers import PANEL, fixed_judges, panel
 from tests.scoring.recorded import record, requests_for, runtime, script
 
@@ -27,7 +27,7 @@ async def test_panel_scores_the_median_and_keeps_every_verdict(settings, fake):
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=2, tasks=2)
         await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt))
-        rows = await rt.store.load_reconstructions("longctx_full")
+        rows = await rt.store.scores.load("longctx_full")
         verdicts = await rt.store.judges.verdicts(["longctx_full"], "default")
         passes = await rt.store.scores.passes("longctx_full")
     judged = [r for r in rows if r.status == "ok"]
@@ -84,8 +84,8 @@ async def test_a_judge_invalid_after_repair_is_dropped_and_all_dropped_is_a_fail
         await record(rt, ("longctx_full",), users=1, tasks=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["top-a", "x", "y"]))
         await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["x"]), variant="alldrop")
-        rows = await rt.store.load_reconstructions("longctx_full")
-        dropped = await rt.store.load_reconstructions("longctx_full", variant="alldrop")
+        rows = await rt.store.scores.load("longctx_full")
+        dropped = await rt.store.scores.load("longctx_full", variant="alldrop")
         verdicts = await rt.store.judges.verdicts(["longctx_full"], "default")
     assert {r.score for r in rows if r.status == "ok"} == {1.0}
     assert {v["status"] for v in verdicts if v["judge"] != "top-a"} == {"failed"}
@@ -166,3 +166,46 @@ async def test_an_imported_published_run_has_one_judge_and_no_agreement(tmp_path
     assert "imported published run" in section["agreement_reason"]
     assert section["per_judge"][0]["B_dump_all"] == pytest.approx(tables["table2"][0]["B_dump_all"])
     assert "agreement | one judge: an imported published run" in render(tables, "md")
+
+
+def test_a_judge_with_its_own_endpoint_replays_from_the_recorded_provenance(tmp_path, capsys):
+    """A `[judges.NAME]` section gives a panel judge its own endpoint, model and sampling: the
+    scoring pass records them (no endpoint, no key), and a bare `replay` rebuilds that judge."""
+    import anyio
+
+    from memaudit.cli import main
+    from memaudit.testing.fake_openai import FakeOpenAI
+    from memaudit.testing.http_server import serve
+
+    db = tmp_path / "m.db"
+    settings = load_settings(db=db, base_url="http://fake.test/v1", model="fake-model", backend="openai", env={})
+
+    async def rollout():
+        async with runtime(settings, script(FakeOpenAI())) as rt:
+            await record(rt, ("longctx_full",), users=2, tasks=1)
+
+    anyio.run(rollout)
+    shared, own = fixed_judges(script(FakeOpenAI())), fixed_judges(FakeOpenAI(), {"big-low": 0.0})
+    config = tmp_path / "panel.toml"
+    with serve(shared) as url, serve(own) as own_url:
+        config.write_text('[roles.recovery_judge]\nmodels = ["top-a", "top-b", "low"]\n\n'
+                          f'[judges.low]\nbase_url = "{own_url}"\nmodel = "big-low"\ntemperature = 0.3\n'
+                          'api_key_env = "LOW_JUDGE_KEY"\n')
+        main(["--db", str(db), "--config", str(config), "--base-url", url, "--model", "fake-model",
+              "--backend", "openai", "score", "--mode", "dump_all"])
+    assert own.requests and {(b["model"], b["temperature"]) for b in own.requests} == {("big-low", 0.3)}
+    capsys.readouterr()
+    try:
+        main(["--db", str(db), "replay"])
+    except SystemExit as exc:
+        assert exc.code == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip().endswith("identical")
+
+    async def recorded():
+        async with open_store(db) as store:
+            return (await store.scores.passes("longctx_full"))[0].config.scorer["provenance"]["judges"]
+
+    judges = anyio.run(recorded)
+    assert list(judges) == ["low"]  # the judges without a section are the recovery judge's settings
+    assert judges["low"]["model"] == "big-low" and judges["low"]["temperature"] == 0.3
+    assert not {"base_url", "api_key", "api_key_env"} & set(judges["low"])

@@ -289,3 +289,24 @@ def test_collect_killed_half_way_loses_nothing(recorded, tmp_path, capsys):
 def test_status_of_a_store_without_batches_says_so(recorded, tmp_path, capsys):
     code, out, _ = cli(capsys, copy(recorded, tmp_path, "none"), "http://127.0.0.1:9/v1", "batch", "status")
     assert code == 0 and out.startswith("no batches in this store")
+
+
+def test_score_batch_with_a_judge_panel(recorded, tmp_path, capsys):
+    """Every panel judge's call of a target is sent in the same round (none cancels another), and
+    the panel's scores and verdicts equal live scoring's."""
+    from tests.judges.helpers import fixed_judges
+
+    fake = fixed_judges(make_fake())
+    stage = ["score", "--mode", "dump_all", "--judges", "top-a,top-b,low"]
+    with serve(fake) as url:
+        expected = copy(recorded, tmp_path, "live")
+        code, _, err = cli(capsys, expected, url, *stage)
+        assert code == 0, err
+        db = copy(recorded, tmp_path, "panel")
+        assert batch_rounds(capsys, db, url, stage) == 4  # slot-fill, its repair, the panel, nothing left
+        code, _, err = cli(capsys, db, url, *stage)
+        assert code == 0 and "batch" not in err
+        assert tables(capsys, db, url) == tables(capsys, expected, url)
+        code, out, err = cli(capsys, db, url, "replay")
+        assert code == 0 and out.strip() == "identical", err
+    assert calls(db) == calls(expected)

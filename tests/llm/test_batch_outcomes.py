@@ -135,7 +135,7 @@ async def test_a_refused_parameter_is_learned_and_asked_again_under_the_new_key(
             out = tmp_path / f"out{round_}.jsonl"
             out.write_bytes(run_lines(model, written.read_bytes()))
             await import_output(collector, out)
-        assert await rt.store.refused_params() == [("fake-model", "openai", "temperature")]
+        assert await rt.store.calls.refused_params() == [("fake-model", "openai", "temperature")]
         assert await rt.store.batches.queued() == []
         assert (await rt.llm.call("slot_fill", messages("ok"), max_tokens=160, schema=SCHEMA)).cached
 

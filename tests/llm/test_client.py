@@ -30,7 +30,7 @@ def run_with_llm(settings, transport, fn):
     """Open a store, build a client on `transport`, run `await fn(llm)` and return its value."""
     async def main():
         async with open_store(settings.db) as store:
-            llm = LLM(settings, store, transport=transport)
+            llm = LLM(settings, store.calls, transport=transport)
             try:
                 return await fn(llm)
             finally:
@@ -200,8 +200,8 @@ def test_always_garbage_raises_invalid_output_recorded_as_a_failure(settings, fa
     assert len(fake.requests) == settings.repair_attempts + 1
 
     async def rows(llm):
-        await llm.store.flush()
-        return [dict(r) for r in await llm.store.fetchall("SELECT ok, response FROM calls")]
+        await llm.store.db.flush()
+        return [dict(r) for r in await llm.store.db.fetchall("SELECT ok, response FROM calls")]
     recorded = run_with_llm(settings, fake.transport(), rows)
     assert [r["ok"] for r in recorded] == [0]
     assert orjson.loads(recorded[0]["response"])["raw"] == "{still not json"
@@ -278,8 +278,8 @@ def test_off_neither_reads_nor_writes(settings, fake):
 
     async def count(llm):
         await call(llm, seed_parts=("new",))
-        await llm.store.flush()
-        return (await llm.store.fetchone("SELECT COUNT(*) AS n FROM calls"))["n"]
+        await llm.store.db.flush()
+        return (await llm.store.db.fetchone("SELECT COUNT(*) AS n FROM calls"))["n"]
     assert run_with_llm(off, fake.transport(), lambda llm: call(llm)).cached is False
     assert run_with_llm(off, fake.transport(), count) == 1
     assert len(fake.requests) == 3
@@ -342,7 +342,7 @@ SCHEMA = {schema!r}
 async def main():
     s = load_settings(db={db!r}, base_url="http://other.host/v1", model="fake-model", backend="openai", env={{}})
     async with open_store(s.db) as store:
-        llm = LLM(s, store, transport=FakeOpenAI().transport())
+        llm = LLM(s, store.calls, transport=FakeOpenAI().transport())
         r = await llm.call("agent", {messages!r}, schema=SCHEMA, seed_parts=("u1", 3))
         print(r.key)
         await llm.aclose()
@@ -447,7 +447,7 @@ def test_api_key_is_never_written_to_the_store(settings, fake):
         fake.faults = ["garbage"] * 5
         with pytest.raises(InvalidOutput):
             await call(llm, seed_parts=("bad",))
-        await llm.store.flush()
+        await llm.store.db.flush()
     run_with_llm(replace(settings, api_key=secret), httpx.MockTransport(handle), work)
     assert seen[0] == f"Bearer {secret}"
     for path in settings.db.parent.glob(settings.db.name + "*"):
@@ -500,8 +500,8 @@ def test_apostrophe_escape_is_forgiven_live_and_from_the_cache(settings, fake):
 
 # -- endpoint misconfiguration is fatal and never recorded -------------------------------------
 async def recorded_calls(llm) -> list[dict]:
-    await llm.store.flush()
-    return [dict(r) for r in await llm.store.fetchall("SELECT ok, response FROM calls")]
+    await llm.store.db.flush()
+    return [dict(r) for r in await llm.store.db.fetchall("SELECT ok, response FROM calls")]
 
 
 @pytest.mark.parametrize("fault", ["key", "model"])
@@ -528,8 +528,8 @@ def test_a_misconfigured_endpoint_is_not_recorded_and_works_once_fixed(settings,
 def test_an_endpoint_error_recorded_by_an_older_version_is_asked_again(settings, fake):
     async def poison_then_call(llm):
         key = (await call(llm)).key
-        await llm.store.flush()
-        await llm.store.write([("UPDATE calls SET ok=0, response=? WHERE key=?",
+        await llm.store.db.flush()
+        await llm.store.db.write([("UPDATE calls SET ok=0, response=? WHERE key=?",
                                 (orjson.dumps({"error_kind": "EndpointError", "error": "old 401"}).decode(), key))])
         return await call(llm)
     result = run_with_llm(replace(settings, cache="rw"), fake.transport(), poison_then_call)

@@ -46,7 +46,7 @@ def test_structured_calls_then_replay_without_the_server(tmp_path):
         async with embedded_server(threads=2, log_path=tmp_path / "server.log") as server:
             settings = load_settings(db=db, base_url=server.url, model=EMBEDDED_MODEL, backend="llamacpp", env={})
             async with open_store(db) as store:
-                llm = LLM(settings, store)
+                llm = LLM(settings, store.calls)
                 answers, took = await ask_all(llm)
                 await llm.aclose()
                 return answers, took, settings
@@ -57,7 +57,7 @@ def test_structured_calls_then_replay_without_the_server(tmp_path):
 
     async def replay():
         async with open_store(db) as store:
-            llm = LLM(replace(settings, cache="replay"), store)  # the server is gone: any request would fail
+            llm = LLM(replace(settings, cache="replay"), store.calls)  # the server is gone: any request would fail
             answers, _ = await ask_all(llm)
             await llm.aclose()
             return answers

@@ -26,36 +26,36 @@ async def test_import_release_reads_every_raw_record(tmp_path):
     root = write_release(tmp_path / "pub", users=2, runs=RUNS, turns=3)
     async with open_store(tmp_path / "s.db") as store:
         assert await import_release(store, root) == sorted(RUNS)
-        run = await store.get_run("memt_memonly_pooled_50")
-        assert (run["system"], run["bench"], run["origin"]) == ("memt", "pub", "import")
-        assert run["config"]["users"] == ["user_001", "user_002"]
+        run = await store.runs.get("memt_memonly_pooled_50")
+        assert (run.system, run.bench, run.origin) == ("memt", "pub", "import")
+        assert run.config.users == ["user_001", "user_002"]
         counts = await _table_counts(store)
         assert counts["episodes"] == 3 * 2 * 31 and counts["snapshots"] == 3 * 2
         assert counts["reconstructions"] == (3 + 2) * 2 * 31  # nomem has no retrieve report
         assert counts["attributions"] == counts["reconstructions"] and counts["oracle"] == 2 * 31
 
         episode = orjson.loads((root / "history/amem_pooled_50/user_002/episode_7.json").read_bytes())
-        [loaded] = [e for e in await store.load_episodes("amem_pooled_50", "user_002") if e.task_index == 7]
+        [loaded] = [e for e in await store.episodes.load("amem_pooled_50", "user_002") if e.task_index == 7]
         assert loaded.end_reason == episode["end_reason"] and len(loaded.turns) == len(episode["turns"])
         assert [t.preference_score for t in loaded.turns] == [t["preference_evaluator"]["score"] for t in episode["turns"]]
         assert loaded.turns[0].per_pref == [{"idx": 0, "score": 4}]
 
-        snap = await store.last_snapshot("amem_pooled_50", "user_001")
+        snap = await store.episodes.last_snapshot("amem_pooled_50", "user_001")
         assert snap["task_idx"] == 31 and snap["n_items"] == 3 and snap["avg_chars"] == 60
 
         recon = orjson.loads((root / "output/amem_pooled_50_retrieve/recon_judge/user_001.json").read_bytes())
-        loaded = await store.load_reconstructions("amem_pooled_50", "retrieve", user_id="user_001")
+        loaded = await store.scores.load("amem_pooled_50", "retrieve", user_id="user_001")
         assert {r.k for r in loaded} == {5} and {r.status for r in loaded} == {"ok"}
         by_dim = {r.dimension: r for r in loaded}
         for d in recon["details"]:
             assert by_dim[d["dimension"]].score == d["score"] and by_dim[d["dimension"]].label == d["predicted"]
         assert by_dim["skill_axis_0"].evidence["items"][0]["id"] == "m0"
-        dump = await store.load_reconstructions("amem_pooled_50", "dump_all", user_id="user_001")
+        dump = await store.scores.load("amem_pooled_50", "dump_all", user_id="user_001")
         assert {r.k for r in dump} == {0} and dump[0].evidence == {"n_items": 3, "chars": 180}
 
-        labels = {a.label for a in await store.load_attributions("amem_pooled_50")}
+        labels = {a.label for a in await store.attributions.load("amem_pooled_50")}
         assert labels <= {"ok", "memory_failure"}
-        bench = await store.load_benchmark("pub")
+        bench = await store.benchmarks.load("pub")
         task = bench.tasks["user_001"][0]
         row = await store.fetchone("SELECT can_invite FROM oracle WHERE user_id='user_001' AND dimension=? AND task_hash=?",
                                    (task.target_dimension, text_hash(task.text)))
@@ -109,8 +109,8 @@ async def test_export_round_trips_and_is_byte_identical(tmp_path):
         await import_release(store, root)
         assert await export_runs(store, None, tmp_path / "out1") == ["amem_pooled_50", "nomem_pooled_50"]
         await export_runs(store, None, tmp_path / "out2")
-        originals = {r: await store.load_reconstructions(r) for r in ("amem_pooled_50", "nomem_pooled_50")}
-        episodes = await store.load_episodes("amem_pooled_50")
+        originals = {r: await store.scores.load(r) for r in ("amem_pooled_50", "nomem_pooled_50")}
+        episodes = await store.episodes.load("amem_pooled_50")
     assert _tree_digest(tmp_path / "out1") == _tree_digest(tmp_path / "out2")
     out = tmp_path / "out1"
     episode = orjson.loads((out / "history/amem_pooled_50/user_001/episode_1.json").read_bytes())
@@ -125,9 +125,9 @@ async def test_export_round_trips_and_is_byte_identical(tmp_path):
     async with open_store(tmp_path / "b.db") as store:
         assert await import_release(store, out, name="again") == ["amem_pooled_50", "nomem_pooled_50"]
         for run, recons in originals.items():
-            assert await store.load_reconstructions(run) == recons
-        assert await store.load_episodes("amem_pooled_50") == episodes
-        assert len(await store.load_attributions("amem_pooled_50")) == 2 * 2 * 31
+            assert await store.scores.load(run) == recons
+        assert await store.episodes.load("amem_pooled_50") == episodes
+        assert len(await store.attributions.load("amem_pooled_50")) == 2 * 2 * 31
 
 
 async def test_export_refuses_unknown_runs(tmp_path):
@@ -170,8 +170,8 @@ async def test_a_run_of_the_first_tasks_only_stays_partial(tmp_path):
         (root / f"history/mem0_pooled_50/user_001/episode_{i}.json").unlink()
     async with open_store(tmp_path / "s.db") as store:
         await import_release(store, root)
-        assert (await store.get_run("mem0_pooled_50"))["config"]["tasks"] == 4
-        assert (await store.last_snapshot("mem0_pooled_50", "user_001"))["task_idx"] == 4
+        assert (await store.runs.get("mem0_pooled_50")).config.tasks == 4
+        assert (await store.episodes.last_snapshot("mem0_pooled_50", "user_001"))["task_idx"] == 4
 
 
 async def test_a_rollout_exports_byte_identically_and_reimports(tmp_path, settings, fake):
@@ -189,17 +189,17 @@ async def test_a_rollout_exports_byte_identically_and_reimports(tmp_path, settin
     for name in ("a", "b"):
         async with open_runtime(replace(settings, db=tmp_path / f"{name}.db"), transport=fake.transport(),
                                 embedder=Embedder(None, encoder=fake_encoder)) as rt:
-            await rt.store.save_benchmark(bench)
+            await rt.store.benchmarks.save(bench)
             await run_rollout(rt, bench, ["longctx_full"], tasks=2, max_turns=2, progress=False)
             await export_runs(rt.store, None, tmp_path / f"out_{name}")
-            episodes[name] = await rt.store.load_episodes("longctx_full")
+            episodes[name] = await rt.store.episodes.load("longctx_full")
     assert _tree_digest(tmp_path / "out_a") == _tree_digest(tmp_path / "out_b")
 
     async with open_store(tmp_path / "c.db") as store:
         assert await import_release(store, tmp_path / "out_a") == ["longctx_full"]
-        assert await store.load_episodes("longctx_full") == episodes["a"]
-        assert (await store.get_run("longctx_full"))["config"]["tasks"] == 2
-        snapshot = await store.last_snapshot("longctx_full", "user_001")
+        assert await store.episodes.load("longctx_full") == episodes["a"]
+        assert (await store.runs.get("longctx_full")).config.tasks == 2
+        snapshot = await store.episodes.last_snapshot("longctx_full", "user_001")
         assert snapshot["task_idx"] == 2 and snapshot["n_items"] > 0
 
 

@@ -8,6 +8,8 @@ expected table values are easy to state:
 from __future__ import annotations
 
 from memaudit.store import Store
+from memaudit.store.attributions import Attributions
+from memaudit.store.scores import Scores
 from memaudit.types import (CATEGORIES, Attribution, BankEntry, Benchmark, Episode, Reconstruction, Task, Turn,
                             User)
 
@@ -46,17 +48,17 @@ def _episode(run: str, uid: str, idx: int) -> Episode:
 
 async def fill(store: Store) -> None:
     bench = benchmark()
-    await store.save_benchmark(bench)
+    await store.benchmarks.save(bench)
     for run, system in (("mem0", "mem0"), ("nomem", "nomem")):
-        await store.ensure_run(run, system, bench.name, config={"users": list(USERS), "tasks": None,
+        await store.runs.ensure(run, system, bench.name, config={"users": list(USERS), "tasks": None,
                                                                 "max_turns": 25, "k": 5, "tag": None})
         statements = []
         for uid in USERS:
             for idx in range(1, 6):
-                statements += store.episode_statements(_episode(run, uid, idx), 4.0)
+                statements += store.episodes.statements(_episode(run, uid, idx), 4.0)
                 items = [] if system == "nomem" else [{"id": f"m{j}", "content": STORE_ITEM if j == 1 else
                                                        f"fact {j} of {uid}"} for j in range(1, idx + 1)]
-                statements.append(store.snapshot_statement(run, uid, idx, {}, items))
+                statements.append(store.episodes.snapshot_statement(run, uid, idx, {}, items))
             statements += _scores(bench, run, uid)
         await store.write(statements)
 
@@ -71,13 +73,13 @@ def _scores(bench: Benchmark, run: str, uid: str) -> list:
             evidence = ({"items": [{"id": "m1", "content": STORE_ITEM, "score": 0.81}]} if mode == "retrieve"
                         else {"n_items": 5, "chars": 240})
             label = "unknown" if score == 0.0 else f"guess about {entry.dimension}"
-            statements.append(Store.reconstruction_statement(Reconstruction(
+            statements.append(Scores.reconstruction_statement(Reconstruction(
                 run, mode, k, "default", uid, entry.category, entry.dimension, entry.explanation, entry.short,
                 evidence, None if score is None else label, f"memory says so ({entry.dimension})", score,
                 None if score is None else f"judge on {entry.dimension}", status,
                 "invalid output" if score is None else None, snapshot_task=5)))
             if run == "mem0" and score is not None:
-                statements.append(Store.attribution_statement(_attribution(run, mode, k, uid, entry, score)))
+                statements.append(Attributions.statement(_attribution(run, mode, k, uid, entry, score)))
     return statements
 
 

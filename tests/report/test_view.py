@@ -18,7 +18,7 @@ from tests.report import synthetic
 
 async def _report(tmp_path: Path, runs=None) -> Path:
     async with open_store(tmp_path / "audit.db") as store:
-        if not await store.list_runs():
+        if not await store.runs.names():
             await synthetic.fill(store)
         return await write_report(store, tmp_path / "report", runs)
 

@@ -13,7 +13,7 @@ from tests.rollout.conftest import make_bench
 def store_tiny_bench(db) -> None:
     async def save():
         async with open_store(db) as store:
-            await store.save_benchmark(make_bench())
+            await store.benchmarks.save(make_bench())
     anyio.run(save)
 
 

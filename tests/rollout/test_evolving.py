@@ -160,7 +160,7 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
         async with open_store(tmp_path / "imported.db") as other:  # the export reads back with its events
             (imported,) = await import_release(other, tmp_path / "out", name="evo")
             assert await other.episodes.change_rows(imported) == await rt.store.episodes.change_rows("keep_all")
-            assert sum(bool(e.history) for u in (await other.load_benchmark("evo")).users for e in u.bank) == 18
+            assert sum(bool(e.history) for u in (await other.benchmarks.load("evo")).users for e in u.bank) == 18
 
         await score_runs(rt, runs, ["dump_all", "retrieve"], ks=(5,))
         await score_evolving(rt, runs, ["dump_all", "retrieve"], ks=(5,))
@@ -185,13 +185,13 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
 
 async def test_a_static_benchmark_gets_no_change_no_note_and_no_evolving_table(open_rt, fake, bench):
     async with open_rt() as rt:
-        await rt.store.save_benchmark(bench)
+        await rt.store.benchmarks.save(bench)
         (run,) = await run_rollout(rt, bench, ["longctx_full"], max_turns=2, progress=False)
         await score_runs(rt, [run], ["dump_all"])
         await score_evolving(rt, [run], ["dump_all"])
         assert await rt.store.episodes.change_rows(run) == []
         assert await rt.store.evolving.load([run], "default") == []
-        assert "simulator_change" not in (await rt.store.get_run(run))["prompt_hashes"]
+        assert "simulator_change" not in (await rt.store.runs.get(run)).prompt_hashes
         tables = await compute_tables(rt.store, [run], bootstrap=0)
     assert "evolving" not in tables and "evolving_targets" not in tables
     assert not any("Until now:" in orjson.dumps(r["messages"]).decode() for r in fake.requests)

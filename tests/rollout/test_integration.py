@@ -21,7 +21,7 @@ async def test_tiny_rollout_on_the_embedded_model(tmp_path):
     bench = make_bench(n_users=1, n_tasks=1)
     async with open_runtime(settings, embedder=Embedder(None, encoder=fake_encoder)) as rt:
         assert await run_rollout(rt, bench, ["nomem"], max_turns=2, progress=False) == ["nomem"]
-        (episode,) = await rt.store.load_episodes("nomem")
+        (episode,) = await rt.store.episodes.load("nomem")
     assert episode.end_reason in ("satisfied", "max_turns", "failed")
     assert episode.end_reason == "failed" or 1 <= len(episode.turns) <= 2
     for turn in episode.turns:

@@ -58,7 +58,7 @@ async def test_judge_failures_are_counted_in_the_summary_and_table2(open_rt, fak
             else ratings("5", "4", "3", "2", "1")(body))
     fake.on("simulator", lambda body: {"feedback_type": "continue", "text": "More, please.", "reason": "r"})
     async with open_rt() as rt:
-        await rt.store.save_benchmark(bench)
+        await rt.store.benchmarks.save(bench)
         await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=4, progress=False)
         outcome = await rt.store.episodes.outcomes("nomem")
         [row] = (await compute_tables(rt.store, ["nomem"], bootstrap=0))["table2"]

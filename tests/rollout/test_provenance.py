@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_table2_rows_carry_the_models_per_role(open_rt, fake, bench):
     async with open_rt() as rt:
-        await rt.store.save_benchmark(bench)
+        await rt.store.benchmarks.save(bench)
         await run_rollout(rt, bench, ["amem"], users=["user_001"], tasks=1, max_turns=1, progress=False)
         await score_runs(rt, ["amem"], ["dump_all"], dims="targeted")
         (row,) = (await compute_tables(rt.store, bootstrap=0))["table2"]

@@ -26,22 +26,22 @@ async def test_a_second_rollout_of_a_busy_run_is_refused_in_one_line(open_rt, be
                 await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
             message = str(info.value)
             assert "run 'nomem' is busy" in message and "\n" not in message
-            assert await rt.store.get_run("nomem") is None
+            assert await rt.store.runs.get("nomem") is None
             # another run of the same store is not held up
             assert await run_rollout(rt, bench, ["longctx_full"], tasks=1, max_turns=2, progress=False) == \
                 ["longctx_full"]
         assert await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False) == ["nomem"]
-        assert len(await rt.store.load_episodes("nomem")) == 2
+        assert len(await rt.store.episodes.load("nomem")) == 2
 
 
 async def test_a_rollout_against_a_dead_server_leaves_no_run_row(open_rt, bench):
     async with open_rt(transport=Refusing()) as rt:
         with pytest.raises(EndpointError):
             await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
-        assert await rt.store.get_run("nomem") is None
+        assert await rt.store.runs.get("nomem") is None
     async with open_rt() as rt:  # other settings than the failed attempt's: nothing pins them
         await run_rollout(rt, bench, ["nomem"], tasks=2, max_turns=3, progress=False)
-        assert (await rt.store.get_run("nomem"))["config"]["max_turns"] == 3
+        assert (await rt.store.runs.get("nomem")).config.max_turns == 3
 
 
 async def test_an_empty_run_row_left_by_a_kill_pins_nothing(open_rt, bench):
@@ -50,7 +50,7 @@ async def test_an_empty_run_row_left_by_a_kill_pins_nothing(open_rt, bench):
                                "VALUES (?,?,?,?,?,?)", ("nomem", "nomem", bench.name, "rollout",
                                                         dumps({"tasks": 9}), dumps({})))])
         await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
-        assert (await rt.store.get_run("nomem"))["config"]["tasks"] == 1
+        assert (await rt.store.runs.get("nomem")).config.tasks == 1
 
 
 def test_the_second_rollout_command_says_the_run_is_busy(tmp_path, capsys):

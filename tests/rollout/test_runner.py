@@ -40,7 +40,7 @@ async def test_rollout_writes_complete_rows_for_every_system(open_rt, fake, benc
         runs = await run_rollout(rt, bench, ["nomem", "longctx_full"], max_turns=3, progress=False)
         assert runs == ["nomem", "longctx_full"]
         for run in runs:
-            episodes = await rt.store.load_episodes(run)
+            episodes = await rt.store.episodes.load(run)
             assert len(episodes) == 6
             assert {e.end_reason for e in episodes} <= {"satisfied", "max_turns"}
             for e in episodes:
@@ -54,12 +54,12 @@ async def test_rollout_writes_complete_rows_for_every_system(open_rt, fake, benc
                                         "JOIN turns t ON t.run=e.run AND t.user_id=e.user_id AND t.task_idx=e.task_idx "
                                         "AND t.turn=e.n_turns")
         assert final and all(r["f"] == r["p"] for r in final)
-        longctx = await rt.store.last_snapshot("longctx_full", "user_001")
+        longctx = await rt.store.episodes.last_snapshot("longctx_full", "user_001")
         assert longctx["n_items"] > 0
-        run = await rt.store.get_run("nomem")
-        assert run["config"] == {"users": ["user_001", "user_002"], "tasks": None, "max_turns": 3, "k": 5,
-                                 "tag": None, "provenance": rollout_provenance(rt.settings)}
-        assert set(run["prompt_hashes"]) == {"agent", "simulator", "pref_judge"}
+        run = await rt.store.runs.get("nomem")
+        assert run.config.to_json() == {"users": ["user_001", "user_002"], "tasks": None, "max_turns": 3, "k": 5,
+                                         "tag": None, "provenance": rollout_provenance(rt.settings)}
+        assert set(run.prompt_hashes) == {"agent", "simulator", "pref_judge"}
 
 
 async def test_garbage_simulator_never_crashes_the_run(open_rt, fake, bench):
@@ -115,7 +115,7 @@ async def test_a_resume_with_another_model_protocol_or_prompt_is_refused(open_rt
     script(fake)
     async with open_rt() as rt:
         await run_rollout(rt, bench, ["nomem"], tasks=1, max_turns=2, progress=False)
-        config = (await rt.store.get_run("nomem"))["config"]
+        config = (await rt.store.runs.get("nomem")).config.to_json()
     assert config["provenance"]["protocol"] == PROTOCOL_VERSION
     assert config["provenance"]["roles"]["agent"] == {"model": "fake-model", "backend": "openai", "temperature": 0.7,
                                                       "top_p": None, "max_tokens": None, "reasoning_effort": None,
@@ -154,7 +154,7 @@ async def test_unknown_system_or_user_is_bad_input_before_any_write(open_rt, fak
             await run_rollout(rt, bench, ["nomem", "nosuch"], progress=False)
         with pytest.raises(BadInput, match="user_009"):
             await run_rollout(rt, bench, ["nomem"], users=["user_009"], progress=False)
-        assert await rt.store.list_runs() == []
+        assert await rt.store.runs.list() == []
 
 
 async def test_unreachable_endpoint_aborts_without_half_episodes(open_rt, fake, bench, settings):

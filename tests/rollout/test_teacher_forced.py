@@ -74,7 +74,7 @@ async def test_longctx_full_over_its_own_recorded_run_stores_the_same_items_with
         source, forced = await snapshots(rt.store, "longctx_full"), await snapshots(rt.store, runs[0])
         forced_rows = await transcript_rows(rt.store, runs[0])
         assert forced_rows == await transcript_rows(rt.store, "longctx_full")
-        run = await rt.store.get_run(runs[0])
+        run = await rt.store.runs.get(runs[0])
     assert len(source) == 6 and forced.keys() == source.keys()
     for key in source:  # after every episode, item for item: task, user and (same order as live) agent items
         assert forced[key] == source[key], key
@@ -82,11 +82,11 @@ async def test_longctx_full_over_its_own_recorded_run_stores_the_same_items_with
     fallbacks = [r for r in forced_rows["turns"] if r[-1]]
     assert fallbacks  # a placeholder is part of the transcript, never of memory
     assert all("[no valid simulator reply]" not in i["content"] for items in forced.values() for i in items)
-    assert run["config"]["tag"] == "tf_longctx_full" and run["prompt_hashes"] == {}
-    provenance = run["config"]["provenance"]
+    assert run.config.tag == "tf_longctx_full" and run.prompt_hashes == {}
+    provenance = run.config.provenance
     assert provenance["protocol"] == PROTOCOL_VERSION
     assert set(provenance["roles"]) == {"memory", "memt_policy"}  # the dialogue roles are not called
-    assert run["config"]["transcripts"] == "longctx_full"  # RunConfig.transcripts: the teacher-forced marker
+    assert run.config.transcripts == "longctx_full"  # RunConfig.transcripts: the teacher-forced marker
     assert provenance["teacher_forced"]["episodes"]  # a digest of the episodes replayed
 
 
@@ -99,7 +99,7 @@ async def test_a_system_with_model_calls_only_calls_its_memory_role(open_rt, fak
         roles = {r["role"] for r in await rt.store.fetchall("SELECT DISTINCT role FROM call_uses WHERE run=?", (run,))}
         forced = await transcript_rows(rt.store, run)
         assert forced == await transcript_rows(rt.store, "longctx_full")
-        snapshot = await rt.store.last_snapshot(run, "user_001")
+        snapshot = await rt.store.episodes.last_snapshot(run, "user_001")
     assert run == "amem_tf"
     assert fake.requests and all((schema_name(r) or "").startswith("memory") for r in fake.requests)
     assert roles and all(role.startswith("memory:") for role in roles)
@@ -112,10 +112,10 @@ async def test_users_and_tasks_select_among_the_recorded_episodes(open_rt, fake,
         await run_rollout(rt, bench, ["nomem"], tasks=2, max_turns=2, progress=False)
         [run] = await run_rollout(rt, bench, ["longctx_full"], transcripts="nomem", users=["user_002"], tasks=1,
                                   progress=False)
-        episodes = await rt.store.load_episodes(run)
-        config = (await rt.store.get_run(run))["config"]
+        episodes = await rt.store.episodes.load(run)
+        config = (await rt.store.runs.get(run)).config.to_json()
         [whole] = await run_rollout(rt, bench, ["bm25"], transcripts="nomem", progress=False)
-        whole_config = (await rt.store.get_run(whole))["config"]
+        whole_config = (await rt.store.runs.get(whole)).config.to_json()
     assert [(e.user_id, e.task_index) for e in episodes] == [("user_002", 1)]
     assert config["users"] == ["user_002"] and config["tasks"] == 1 and config["max_turns"] == 2
     assert whole_config["users"] == ["user_001", "user_002"] and whole_config["tasks"] == 2  # the source's
@@ -160,7 +160,7 @@ async def test_resume_continues_where_it_stopped_and_matches_an_uninterrupted_ru
             if name == "resumed":
                 with killed_after(monkeypatch, 4), pytest.raises(RuntimeError, match="killed"):
                     await run_rollout(rt, bench, ["amem"], transcripts="longctx_full", progress=False)
-                assert len(await rt.store.load_episodes("amem_tf_longctx_full")) == 4
+                assert len(await rt.store.episodes.load("amem_tf_longctx_full")) == 4
             await run_rollout(rt, bench, ["amem"], transcripts="longctx_full", progress=False)
             found[name] = (await rt.store.fetchall("SELECT * FROM snapshots WHERE run='amem_tf_longctx_full' "
                                                    "ORDER BY 2, 3"),
@@ -207,10 +207,10 @@ async def test_the_published_longctx_full_stores_are_reproduced_from_their_trans
                          transcript_stores=True)
     async with open_rt() as rt:
         await import_release(rt.store, root)
-        bench = await rt.store.load_benchmark("pub")
+        bench = await rt.store.benchmarks.load("pub")
         [run] = await run_rollout(rt, bench, ["longctx_full"], transcripts="longctx_full_pooled_50", progress=False)
         assert fake.requests == []
-        finals = {u.id: (await rt.store.last_snapshot(run, u.id))["items"] for u in bench.users}
+        finals = {u.id: (await rt.store.episodes.last_snapshot(run, u.id))["items"] for u in bench.users}
         await export_runs(rt.store, [run], tmp_path / "out")
     for path in sorted((root / "history/longctx_full_pooled_50").glob("*/episode_*.json")):
         exported = orjson.loads((tmp_path / "out/history" / run / path.parent.name / path.name).read_bytes())
@@ -236,7 +236,7 @@ async def test_replay_reproduces_a_teacher_forced_run_with_or_without_its_source
     recorded_script(fake)
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=2, tasks=2)
-        bench = await rt.store.load_benchmark("tiny")
+        bench = await rt.store.benchmarks.load("tiny")
         await run_rollout(rt, bench, ["amem", "longctx_full"], transcripts="longctx_full", progress=False)
     requests = len(fake.requests)
     assert await replay_runs(settings) is None
@@ -249,7 +249,7 @@ async def test_replay_of_a_teacher_forced_run_over_an_imported_release(tmp_path,
                          transcript_stores=True)
     async with runtime(settings, fake) as rt:
         await import_release(rt.store, root)
-        bench = await rt.store.load_benchmark("pub")
+        bench = await rt.store.benchmarks.load("pub")
         await run_rollout(rt, bench, ["longctx_full"], transcripts="longctx_full_pooled_50", tasks=3, progress=False)
     assert await replay_runs(settings) is None
 
@@ -277,5 +277,5 @@ async def test_a_source_that_a_rollout_is_writing_is_refused_as_busy(open_rt, fa
             with other.runs.lock("nomem"):  # another process is resuming the source
                 with pytest.raises(RunBusy, match="run 'nomem' is busy"):
                     await run_rollout(rt, bench, ["bm25"], transcripts="nomem", progress=False)
-        assert await rt.store.get_run("bm25_tf_nomem") is None
+        assert await rt.store.runs.get("bm25_tf_nomem") is None
         assert await run_rollout(rt, bench, ["bm25"], transcripts="nomem", progress=False) == ["bm25_tf_nomem"]

@@ -24,13 +24,13 @@ def script(fake):
 @asynccontextmanager
 async def runtime(settings, fake):
     async with open_runtime(settings, transport=fake.transport()) as rt:
-        rt.embedder = Embedder(rt.store, encoder=fake_encoder)
+        rt.embedder = Embedder(rt.store.vectors, encoder=fake_encoder)
         yield rt
 
 
 async def record(rt, systems=("longctx_full", "nomem"), *, users=2, tasks=3, max_turns=2):
     bench = make_bench(n_users=users, n_tasks=tasks)
-    await rt.store.save_benchmark(bench, replace=True)
+    await rt.store.benchmarks.save(bench, replace=True)
     return await run_rollout(rt, bench, list(systems), max_turns=max_turns, progress=False)
 
 

@@ -41,7 +41,7 @@ async def test_every_label_path_and_one_oracle_call_shared_by_systems_and_modes(
         await score_runs(rt, ["longctx_full", "nomem"], ["dump_all", "retrieve"])
         await attribute_runs(rt, ["longctx_full", "nomem"], ["dump_all", "retrieve"])
         rows = {(a.run, a.mode, a.dimension): a for run in ("longctx_full", "nomem")
-                for a in await rt.store.load_attributions(run)}
+                for a in await rt.store.attributions.load(run)}
         oracle = await rt.store.fetchall("SELECT * FROM oracle")
     assert {(run, mode) for run, mode, _ in rows} == {("longctx_full", "dump_all"), ("longctx_full", "retrieve"),
                                                       ("nomem", "dump_all")}
@@ -69,8 +69,8 @@ async def test_overflow_and_failed_reconstructions(settings, fake):
         fake.on("recovery_judge", lambda b: {"score": 0.3, "reason": "off grid"})
         await score_runs(rt, ["longctx_full"], ["retrieve"])
         await attribute_runs(rt, ["longctx_full"], ["dump_all", "retrieve"])
-        dump = await rt.store.load_attributions("longctx_full", "dump_all")
-        retrieve = await rt.store.load_attributions("longctx_full", "retrieve")
+        dump = await rt.store.attributions.load("longctx_full", "dump_all")
+        retrieve = await rt.store.attributions.load("longctx_full", "retrieve")
     assert {a.label for a in dump} == {"overflow"} and len(dump) == 31
     assert {a.label for a in retrieve} == {"unclassified"}
     assert all(a.note.startswith("reconstruction failed") for a in retrieve)
@@ -84,7 +84,7 @@ async def test_overflow_targets_run_the_stages_and_table4_counts_them_as_publish
         await record(rt, ("longctx_full",), users=1, tasks=6)
         await score_runs(rt, ["longctx_full"], ["dump_all"], context_window=300)
         await attribute_runs(rt, ["longctx_full"], ["dump_all"])
-        dump = {a.dimension: a for a in await rt.store.load_attributions("longctx_full", "dump_all")}
+        dump = {a.dimension: a for a in await rt.store.attributions.load("longctx_full", "dump_all")}
         (row,) = [r for r in (await compute_tables(rt.store, bootstrap=0))["table4"] if r["mode"] == "dump_all"]
     assert {a.label for a in dump.values()} == {"overflow"}
     assert [s["name"] for s in dump["skill_memory_dim_5"].stages] == ["oracle", "disclosure", "elicitation"]
@@ -116,11 +116,11 @@ async def test_after_a_partial_rollout_entries_whose_task_never_ran_are_no_targe
     scripted(fake)
     bench = make_bench(n_users=1, n_tasks=6)
     async with runtime(settings, fake) as rt:
-        await rt.store.save_benchmark(bench)
+        await rt.store.benchmarks.save(bench)
         await run_rollout(rt, bench, ["nomem"], tasks=2, max_turns=2, progress=False)
         notes = await score_runs(rt, ["nomem"], ["dump_all"])
         await attribute_runs(rt, ["nomem"], ["dump_all"])
-        labels = {a.dimension: a.label for a in await rt.store.load_attributions("nomem")}
+        labels = {a.dimension: a.label for a in await rt.store.attributions.load("nomem")}
     assert notes == ["nomem: 4 of 31 bank entries had no task played (a partial rollout): attribution labels them "
                      "no_targeted_task; `--dims targeted` scores only the entries whose task ran"]
     assert all(labels[f"skill_memory_dim_{i}"] == "no_targeted_task" for i in range(3, 7))

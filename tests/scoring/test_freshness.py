@@ -49,7 +49,7 @@ async def test_scoring_during_a_rollout_then_after_it_equals_scoring_only_after(
     expected = await scored_after(settings, tmp_path)
     skipped: list[str] = []
     async with open_runtime(settings, transport=SlowUser(script(FakeOpenAI()))) as rt:
-        rt.embedder = Embedder(rt.store, encoder=fake_encoder)
+        rt.embedder = Embedder(rt.store.vectors, encoder=fake_encoder)
 
         async def score_midway():
             while (await rt.store.fetchone("SELECT COUNT(*) AS n FROM episodes WHERE user_id='user_001'"))["n"] < 6:
@@ -97,7 +97,7 @@ async def test_a_stale_reconstruction_is_refused_by_tables_and_rescored(settings
                "task 3" in message and "memaudit score" in message and "\n" not in message
 
         assert await score_runs(rt, runs, ["dump_all"]) == []
-        rows = await rt.store.load_reconstructions("longctx_full", "dump_all", user_id="user_001")
+        rows = await rt.store.scores.load("longctx_full", "dump_all", user_id="user_001")
         assert len(rows) == 31 and {r.snapshot_task for r in rows} == {3} and {r.score for r in rows} == {0.5}
         # attributions made from the stale rows went with them; attribute makes them again
         assert attributed and (await rt.store.fetchone(

@@ -80,9 +80,9 @@ async def test_scoring_an_imported_run_with_the_pack_sends_the_templates_exactly
         await import_release(rt.store, root)
         await score_runs(rt, [RUN], ["dump_all", "retrieve"])
         await attribute_runs(rt, [RUN], ["dump_all"])
-        imported = await rt.store.load_reconstructions(RUN, "dump_all")
-        rescored = await rt.store.load_reconstructions(RUN, "dump_all", variant="published-unknown")
-        retrieved = await rt.store.load_reconstructions(RUN, "retrieve", variant="published-unknown")
+        imported = await rt.store.scores.load(RUN, "dump_all")
+        rescored = await rt.store.scores.load(RUN, "dump_all", variant="published-unknown")
+        retrieved = await rt.store.scores.load(RUN, "retrieve", variant="published-unknown")
         robustness = await compare_variants(rt.store, [RUN], "published-unknown")
         tables = await compute_tables(rt.store, [RUN], variant="published-unknown", bootstrap=0)
     assert len(imported) == len(rescored) == 31  # a new pass beside the imported judgments
@@ -140,7 +140,7 @@ async def test_mem0_dump_all_shows_the_published_store_exactly(pack, tmp_path, s
     async with runtime(replace(settings, prompts_dir=pack), fake) as rt:
         await import_release(rt.store, root)
         await score_runs(rt, ["mem0_pooled_50"], ["dump_all"])
-        row = (await rt.store.load_reconstructions("mem0_pooled_50", "dump_all", variant="published-unknown"))[0]
+        row = (await rt.store.scores.load("mem0_pooled_50", "dump_all", variant="published-unknown"))[0]
     expected = src["_SLOT_FILL_PROMPT"].format(
         memories_json=json.dumps(memories, ensure_ascii=False, indent=2), category=row.category,
         category_guide=src["_CATEGORY_GUIDE"][row.category], dimension=row.dimension)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def statuses(store, run, mode):
-    return [(r.status, r.score) for r in await store.load_reconstructions(run, mode)]
+    return [(r.status, r.score) for r in await store.scores.load(run, mode)]
 
 
 async def test_scores_every_entry_of_every_user_and_skips_nomem_retrieve(settings, fake):
@@ -21,11 +21,11 @@ async def test_scores_every_entry_of_every_user_and_skips_nomem_retrieve(setting
         await record(rt)
         await score_runs(rt, ["longctx_full", "nomem"], ["dump_all", "retrieve"], ks=(1, 5))
         for run, score in (("longctx_full", 0.5), ("nomem", 0.0)):  # an empty memory supports nothing
-            dump = await rt.store.load_reconstructions(run, "dump_all")
+            dump = await rt.store.scores.load(run, "dump_all")
             assert len(dump) == 62 and {r.k for r in dump} == {0}
             assert all(r.status == "ok" and r.score == score for r in dump)
-        assert await rt.store.load_reconstructions("nomem", "retrieve") == []
-        retrieve = await rt.store.load_reconstructions("longctx_full", "retrieve")
+        assert await rt.store.scores.load("nomem", "retrieve") == []
+        retrieve = await rt.store.scores.load("longctx_full", "retrieve")
         assert {r.k for r in retrieve} == {1, 5} and len(retrieve) == 124
         assert all(len(r.evidence["items"]) == r.k for r in retrieve)
         passes = await rt.store.fetchall("SELECT * FROM score_passes ORDER BY run, mode, k")
@@ -57,7 +57,7 @@ async def test_retrieve_query_never_contains_the_target(settings, fake, monkeypa
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",))
         await score_runs(rt, ["longctx_full"], ["retrieve"])
-        bench = await rt.store.load_benchmark("tiny")
+        bench = await rt.store.benchmarks.load("tiny")
     assert len(queries) == 62
     entries = [e for u in bench.users for e in u.bank]
     for query in queries:
@@ -76,7 +76,7 @@ async def test_memory_block_comes_before_the_dimension(settings, fake):
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"])
-        block = (await rt.store.last_snapshot("longctx_full", "user_001"))["items"]
+        block = (await rt.store.episodes.last_snapshot("longctx_full", "user_001"))["items"]
     fills = requests_for(fake, "slot_fill")
     assert len(fills) == 31
     users = [f["messages"][-1]["content"] for f in fills]
@@ -98,7 +98,7 @@ async def test_off_grid_judge_is_a_failed_row_not_a_zero(settings, fake):
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=1, tasks=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"])
-        rows = await rt.store.load_reconstructions("longctx_full", "dump_all")
+        rows = await rt.store.scores.load("longctx_full", "dump_all")
     assert len(rows) == 31
     assert all(r.status == "failed" and r.score is None and r.label for r in rows)
     assert "score must be exactly one of" in rows[0].error
@@ -110,7 +110,7 @@ async def test_unknown_label_scores_zero_without_a_judge_call(settings, fake):
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=1, tasks=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"])
-        rows = await rt.store.load_reconstructions("longctx_full", "dump_all")
+        rows = await rt.store.scores.load("longctx_full", "dump_all")
     assert all(r.status == "ok" and r.score == 0.0 and "unknown" in r.judge_reason for r in rows)
     assert requests_for(fake, "recovery_judge") == []
 
@@ -120,7 +120,7 @@ async def test_empty_memory_is_unknown_without_any_call(settings, fake):
     async with runtime(settings, fake) as rt:
         await record(rt, ("nomem",), users=1, tasks=1)
         await score_runs(rt, ["nomem"], ["dump_all"])
-        rows = await rt.store.load_reconstructions("nomem", "dump_all")
+        rows = await rt.store.scores.load("nomem", "dump_all")
     assert len(rows) == 31 and all(r.label == "unknown" and r.score == 0.0 and r.status == "ok" for r in rows)
     assert rows[0].evidence == {"n_items": 0, "chars": 2} and "no items" in rows[0].reason
     assert requests_for(fake, "slot_fill") == [] and requests_for(fake, "recovery_judge") == []
@@ -131,7 +131,7 @@ async def test_overflow_by_the_servers_token_count_and_by_server_error(settings,
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=2, tasks=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"], context_window=300, dims="targeted")
-        counted = await rt.store.load_reconstructions("longctx_full", "dump_all")
+        counted = await rt.store.scores.load("longctx_full", "dump_all")
         assert [(r.status, r.score) for r in counted] == [("overflow", 0.0)] * 2
         assert "tokens > window 300" in counted[0].error
         assert requests_for(fake, "slot_fill") == []
@@ -140,7 +140,7 @@ async def test_overflow_by_the_servers_token_count_and_by_server_error(settings,
 
         fake.faults = ["overflow", "overflow"]
         await score_runs(rt, ["longctx_full"], ["retrieve"], dims="targeted")
-        served = await rt.store.load_reconstructions("longctx_full", "retrieve")
+        served = await rt.store.scores.load("longctx_full", "retrieve")
         assert [(r.status, r.score) for r in served] == [("overflow", 0.0)] * 2
         assert requests_for(fake, "recovery_judge") == []
 
@@ -150,8 +150,8 @@ async def test_window_1600_overflows_every_dump_of_a_12_task_store_and_no_retrie
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=1, tasks=12)
         await score_runs(rt, ["longctx_full"], ["dump_all", "retrieve"], context_window=1600)
-        dump = await rt.store.load_reconstructions("longctx_full", "dump_all")
-        retrieve = await rt.store.load_reconstructions("longctx_full", "retrieve")
+        dump = await rt.store.scores.load("longctx_full", "dump_all")
+        retrieve = await rt.store.scores.load("longctx_full", "retrieve")
     assert len(dump) == 31 and all(r.status == "overflow" for r in dump)
     assert len(retrieve) == 31 and all(r.status == "ok" for r in retrieve)
 
@@ -161,8 +161,8 @@ async def test_targeted_dims_scores_only_entries_whose_task_ran(settings, fake):
     async with runtime(settings, fake) as rt:
         await record(rt, ("nomem",), users=2, tasks=2)
         await score_runs(rt, ["nomem"], ["dump_all"], dims="targeted")
-        rows = await rt.store.load_reconstructions("nomem", "dump_all")
-        bench = await rt.store.load_benchmark("tiny")
+        rows = await rt.store.scores.load("nomem", "dump_all")
+        bench = await rt.store.benchmarks.load("tiny")
         config = loads((await rt.store.fetchone("SELECT config FROM score_passes"))["config"])
     expected = {(u.id, t.target_dimension) for u in bench.users for t in bench.tasks[u.id][:2]}
     assert {(r.user_id, r.dimension) for r in rows} == expected
@@ -186,6 +186,6 @@ async def test_a_server_without_a_tokenizer_is_asked_and_its_context_error_decid
         await record(rt, ("longctx_full",), users=1, tasks=1)
         fake.faults = ["overflow"]
         await score_runs(rt, ["longctx_full"], ["dump_all"], context_window=300, dims="targeted")
-        (row,) = await rt.store.load_reconstructions("longctx_full", "dump_all")
+        (row,) = await rt.store.scores.load("longctx_full", "dump_all")
     assert row.status == "overflow" and len(requests_for(fake, "slot_fill")) == 1
 

@@ -32,8 +32,8 @@ async def test_judge_model_variant_rejudges_the_same_predictions(settings, fake)
         fills = len(requests_for(fake, "slot_fill"))
         fake.on("recovery_judge", lambda body: {"score": 1.0 if body["model"] == "judge-2" else 0.0, "reason": "r"})
         await rescore_runs(rt, ["longctx_full"], "judge2", judge_model="judge-2")
-        default = await rt.store.load_reconstructions("longctx_full")
-        variant = await rt.store.load_reconstructions("longctx_full", variant="judge2")
+        default = await rt.store.scores.load("longctx_full")
+        variant = await rt.store.scores.load("longctx_full", variant="judge2")
         passes = await rt.store.fetchall("SELECT * FROM score_passes WHERE variant='judge2' ORDER BY mode")
     assert len(requests_for(fake, "slot_fill")) == fills  # predictions are frozen
     assert [(r.mode, r.user_id, r.dimension, r.label, r.status) for r in default] == \
@@ -54,7 +54,7 @@ async def test_judge_prompt_variant_uses_the_other_file(settings, fake, tmp_path
         await score_runs(rt, ["longctx_full"], ["dump_all"])
         before = len(requests_for(fake, "recovery_judge"))
         await rescore_runs(rt, ["longctx_full"], "paraphrase", judge_prompt=str(path))
-        rows = await rt.store.load_reconstructions("longctx_full", variant="paraphrase")
+        rows = await rt.store.scores.load("longctx_full", variant="paraphrase")
     judged = requests_for(fake, "recovery_judge")[before:]
     assert len(judged) == 31 and all("PARAPHRASED slot" in j["messages"][-1]["content"] for j in judged)
     assert len(rows) == 31
@@ -66,7 +66,7 @@ async def test_reader_model_variant_fills_again(settings, fake):
         await record(rt, ("longctx_full",), users=1, tasks=1)
         await score_runs(rt, ["longctx_full"], ["dump_all"])
         await rescore_runs(rt, ["longctx_full"], "reader2", reader_model="reader-2")
-        rows = await rt.store.load_reconstructions("longctx_full", variant="reader2")
+        rows = await rt.store.scores.load("longctx_full", variant="reader2")
     assert len(rows) == 31
     assert sum(f["model"] == "reader-2" for f in requests_for(fake, "slot_fill")) == 31
 

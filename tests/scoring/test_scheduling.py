@@ -39,5 +39,5 @@ async def test_all_passes_of_a_command_share_one_pool_of_calls(settings, fake):
     async with runtime(replace(settings, concurrency=40), fake) as rt:
         rt.llm.transport.mock = httpx.MockTransport(counting)
         await score_runs(rt, ["longctx_full"], ["dump_all", "retrieve"], ks=(1, 3, 5, 10))
-        rows = await rt.store.load_reconstructions("longctx_full")
+        rows = await rt.store.scores.load("longctx_full")
     assert len(rows) == 31 * 5 and most == 40  # never more than the endpoint's limit

@@ -36,7 +36,7 @@ def lossy_mem0_store(settings) -> int:
         async with open_runtime(settings, transport=fake.transport(),
                                 embedder=Embedder(None, encoder=fake_encoder)) as rt:
             bench = make_bench(n_users=2, n_tasks=2)
-            await rt.store.save_benchmark(bench)
+            await rt.store.benchmarks.save(bench)
             await run_rollout(rt, bench, ["mem0", "nomem"], max_turns=2, progress=False)
             states = await rt.store.fetchall("SELECT user_id, MAX(task_idx), state FROM snapshots "
                                              "WHERE run='mem0' GROUP BY user_id")

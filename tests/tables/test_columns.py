@@ -1,5 +1,6 @@
-"""Table 2 is declared once (memaudit/tables/columns.py): md, latex, csv, json and the HTML report
-show the columns of that one list, and every value the row builder makes is declared."""
+"""Tables 2, 3 and 4 are each declared once (memaudit/tables/columns.py): md, latex, csv, json and
+the HTML report show the columns of that one list, and every value the row builders make is
+declared."""
 from __future__ import annotations
 
 import csv
@@ -7,43 +8,61 @@ import io
 import re
 
 import orjson
+import pytest
 
 from memaudit.report.html import esc
 from memaudit.report.view import write_report
-from memaudit.tables.columns import TABLE2, shown
-from memaudit.tables.paper import render
+from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, shown
+from memaudit.tables.paper import TITLES, render
 from tests.tables.test_tables import tables_of, with_store
 
+DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4}
+REPORT_HEADINGS = {"table2": "<h2>Table 2", "table3": "<h2>Table 3", "table4": "<h2>Table 4"}
 
-def declared_keys(output: str) -> list[str]:
-    return [key for column in shown(TABLE2, output) for key in column.data_keys()]
+
+def declared_keys(columns, output: str) -> list[str]:
+    return [key for column in shown(columns, output) for key in column.data_keys()]
 
 
-def test_every_row_value_is_declared_once(tmp_path):
-    rows = tables_of(tmp_path, bootstrap=50)["table2"]
-    keys = declared_keys("json")
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    return tables_of(tmp_path_factory.mktemp("columns"), bootstrap=50)
+
+
+@pytest.mark.parametrize("name", DECLARED)
+def test_every_row_value_is_declared_once(name, tables):
+    keys = declared_keys(DECLARED[name], "json")
+    rows = tables[name]
     assert len(keys) == len(set(keys))
-    assert all(set(row) == set(keys) for row in rows)
+    assert rows and all(set(row) <= set(keys) for row in rows)
+    assert set().union(*rows) == set(keys)  # a pass that was not attributed has no published map
 
 
-def test_every_output_shows_the_declared_columns(tmp_path):
-    tables = tables_of(tmp_path, bootstrap=50)
-    headers = [c.header for c in shown(TABLE2, "md")]
-    md = render(tables, "md")
-    assert "| " + " | ".join(headers) + " |" in md
-    latex = render(tables, "latex")
-    assert sum(line.count(" & ") + 1 for line in latex.splitlines() if line.startswith("run & A")) == len(headers)
-    assert list(orjson.loads(render(tables, "json"))["table2"][0]) == \
-        [k for k in tables["table2"][0] if k in declared_keys("json")]
-    section = render(tables, "csv").split("# table2\n", 1)[1]
+@pytest.mark.parametrize("name", DECLARED)
+def test_every_output_shows_the_declared_columns(name, tables):
+    columns = DECLARED[name]
+    only = {name: tables[name]}
+    headers = [c.header for c in shown(columns, "md")]
+    md = render(only, "md")
+    assert md.startswith(f"## {TITLES[name][0]}\n\n| " + " | ".join(headers) + " |\n")
+    latex = render(only, "latex").splitlines()
+    assert latex[latex.index(r"\toprule") + 1].count(" & ") + 1 == len(headers)
+    rows = orjson.loads(render(only, "json"))[name]
+    assert [list(row) for row in rows] == [[k for k in row if k in declared_keys(columns, "json")]
+                                           for row in tables[name]]
+    section = render(only, "csv").split(f"# {name}\n", 1)[1]
     csv_header = next(csv.reader(io.StringIO(section)))
-    assert {h.removesuffix("_low").removesuffix("_high") for h in csv_header} == set(declared_keys("csv"))
+    assert {h.removesuffix("_low").removesuffix("_high") for h in csv_header} == set(declared_keys(columns, "csv"))
 
 
-def test_the_report_shows_the_same_table2_columns(tmp_path):
+def test_the_report_shows_the_same_columns(tmp_path):
     out = tmp_path / "report"
     with_store(tmp_path, lambda store: write_report(store, out))
-    table2 = (out / "index.html").read_text().split("<h2>Table 2", 1)[1].split("</thead>", 1)[0]
-    assert re.findall(r"<th>(.*?)</th>", table2) == [esc(c.header) for c in shown(TABLE2, "html")]
-    # the report adds system and users to the md columns, in the same order
-    assert [c.header for c in shown(TABLE2, "html") if "md" in c.outputs] == [c.header for c in shown(TABLE2, "md")]
+    index = (out / "index.html").read_text()
+    for name, columns in DECLARED.items():
+        table = index.split(REPORT_HEADINGS[name], 1)[1].split("</thead>", 1)[0]
+        assert re.findall(r"<th>(.*?)</th>", table) == \
+            [esc(c.short or c.header).replace("_", "_<wbr>") for c in shown(columns, "html")]
+        # the report adds columns (system, users) to the md ones, in the same order
+        assert [c.header for c in shown(columns, "html") if "md" in c.outputs] == \
+            [c.header for c in shown(columns, "md")]

@@ -6,7 +6,8 @@ import pytest
 
 from memaudit.store import Store
 from memaudit.tables import metrics
-from memaudit.testing.synthetic_scores import (bench_rows, call_rows, episode_row, insert, run_row, snapshot_row, turn_row)
+from memaudit.testing.synthetic_scores import (bench_rows, call_rows, call_use_row, episode_row, insert, run_row,
+                                               snapshot_row, turn_row)
 
 
 def with_store(tmp_path, rows, fn):
@@ -103,8 +104,8 @@ def test_tokens_count_each_call_once_per_run(tmp_path):
     rows = base_rows()
     rows["runs"].append(run_row("imported", "amem", origin="import"))
     rows["calls"] += [call_rows("k1", "agent", 100, 10, 40), call_rows("k2", "oracle", 50, 5, reasoning=3)]
-    rows["call_uses"] += [("r", "episode:u1:1", "k1", "agent", 0), ("r", "episode:u1:2", "k1", "agent", 1),
-                          ("r", "attr:x", "k2", "oracle", 0)]
+    rows["call_uses"] += [call_use_row("r", "episode:u1:1", "k1", "agent"),
+                          call_use_row("r", "episode:u1:2", "k1", "agent", True), call_use_row("r", "attr:x", "k2", "oracle")]
 
     async def both(store):
         return await metrics.token_usage(store, "r"), await metrics.token_usage(store, "imported")

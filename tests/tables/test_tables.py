@@ -10,11 +10,12 @@ import pytest
 
 from memaudit.cli import main
 from memaudit.store import Store, dumps
+from memaudit.store.scores import Scores
 from memaudit.tables.paper import compute_tables, render
 from memaudit.tables.robustness import compare_variants
+from memaudit.testing.synthetic_scores import (attribution_row, bench_rows, call_rows, call_use_row, dimensions,
+                                               episode_row, insert, recon_row, run_row, snapshot_row, turn_row)
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
-from memaudit.testing.synthetic_scores import (attribution_row, bench_rows, call_rows, dimensions, episode_row, insert,
-                                     recon_row, run_row, snapshot_row, turn_row)
 
 USERS = ("u1", "u2", "u3")
 CLI_TABLE2_KEYS = {"run", "system", "users", "A", "D", "C", "B_dump_all", "B_dump_all_std", "B_retrieve",
@@ -51,7 +52,7 @@ def rows():
     r["attributions"] = [attribution_row("amem_x", "dump_all", "u1", c, d, label)
                          for (c, d), label in zip(dimensions(), labels)]
     r["calls"] = [call_rows("k1", "agent", 1000, 100, 200)]
-    r["call_uses"] = [("amem_x", "episode:u1:1", "k1", "agent", 0)]
+    r["call_uses"] = [call_use_row("amem_x", "episode:u1:1", "k1", "agent")]
     return r
 
 
@@ -196,7 +197,7 @@ def test_renderers(tmp_path):
 
 def test_robustness_by_hand(tmp_path):
     # the variant re-judges amem_x's dump_all: u1 loses one rubric level everywhere, u2 and u3 unchanged
-    variant = [(("INSERT INTO reconstructions VALUES (" + ",".join("?" * 17) + ")"), row) for row in
+    variant = [Scores.reconstruction_statement(row) for row in
                scored("amem_x", "dump_all", {"u1": 0.75, "u2": 0.5, "u3": 0.25}, variant="v2",
                       overflow=(("u3", "skill_memory_0"),))]
     rob = with_store(tmp_path, lambda s: compare_variants(s, ["amem_x", "mem0_imp"], "v2"), variant)

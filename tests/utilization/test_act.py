@@ -66,7 +66,7 @@ async def measured(settings, fake, *, judge, marks_evidence=False, marks_short=F
     fake.on("act_judge", judge)
     async with runtime(settings, fake) as rt:
         runs = await record(rt, ("longctx_full", "nomem"), users=2, tasks=3)
-        bench = await rt.store.load_benchmark("tiny")
+        bench = await rt.store.benchmarks.load("tiny")
         await save_act_scenarios(rt.store, "tiny", scenarios(bench))
         await score_runs(rt, runs, ["retrieve"], ks=(5,))
         measured = await utilization_runs(rt, runs, k=5)

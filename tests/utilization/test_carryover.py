@@ -58,12 +58,12 @@ def episodes(run: str, honouring: bool) -> list[Episode]:
 
 async def stored(db) -> None:
     async with open_store(db) as store:
-        await store.save_benchmark(bench())
+        await store.benchmarks.save(bench())
         for run, system, honouring in (("mem", "longctx_full", True), ("nomem", "nomem", False)):
-            await store.ensure_run(run, system, "hand")
+            await store.runs.ensure(run, system, "hand")
             rows = []
             for ep in episodes(run, honouring):
-                rows += store.episode_statements(ep, None)
+                rows += store.episodes.statements(ep, None)
             await store.write(rows)
 
 

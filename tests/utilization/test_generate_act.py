@@ -24,7 +24,7 @@ async def test_scenarios_are_written_reviewed_stored_and_resumed(settings, fake,
     fake.on("editor", lambda body: {"task": "My sister is visiting. What should we do on Saturday?", "rationale": "e"})
     bench = make_bench(n_users=1, n_tasks=3)
     async with runtime(settings, fake) as rt:
-        await rt.store.save_benchmark(bench)
+        await rt.store.benchmarks.save(bench)
         report = await generate_act(rt, bench, out_dir=tmp_path / "out")
         assert report.written == 31 and not report.failures
         stored = await load_act_scenarios(rt.store, "tiny")
@@ -42,7 +42,7 @@ async def test_scenarios_are_written_reviewed_stored_and_resumed(settings, fake,
 async def test_the_bundled_sample_ships_one_scenario_per_entry(settings, fake):
     bench = load_release_benchmark(SAMPLE_DIR, name="sample", pool_path=_sample_pool())
     async with runtime(settings, fake) as rt:
-        await rt.store.save_benchmark(bench)
+        await rt.store.benchmarks.save(bench)
         found = await resolve_act_scenarios(rt.store, bench)
     assert sum(len(v) for v in found.values()) == 93
     for user in bench.users:

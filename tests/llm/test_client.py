@@ -171,8 +171,8 @@ def test_the_embedded_model_records_an_invalid_structured_answer_at_once_with_it
     assert len(slow.requests) == EMBEDDED_REPAIR_ATTEMPTS + 1 == 1
 
     async def failure_latency(llm):
-        await llm.store.flush()
-        return (await llm.store.fetchone("SELECT latency FROM calls WHERE ok = 0"))[0]
+        await llm.store.db.flush()
+        return (await llm.store.db.fetchone("SELECT latency FROM calls WHERE ok = 0"))[0]
     assert run_with_llm(embedded, slow.transport(), failure_latency) >= 0.01
 
     empty_then_text = iter(["", "Here you go."])

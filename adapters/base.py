@@ -55,6 +55,10 @@ class AgentContext:
     history: list[dict] = field(default_factory=list)      # earlier chat replayed before this task
     preamble: str = ""                                      # always-in-context memory text
     dropped: int = 0                                        # history messages dropped to fit the window
+    # Positions in `history` the published longctx_full did not replay (each earlier episode's last
+    # reply, which it never stored, and empty messages: docs/fidelity.md TF1, TF4); left out of the
+    # request only under the published pack (memaudit/rollout/published.py).
+    published_omits: tuple[int, ...] = ()
 
 
 @dataclass

@@ -57,18 +57,22 @@ class LongContextFull(IndexedMemory):
 
     async def context(self, query: str, k: int) -> AgentContext:
         items = list(self.items.values())
-        history = [chat_message(i) for i in items if i["task_index"] != self.open_task]
+        earlier = [i for i in items if i["task_index"] != self.open_task]
+        history = [chat_message(i) for i in earlier]
+        last_reply = {i["task_index"]: n for n, i in enumerate(earlier) if i["category"] == "agent_reply"}
+        omits = sorted({*last_reply.values(), *(n for n, m in enumerate(history) if not m["content"])})
         # The conversation the reply prompt will carry: what is stored of the open episode plus the
         # message being answered, which is stored only after the reply.
         conversation = [chat_message(i) for i in items if i["task_index"] == self.open_task]
         conversation.append({"role": "user", "content": query})
         window = self.ctx.agent_context_window
         if window is None:
-            return AgentContext(history=history)
+            return AgentContext(history=history, published_omits=tuple(omits))
         budget = window - HEADROOM_TOKENS - estimate_tokens(conversation)
         sizes = [estimate_tokens([m]) for m in history]
         total, dropped = sum(sizes), 0
         while dropped < len(history) and total > budget:
             total -= sizes[dropped]
             dropped += 1
-        return AgentContext(history=history[dropped:], dropped=dropped)
+        return AgentContext(history=history[dropped:], dropped=dropped,
+                            published_omits=tuple(n - dropped for n in omits if n >= dropped))

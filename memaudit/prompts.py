@@ -9,7 +9,9 @@ the sha256 of every prompt they used, and the directory's identity (`prompt_pack
 A header line `verbatim: true` marks a file whose sections are taken byte for byte (no stripping):
 the published pack's templates, which must reach the model exactly as the published code sent them.
 A directory may also hold `category_guides.json` (the category definitions the slot-fill reader and
-the retrieve query use; default: the pool's) and `pack.json` (where the pack came from)."""
+the retrieve query use; default: the pool's), `pack.json` (where the pack came from) and
+`rollout_layout.json` (the pieces the published assistant, simulator and preference-judge requests
+are assembled from: memaudit/rollout/published.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -28,6 +30,7 @@ SECTION = re.compile(r"^## (system|user)\s*$", re.M)
 VERBATIM_SECTIONS = ("## system", "## user")
 GUIDES_FILE = "category_guides.json"
 PACK_FILE = "pack.json"
+LAYOUT_FILE = "rollout_layout.json"
 
 
 @dataclass(frozen=True)
@@ -44,17 +47,20 @@ class Prompt:
         and a user message with the values filled in."""
         messages = []
         if self.system:
-            messages.append({"role": "system", "content": self._fill(self.system, values)})
-        messages.append({"role": "user", "content": self._fill(self.user, values)})
+            messages.append({"role": "system", "content": fill(self.system, values, str(self.path))})
+        messages.append({"role": "user", "content": fill(self.user, values, str(self.path))})
         return messages
 
-    def _fill(self, template: str, values: dict) -> str:
-        def sub(match: re.Match) -> str:
-            name = match.group(1)
-            if name not in values:
-                raise BadInput(f"prompt needs a value for {{{{{name}}}}}", file=str(self.path), field=name)
-            return str(values[name])
-        return PLACEHOLDER.sub(sub, template)
+
+def fill(template: str, values: dict, where: str = "prompt template") -> str:
+    """`{{name}}` -> str(values[name]), in one pass (a value is never read as a template); a missing
+    value is an error naming the template's file, never an empty string."""
+    def sub(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise BadInput(f"prompt needs a value for {{{{{name}}}}}", file=where, field=name)
+        return str(values[name])
+    return PLACEHOLDER.sub(sub, template)
 
 
 @lru_cache(maxsize=None)

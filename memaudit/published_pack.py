@@ -5,16 +5,18 @@ published measurement itself builds this pack from their own checkout of the pub
 (sora1998/MemProbe): the prompt constants are read from its source files with `ast` (nothing of it
 is executed), checked for the placeholders memaudit fills, and written as verbatim prompt files
 under the names memaudit's roles load, so `--prompts DIR` sends the published request text. The
-category guides become `category_guides.json` (slot-fill definitions and the retrieve query). Every
-other prompt file of memaudit is copied in unchanged, so the directory serves every command.
-`pack.json` records the commit and each source file's sha256. memaudit never ships the text.
+category guides become `category_guides.json` (slot-fill definitions and the retrieve query). The
+assistant, simulator and preference-judge requests, which the published code assembles in
+functions, are read the same way by memaudit/published_rollout.py (prompt files plus
+`rollout_layout.json`). Every other prompt file of memaudit is copied in unchanged, so the directory
+serves every command. `pack.json` records the commit and each source file's sha256. memaudit never
+ships the text.
 """
 from __future__ import annotations
 
 import ast
 import hashlib
 import shutil
-import string
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -23,7 +25,9 @@ from pathlib import Path
 from memaudit.canonical import canonical_pretty
 from memaudit.config import PROMPTS_DIR
 from memaudit.errors import BadInput
-from memaudit.prompts import GUIDES_FILE, PACK_FILE, PLACEHOLDER, VERBATIM_SECTIONS
+from memaudit.prompts import GUIDES_FILE, LAYOUT_FILE, PACK_FILE
+from memaudit.published_code import Shape, format_template
+from memaudit.published_rollout import Reader, build as build_rollout
 from memaudit.types import CATEGORIES
 
 ATTRIBUTION = "failure_attribution.py"
@@ -61,21 +65,23 @@ def import_published(src: Path, out: Path) -> dict:
     src = Path(src)
     if not src.is_dir():
         raise BadInput("not a directory: give a checkout of the published code", file=str(src))
-    files: dict[str, str] = {}
-    texts = {s.prompt: _converted(src, s, files) for s in SOURCES}
-    guides = _guides(src, files)
+    checkout = Checkout(src)
+    files = {s.prompt: Piece(s.prompt, f"{s.file} {s.constant}", "", _converted(checkout, s)) for s in SOURCES}
+    guides = _guides(checkout)
+    rollout, layout, published = build_rollout(Reader(checkout.tree, checkout.constant, str(src)))
+    files |= {name: Piece(role, where, system, user) for name, (role, where, system, user) in rollout.items()}
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BadInput("output directory exists and is not empty", file=str(out))
     manifest = {"pack": "published", "repository": PUBLISHED_REPO, "commit": _commit(src),
-                "source_files": dict(sorted(files.items())),
-                "published": {s.prompt: f"{s.file} {s.constant}" for s in SOURCES} | {
+                "source_files": dict(sorted(checkout.sha256.items())),
+                "published": {s.prompt: f"{s.file} {s.constant}" for s in SOURCES} | published | {
                     GUIDES_FILE.removesuffix(".json"): f"{GUIDES[0]} {GUIDES[1]}"}}
     # Written beside the target and renamed into place: never a half-written pack.
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        _write(partial, texts, files, guides, manifest)
+        _write(partial, files, checkout.sha256, guides, layout, manifest)
         if out.exists():
             out.rmdir()
         partial.rename(out)
@@ -85,66 +91,80 @@ def import_published(src: Path, out: Path) -> dict:
     return manifest
 
 
-def _write(out: Path, texts: dict, files: dict, guides: dict, manifest: dict) -> None:
+@dataclass(frozen=True)
+class Piece:
+    """One prompt file of the pack: the role it serves, where its text was read, the templates."""
+    role: str
+    where: str    # "<file> <constant or function>, …": the first word is the source file
+    system: str
+    user: str
+
+
+def _write(out: Path, files: dict[str, Piece], sha256: dict, guides: dict, layout: dict, manifest: dict) -> None:
     for bundled in sorted(PROMPTS_DIR.glob("*.md")):
-        if bundled.stem not in texts:
+        if bundled.stem not in files:
             shutil.copyfile(bundled, out / bundled.name)
-    for source in SOURCES:
-        (out / f"{source.prompt}.md").write_text(_prompt_file(source, files[source.file], texts[source.prompt]))
+    for name, piece in files.items():
+        (out / f"{name}.md").write_text(_prompt_file(piece, sha256[piece.where.split()[0]]))
     (out / GUIDES_FILE).write_bytes(canonical_pretty(guides))
+    (out / LAYOUT_FILE).write_bytes(canonical_pretty(layout))
     (out / PACK_FILE).write_bytes(canonical_pretty(manifest))
 
 
 # -- reading the checkout ----------------------------------------------------------------------
-def _constant(src: Path, file: str, name: str, files: dict):
-    path = src / file
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"missing from the checkout (needed for {name})", file=str(path)) from None
-    files[file] = hashlib.sha256(data).hexdigest()
-    try:
-        tree = ast.parse(data, filename=str(path))
-    except SyntaxError as exc:
-        raise BadInput(f"not Python source: {exc.msg}", file=str(path)) from None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+class Checkout:
+    """The user's checkout, read with `ast` only; every file read has its sha256 recorded."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.sha256: dict[str, str] = {}
+        self._trees: dict[str, ast.Module] = {}
+
+    def tree(self, file: str) -> ast.Module:
+        if file not in self._trees:
+            path = self.root / file
             try:
-                return ast.literal_eval(node.value)
-            except ValueError:
-                raise BadInput(f"{name} is not a literal", file=str(path), field=name) from None
-    raise BadInput(f"no constant {name}", file=str(path), field=name)
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise BadInput("missing from the checkout", file=str(path)) from None
+            self.sha256[file] = hashlib.sha256(data).hexdigest()
+            try:
+                self._trees[file] = ast.parse(data, filename=str(path))
+            except SyntaxError as exc:
+                raise BadInput(f"not Python source: {exc.msg}", file=str(path)) from None
+        return self._trees[file]
+
+    def constant(self, file: str, name: str):
+        """The value of the module-level literal `name = …` in `file`."""
+        path = str(self.root / file)
+        for node in self.tree(file).body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                try:
+                    return ast.literal_eval(node.value)
+                except ValueError:
+                    raise BadInput(f"{name} is not a literal", file=path, field=name) from None
+        raise BadInput(f"no constant {name}", file=path, field=name)
 
 
-def _converted(src: Path, source: Source, files: dict) -> str:
-    """The template in memaudit's syntax: `{x}` -> `{{value}}`, `{{`/`}}` -> `{`/`}`, checked."""
-    where = {"file": str(src / source.file), "field": source.constant}
-    template = _constant(src, source.file, source.constant, files)
+def _converted(checkout: Checkout, source: Source) -> str:
+    """The template in memaudit's syntax (memaudit/published_code.py `format_template`), checked."""
+    where = {"file": str(checkout.root / source.file), "field": source.constant}
+    template = checkout.constant(source.file, source.constant)
     if not isinstance(template, str):
         raise BadInput(f"{source.constant} is not a string", **where)
-    parts, seen = [], set()
-    for literal, name, spec, conversion in string.Formatter().parse(template):
-        if PLACEHOLDER.search(literal) or any(line in VERBATIM_SECTIONS for line in literal.split("\n")):
-            raise BadInput(f"{source.constant} holds text memaudit's prompt files cannot carry verbatim", **where)
-        parts.append(literal)
-        if name is None:
-            continue
-        if name not in source.placeholders or spec or conversion:
-            raise BadInput(f"{source.constant} has an unexpected placeholder {{{name}}}", **where)
-        seen.add(name)
-        parts.append(f"{{{{{source.placeholders[name]}}}}}")
-    missing = sorted(set(source.placeholders) - seen)
-    if missing:
-        raise BadInput(f"{source.constant} lacks the placeholder {{{missing[0]}}}", **where)
-    return "".join(parts)
+    try:
+        return format_template(template, source.placeholders)
+    except Shape as exc:
+        raise BadInput(f"{source.constant} {exc}", **where) from None
 
 
-def _guides(src: Path, files: dict) -> dict:
+def _guides(checkout: Checkout) -> dict:
     file, name = GUIDES
-    guides = _constant(src, file, name, files)
+    guides = checkout.constant(file, name)
     if not isinstance(guides, dict) or sorted(guides) != sorted(CATEGORIES) or \
             not all(isinstance(v, str) and v for v in guides.values()):
-        raise BadInput(f"{name} must map the five categories to their guides", file=str(src / file), field=name)
+        raise BadInput(f"{name} must map the five categories to their guides", file=str(checkout.root / file),
+                       field=name)
     return {category: guides[category] for category in CATEGORIES}
 
 
@@ -160,8 +180,10 @@ def _commit(src: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def _prompt_file(source: Source, file_sha: str, text: str) -> str:
-    """A verbatim prompt file: one user message, byte for byte the template (memaudit/prompts.py)."""
-    header = (f"---\nrole: {source.prompt}\nsource: {PUBLISHED_REPO} {source.file} {source.constant} "
-              f"(sha256 {file_sha})\nverbatim: true\n---\n")
-    return f"{header}## user\n{text}"
+def _prompt_file(piece: Piece, file_sha: str) -> str:
+    """A verbatim prompt file: byte for byte the templates (memaudit/prompts.py); a system section
+    only where the published request had a system message."""
+    header = (f"---\nrole: {piece.role}\nsource: {PUBLISHED_REPO} {piece.where} (sha256 {file_sha})\n"
+              f"verbatim: true\n---\n")
+    system = f"## system\n{piece.system}\n" if piece.system else ""
+    return f"{header}{system}## user\n{piece.user}"

@@ -21,8 +21,8 @@ def prompts():
               help="the prompt directory to write (new or empty); use it with --prompts")
 def import_published_cmd(src, out_dir):
     """Build a prompt directory from a checkout of the published code (sora1998/MemProbe): its
-    scorer and attribution prompts and category guides, byte for byte; memaudit's own prompts for
-    every other role."""
+    assistant (per memory system), simulator, preference-judge, scorer and attribution prompts and
+    category guides, byte for byte; memaudit's own prompts for every other role."""
     from memaudit.published_pack import import_published
     from memaudit.prompts import prompt_pack
 
@@ -40,7 +40,7 @@ def list_cmd(as_json):
     serves, its sha256, and where its text comes from (memaudit, or the published source)."""
     import orjson
 
-    from memaudit.prompts import GUIDES_FILE, load_prompt, prompt_pack
+    from memaudit.prompts import GUIDES_FILE, LAYOUT_FILE, PACK_FILE, load_prompt, prompt_pack
 
     prompts_dir = current_settings().prompts_dir
     pack = prompt_pack(prompts_dir)
@@ -51,12 +51,13 @@ def list_cmd(as_json):
                       not line.startswith(" "))
         rows.append({"prompt": path.stem, "role": header.get("role", "").strip(), "sha256": prompt.sha256,
                      "source": header.get("source", "").strip() or "memaudit", "file": str(path)})
-    guides = Path(prompts_dir) / GUIDES_FILE
-    if guides.exists():
-        rows.append({"prompt": guides.stem, "role": "slot_fill, retrieve query",
-                     "sha256": hashlib.sha256(guides.read_bytes()).hexdigest(),
-                     "source": "published category guides" if (Path(prompts_dir) / "pack.json").exists() else "",
-                     "file": str(guides)})
+    published = (Path(prompts_dir) / PACK_FILE).exists()
+    for name, role, source in ((GUIDES_FILE, "slot_fill, retrieve query", "published category guides"),
+                               (LAYOUT_FILE, "agent, simulator, pref_judge", "published request layout")):
+        path = Path(prompts_dir) / name
+        if path.exists():
+            rows.append({"prompt": path.stem, "role": role, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                         "source": source if published else "", "file": str(path)})
     if as_json:
         for row in rows:
             click.echo(orjson.dumps({**row, "pack": pack}).decode())

@@ -94,6 +94,11 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
         await score_evolving(rt, chosen, modes, ks=ks, context_window=context_window)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
+        for role, counter in sorted(rt.llm.counted_by.items()):
+            if counter is None:  # never silently guessed: say that the server's error decides
+                click.echo(f"memaudit: {role}: no token count for model {rt.settings.role(role).model} (its "
+                           f"server has no /tokenize and its tokenizer is not on this machine); overflow is "
+                           f"decided by the server's context-length error", err=True)
         for run_id in chosen:
             await _print_scores(rt.store, [run_id], await pass_variant(rt, run_id))
 

@@ -17,10 +17,11 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
-from memaudit.llm.dialects import REFUSABLE, ParameterRefused, Refusals, parse_choice, request_body, sampling
+from memaudit.llm.dialects import (CHAT_PATH, REFUSABLE, ParameterRefused, Refusals, parse_choice, request_body,
+                                   sampling)
 from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
-from memaudit.llm.tokens import server_count, server_root
+from memaudit.llm.tokens import SERVER_COUNT, local_count, server_count, server_root
 from memaudit.llm.transport import Transport, Unreachable
 
 if TYPE_CHECKING:
@@ -81,6 +82,9 @@ class LLM:
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})
         self.refusals = Refusals(store)
+        # role -> what measured its last prompt against a window (None: nothing could; the server's
+        # context-length error decides): memaudit/llm/tokens.py
+        self.counted_by: dict[str, str | None] = {}
 
     def role_config(self, role: str) -> RoleConfig:
         """The settings of `role`, resolved once per settings object (a hot path: every call)."""
@@ -170,32 +174,45 @@ class LLM:
             del self._flights[key]
 
     async def count_tokens(self, role: str, messages: list[dict]) -> int | None:
-        """The prompt's size in tokens by the role's server's own tokenizer, or None when the server
-        has none. Recorded in the call cache like a call (role `tokenize:<role>`), so replay needs no
-        server and decides overflow exactly as the recorded run did."""
+        """The prompt's size in tokens by the role's server's own tokenizer, else the model's own
+        tokenizer when it is on this machine (memaudit/llm/tokens.py), or None. Which one counted is
+        kept in `counted_by[role]`. Recorded in the call cache like a call (role `tokenize:<role>`),
+        so replay needs no server and decides overflow exactly as the recorded run did."""
         rc = self.role_config(role)
         key, request_json = keyed({"v": RECORD_VERSION, "tokenize": True, "model": rc.model, "backend": rc.backend,
                                    "messages": messages})
         if self.settings.cache in ("rw", "replay"):
             row = await self.store.get_call(key)
             if row is not None:
-                return orjson.loads(row["response"])["tokens"]
+                recorded = orjson.loads(row["response"])
+                # rows recorded before the local tokenizer existed were counted by the server or by none
+                self.counted_by[role] = recorded.get("counter", SERVER_COUNT if recorded["tokens"] is not None
+                                                     else None)
+                return recorded["tokens"]
         if self.settings.cache == "replay":
             raise CacheMiss(f"tokenize:{role}", key)
+        count, counter = await self._server_count(role, rc, messages)
+        if count is None:
+            count, counter = local_count(rc.model, messages) or (None, None)
+        self.counted_by[role] = counter
+        if self.settings.cache != "off":
+            self.store.put_call(key=key, role=f"tokenize:{role}", model=rc.model, request=request_json,
+                                response=orjson.dumps({"tokens": count, "counter": counter}).decode(), ok=True,
+                                created=_now())
+            await self.store.maybe_flush()
+        return count
+
+    async def _server_count(self, role: str, rc: RoleConfig, messages: list[dict]) -> tuple[int | None, str | None]:
         if not rc.base_urls and self._start_server is not None:
             rc = await self._server_role(role)
         if not rc.base_urls:
-            return None
+            return None, None
         endpoint = self.transport.endpoint(server_root(rc.base_urls[0]), rc.api_key)
         try:
             count = await server_count(endpoint.session, messages)
         except Unreachable:
             count = None
-        if self.settings.cache != "off":
-            self.store.put_call(key=key, role=f"tokenize:{role}", model=rc.model, request=request_json,
-                                response=orjson.dumps({"tokens": count}).decode(), ok=True, created=_now())
-            await self.store.maybe_flush()
-        return count
+        return count, SERVER_COUNT if count is not None else None
 
     async def _server_role(self, role: str):
         async with self._server_lock:
@@ -252,15 +269,16 @@ class LLM:
         return CallResult(text, data, usage, key, False)
 
     async def _check_window(self, role: str, rc: RoleConfig, record: dict) -> None:
-        """A configured context window is checked against the server's own token count (prompt plus
-        the output budget) before the call; never a characters-per-token guess, which flagged prompts
-        at 75-100% of a real window. Without a count, the server's context-length error decides."""
+        """A configured context window is checked against the server's own token count, else the
+        model's tokenizer (prompt plus the output budget), before the call; never a characters-per-
+        token guess, which flagged prompts at 75-100% of a real window. Without a count, the server's
+        context-length error decides."""
         if not rc.context_window:
             return
         tokens = await self.count_tokens(role, record["messages"])
         if tokens is not None and tokens + (record["max_tokens"] or 0) > rc.context_window:
             raise ContextOverflow(role, tokens + (record["max_tokens"] or 0), rc.context_window,
-                                  "counted by the server before the call")
+                                  f"counted by {self.counted_by.get(role)} before the call")
 
     def _from_row(self, role, row, key, schema, stats) -> CallResult:
         response = orjson.loads(row["response"])
@@ -292,7 +310,7 @@ class LLM:
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
                                 schema_name=role, reasoning_effort=record.get("reasoning_effort"),
                                 refused=await self.refusals.of(rc.model, rc.backend))
-            response, took = await self.transport.post_chat(rc.base_urls, rc.api_key, body, role)
+            response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
             latency += took
             outcome = read_attempt(role, record["messages"], messages, response, schema, check, total)
             if outcome.problem is None:

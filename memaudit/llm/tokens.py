@@ -1,13 +1,19 @@
-"""Token counts for context-window checks, from the server's own tokenizer.
+"""Token counts for context-window checks, from the server's own tokenizer, else the model's.
 
 llama.cpp's server tokenizes at `POST /tokenize` ({"content"}), llama-cpp-python's at
-`POST /extras/tokenize` ({"input"}); both answer {"tokens": [...]}. A server with neither (a hosted
-API) has no count: the call is made and the server's context-length error decides. There is no
-characters-per-token guess: it flagged prompts at 75-100% of a real window.
+`POST /extras/tokenize` ({"input"}); both answer {"tokens": [...]}. For a server with neither, the
+model's own tokenizer counts when it is on this machine (`tokenizer.json` of a local model
+directory named as the model, or of the model in the Hugging Face cache; read offline, never
+downloaded). With neither (a hosted API), the call is made and the server's context-length error
+decides. There is no characters-per-token guess: it flagged prompts at 75-100% of a real window.
 
 `estimate_tokens` stays for one job only: longctx_full's choice of which old history to drop when a
 window is configured (docs/fidelity.md), where a generous estimate errs on the safe side."""
 from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
 
 import orjson
 
@@ -39,3 +45,45 @@ async def server_count(session, messages: list[dict]) -> int | None:
             if isinstance(tokens, list):
                 return len(tokens) + TEMPLATE_TOKENS_PER_MESSAGE * len(messages)
     return None
+
+
+def tokenizer_file(model: str) -> Path | None:
+    """The model's `tokenizer.json` on this machine, offline: a local model directory, else the
+    Hugging Face cache (`HF_HUB_CACHE` or its default); None when there is none."""
+    local = Path(model).expanduser() / "tokenizer.json"
+    if local.is_file():
+        return local
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        found = try_to_load_from_cache(model, "tokenizer.json", cache_dir=os.environ.get("HF_HUB_CACHE") or None)
+    except (ImportError, ValueError, OSError):  # a model name that is no repository id, no hub library
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+@lru_cache(maxsize=8)
+def _tokenizer(path: str):
+    from tokenizers import Tokenizer
+    return Tokenizer.from_file(path)
+
+
+def local_count(model: str, messages: list[dict]) -> tuple[int, str] | None:
+    """(tokens, which tokenizer counted) by the model's own tokenizer, counted like `server_count`;
+    None when it is not on this machine."""
+    path = tokenizer_file(model)
+    if path is None:
+        return None
+    text = "".join(str(m.get("content", "")) for m in messages)
+    tokens = len(_tokenizer(str(path)).encode(text, add_special_tokens=False).ids)
+    return tokens + TEMPLATE_TOKENS_PER_MESSAGE * len(messages), f"the model's tokenizer ({path})"
+
+
+def counting(model: str) -> str:
+    """How prompts of `model` are measured against a window: a run's provenance records it."""
+    path = tokenizer_file(model)
+    fallback = f"the model's tokenizer ({path})" if path else \
+        f"the server's context-length error (no tokenizer for {model} on this machine)"
+    return f"the server's /tokenize, else {fallback}"
+
+
+SERVER_COUNT = "the server's /tokenize"

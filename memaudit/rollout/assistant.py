@@ -9,6 +9,7 @@ from memaudit.ask import ask
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
 from memaudit.roles import ROLE_SPECS
+from memaudit.rollout.published import agent_layout, agent_memory, agent_message, rollout_layout
 
 NOTES_HEADER = "What you remember about this person from earlier conversations:"
 PREAMBLE_HEADER = "Your standing notes about this person:"
@@ -40,19 +41,28 @@ def render_message(task: str, exchanges: list[tuple[str, str]]) -> str:
 
 
 def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext,
-                   prompt: str = ROLE_SPECS["agent"].prompt) -> list[dict]:
+                   prompt: str = ROLE_SPECS["agent"].prompt, system: str | None = None) -> list[dict]:
     """System prompt with the memory section, replayed earlier conversations (if the memory system
     keeps them), then the task and the conversation so far. `prompt`: the system's prompt file
-    (`MemoryAdapter.reply_prompt`)."""
-    system, final = load_prompt(prompt, llm.settings.prompts_dir).render(
-        memory=render_memory(context), message=render_message(task, exchanges))
-    return [system, *context.history, final]
+    (`MemoryAdapter.reply_prompt`). With a published pack, the published assistant of `system`
+    (its own prompt file, memory lines and conversation layout: rollout/published.py)."""
+    layout = rollout_layout(llm.settings.prompts_dir)
+    published = agent_layout(layout, system) if system else None
+    history = context.history
+    if published is None:
+        values = {"memory": render_memory(context), "message": render_message(task, exchanges)}
+    else:
+        prompt = published["prompt"]
+        values = {"memory": agent_memory(published, context), "message": agent_message(layout, task, exchanges)}
+        history = [m for n, m in enumerate(history) if n not in context.published_omits]
+    first, final = load_prompt(prompt, llm.settings.prompts_dir).render(**values)
+    return [first, *history, final]
 
 
 async def reply(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext, *,
-                seed_parts: tuple, prompt: str = ROLE_SPECS["agent"].prompt) -> str:
+                seed_parts: tuple, prompt: str = ROLE_SPECS["agent"].prompt, system: str | None = None) -> str:
     """The assistant's next reply. `exchanges` = [(assistant reply, user message)] so far.
     InvalidOutput / ContextOverflow / EndpointError propagate to the episode loop."""
-    result = await ask(llm, "agent", messages=reply_messages(llm, task, exchanges, context, prompt),
+    result = await ask(llm, "agent", messages=reply_messages(llm, task, exchanges, context, prompt, system),
                        seed_parts=seed_parts)
     return result.text.strip()

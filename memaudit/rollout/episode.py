@@ -87,7 +87,7 @@ async def run_episode(llm: LLM, adapter: MemoryAdapter, user: User, task: Task, 
         context = await memory.read()
         try:
             answer = await assistant_reply(llm, task.text, exchanges, context, seed_parts=seed_parts,
-                                           prompt=adapter.reply_prompt)
+                                           prompt=adapter.reply_prompt, system=adapter.name)
         except (InvalidOutput, ContextOverflow) as exc:
             end_reason, error = "failed", f"assistant: {exc}"
             break

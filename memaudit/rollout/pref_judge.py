@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from memaudit.ask import ask
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
-from memaudit.roles import REASON, obj
+from memaudit.roles import REASON, STR, obj
+from memaudit.rollout.published import preference_values, rollout_layout
 from memaudit.types import BankEntry
 
 SCORES = ("1", "2", "3", "4", "5", "na")
@@ -31,20 +32,32 @@ def ratings_schema(count: int) -> dict:
     return obj(ratings=obj(**{str(i): rating for i in range(1, count + 1)}), summary=REASON)
 
 
+def published_schema(count: int) -> dict:
+    """The published judge's answer: one {idx, score (1-5 or "na"), reason} per preference, in order."""
+    score = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 5}, {"type": "string", "enum": ["na"]}]}
+    rating = obj(idx={"type": "integer"}, score=score, reason=STR)
+    return obj(per_pref={"type": "array", "items": rating, "minItems": count, "maxItems": count})
+
+
 async def judge_reply(llm: LLM, prefs: list[BankEntry], task: str, reply: str, *,
                       seed_parts: tuple) -> PreferenceScore:
     if not prefs:
         return PreferenceScore(None)
+    layout = rollout_layout(llm.settings.prompts_dir)
     try:
-        result = await ask(llm, "pref_judge", schema=ratings_schema(len(prefs)), seed_parts=seed_parts,
-                           preferences=render_preferences(prefs), count=len(prefs), task=task, reply=reply)
+        if layout is None:
+            result = await ask(llm, "pref_judge", schema=ratings_schema(len(prefs)), seed_parts=seed_parts,
+                               preferences=render_preferences(prefs), count=len(prefs), task=task, reply=reply)
+            raws = [result.data["ratings"][str(i)] for i in range(1, len(prefs) + 1)]
+        else:  # the published pack: its request and answer shape (rollout/published.py)
+            result = await ask(llm, "pref_judge", schema=published_schema(len(prefs)), seed_parts=seed_parts,
+                               **preference_values(layout, prefs, task, reply))
+            raws = [str(r["score"]) for r in result.data["per_pref"]]
     except (InvalidOutput, ContextOverflow) as exc:
         # A judge that could not answer leaves the turn unscorable; the failure stays visible.
         return PreferenceScore(None, [{"idx": i, "dimension": p.dimension, "score": None, "error": str(exc)}
                                       for i, p in enumerate(prefs, 1)])
-    per_pref = []
-    for i, p in enumerate(prefs, 1):
-        raw = result.data["ratings"][str(i)]
-        per_pref.append({"idx": i, "dimension": p.dimension, "score": raw if raw == "na" else int(raw)})
+    per_pref = [{"idx": i, "dimension": p.dimension, "score": raw if raw == "na" else int(raw)}
+                for i, (p, raw) in enumerate(zip(prefs, raws), 1)]
     ints = [r["score"] for r in per_pref if isinstance(r["score"], int)]
     return PreferenceScore(sum(ints) / len(ints) if ints else None, per_pref)

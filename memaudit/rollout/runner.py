@@ -22,6 +22,7 @@ from memaudit.prompts import prompt_hashes
 from memaudit.canonical import differences
 from memaudit.provenance import rollout_provenance
 from memaudit.roles import prompts_of
+from memaudit.rollout.published import published_prompts
 from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.events import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,
@@ -206,7 +207,9 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
                           source: Transcripts | None, *, max_turns: int, k: int,
                           progress: ProgressSink | None) -> None:
     for system, run in zip(systems, runs):
-        hashes = prompt_hashes((*prompts, *get_adapter(system).prompts), rt.settings.prompts_dir)
+        hashes = prompt_hashes((*prompts, *get_adapter(system).prompts, *published_prompts(rt.settings.prompts_dir,
+                                                                                          system, prompts)),
+                               rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, with_adapter_origin(recorded, system), hashes)
         mine = [u for u in chosen if rt.shard.holds(system, u.id)]
         finished = [len(await rt.store.episodes.done(run, u.id) & {t.index for t in plan[u.id]}) for u in mine]

@@ -10,6 +10,7 @@ from memaudit.errors import InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
 from memaudit.roles import ROLE_SPECS
+from memaudit.rollout.published import rollout_layout, simulator_values
 from memaudit.store import dumps_indented
 from memaudit.types import CATEGORIES, Task, User
 
@@ -30,12 +31,12 @@ class UserReply:
         return self.feedback_type == "satisfied"
 
 
-def render_bank(user: User) -> str:
-    """The bank as the published simulator read it: indented JSON, entries grouped by category."""
-    bank = {category: [{"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
+def bank_json(user: User) -> dict:
+    """The bank as the published simulator read it: entries grouped by category."""
+    return {category: [{"dimension": e.dimension, "short": e.short, "explanation": e.explanation}
                        for e in user.entries(category)]
             for category in CATEGORIES if user.entries(category)}
-    return dumps_indented(bank)
+
 
 
 def reply_schema(llm: LLM) -> dict:
@@ -67,10 +68,14 @@ async def respond(llm: LLM, user: User, task: Task, exchanges: list[tuple[str, s
     """The user's reaction to the latest assistant reply (the last exchange's reply).
     `change_note` (evolving banks, rollout/changes.py) is added to the end of the user message.
     ContextOverflow and EndpointError propagate; invalid output becomes a recorded fallback."""
-    own = [text for _, text in exchanges if text is not None][-RECENT_REPLIES:]
-    values = dict(persona=dumps_indented(user.persona), bank=render_bank(user), task=task.text,
-                  conversation=render_conversation(task.text, exchanges), turn=turn,
-                  recent_replies="\n".join(f"- {t}" for t in own) or "(none yet)")
+    layout = rollout_layout(llm.settings.prompts_dir)
+    if layout is not None:  # the published pack: its request layout (rollout/published.py)
+        values = simulator_values(layout, user.persona, bank_json(user), task.text, exchanges, turn)
+    else:
+        own = [text for _, text in exchanges if text is not None][-RECENT_REPLIES:]
+        values = dict(persona=dumps_indented(user.persona), bank=dumps_indented(bank_json(user)), task=task.text,
+                      conversation=render_conversation(task.text, exchanges), turn=turn,
+                      recent_replies="\n".join(f"- {t}" for t in own) or "(none yet)")
     messages = None
     if change_note is not None:
         messages = load_prompt(ROLE_SPECS["simulator"].prompt, llm.settings.prompts_dir).render(**values)

@@ -28,6 +28,7 @@ from memaudit.ask import ask
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
+from memaudit.llm.tokens import counting
 from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS, role_group
@@ -324,9 +325,12 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
     bench = await rt.store.benchmarks.load(run.bench)
     passes = mode_passes(run.system, modes, ks)
     window = reader_window(rt, context_window)
+    described = scorer.describe()
+    if window:  # what measures a prompt against the window (memaudit/llm/tokens.py)
+        described["overflow_count"] = counting(rt.settings.role("slot_fill").model)
     for mode, k in passes:
         await rt.store.scores.record_pass(run_id, mode, k, variant,
-                                          PassConfig(context_window, window, dims, rescore, scorer.describe()))
+                                          PassConfig(context_window, window, dims, rescore, described))
     have = await rt.store.scores.keys(run_id, variant)
     jobs = []
     ready, skipped = await ready_users(rt.store, run, bench, rt.shard)

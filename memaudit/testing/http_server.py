@@ -26,13 +26,19 @@ from contextlib import contextmanager
 
 from memaudit.llm.http1 import read_request, send_json, write_body
 from memaudit.testing.fake_batches import FakeBatchAPI
-from memaudit.testing.fake_openai import FakeOpenAI
+from memaudit.testing.fake_openai import FakeOpenAI, schema_of
 
 PREFERENCE_LINE = re.compile(r"^\[(\d+)\] ", re.M)
 
+
 def rate_every_preference(body: dict) -> dict:
-    """A pref_judge answer that varies with the prompt: one rating per `[n]` preference line."""
+    """A pref_judge answer that varies with the prompt: one rating per `[n]` preference line, or,
+    asked in the published pack's shape, one per item its schema asks for."""
     prompt = body["messages"][-1]["content"]
+    per_pref = (schema_of(body) or {}).get("properties", {}).get("per_pref")
+    if per_pref is not None:
+        return {"per_pref": [{"idx": i, "score": 1 + (len(prompt) + i) % 5, "reason": "rated"}
+                             for i in range(1, per_pref["minItems"] + 1)]}
     count = len(PREFERENCE_LINE.findall(prompt))
     return {"ratings": {str(i): str(1 + (len(prompt) + i) % 5) for i in range(1, count + 1)}, "summary": "rated"}
 

@@ -134,7 +134,7 @@ def test_server_context_length_error_is_overflow(settings, fake):
 def test_overflow_is_counted_by_the_server_before_the_call(settings, fake):
     settings = replace(settings, context_window=50)
     long = [{"role": "user", "content": "word " * 200}]
-    with pytest.raises(ContextOverflow, match="counted by the server before the call"):
+    with pytest.raises(ContextOverflow, match="counted by the server's /tokenize before the call"):
         run_with_llm(settings, fake.transport(), lambda llm: call(llm, messages=long))
     assert fake.requests == []
 

@@ -1,9 +1,12 @@
 """A stand-in for a checkout of the published code: the same file layout and constant names as
-the published runner, with our own text (the published text never enters this repository).
+the published runner, with our own text (the published text never enters this repository). The
+rollout files (simulation.py, agents/) are in tests/rollout/stand_in_rollout.py.
 Python format templates, as the published code has them: `{name}` fills, `{{`/`}}` are braces."""
 from __future__ import annotations
 
 from pathlib import Path
+
+from tests.rollout.stand_in_rollout import AGENTS, SIMULATION
 
 SCORER = '''"""stand-in scorer"""
 import json
@@ -79,6 +82,10 @@ def write_stand_in(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "scorer.py").write_text(SCORER)
     (root / "failure_attribution.py").write_text(ATTRIBUTION)
+    (root / "simulation.py").write_text(SIMULATION)
+    for path, source in AGENTS.items():
+        (root / path).parent.mkdir(exist_ok=True)
+        (root / path).write_text(source)
     return root
 
 

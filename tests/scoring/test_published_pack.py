@@ -43,13 +43,19 @@ def pack(tmp_path, capsys):
 
 def test_the_pack_holds_the_templates_and_records_their_sources(pack, tmp_path, capsys):
     manifest = json.loads((pack / "pack.json").read_text())
-    assert set(manifest["source_files"]) == {"scorer.py", "failure_attribution.py"}
+    assert set(manifest["source_files"]) == {"scorer.py", "failure_attribution.py", "simulation.py",
+                                             *(f"agents/{f}.py" for f in ("agent", "agent_mem0", "agent_memt",
+                                                                          "agent_nomem", "agent_longctx"))}
     assert manifest["published"]["slot_fill"] == "scorer.py _SLOT_FILL_PROMPT"
-    assert (pack / "simulator.md").exists()  # every other role keeps memaudit's own prompt
+    assert manifest["published"]["pref_judge"] == "simulation.py _PREF_SYSTEM_PROMPT, PreferenceChecker.check"
+    assert (pack / "task_gen.md").exists()  # every other role keeps memaudit's own prompt
     code, out, _ = run_cli(["--prompts", str(pack), "prompts", "list"], capsys)
     assert code == 0 and "published-unknown" in out
     line = next(line for line in out.splitlines() if line.startswith("slot_fill"))
     assert "_SLOT_FILL_PROMPT" in line
+    line = next(line for line in out.splitlines() if line.startswith("agent_memt"))
+    assert "agent (memt)" in line and "agents/agent_memt.py _REPLY_SYSTEM_PROMPT" in line
+    assert "rollout_layout" in out
     code, out, _ = run_cli(["prompts", "list"], capsys)
     assert code == 0 and out.startswith("prompts: bundled")
 
@@ -175,6 +181,9 @@ async def test_replay_is_identical_for_runs_scored_with_and_without_the_pack(pac
         tables = await compute_tables(rt.store, bootstrap=0)
     by_run = {(r["run"], r["stage"]): r["prompts"] for r in tables["prompts"]}
     assert by_run[("longctx_full", "score")] == "bundled" and by_run[("nomem", "score")] == "published-unknown"
+    assert by_run[("longctx_full", "rollout")] == "bundled" and by_run[("nomem", "rollout")] == "published-unknown"
+    judged = [b for b in requests_for(fake, "pref_judge") if "STAND-IN STYLE RATER" in b["messages"][0]["content"]]
+    assert judged and all("per_pref" in b["response_format"]["json_schema"]["schema"]["properties"] for b in judged)
     assert by_run[("nomem", "attribute")] == "published-unknown"
     requests = len(fake.requests)
     assert await replay_runs(settings) is None

@@ -189,3 +189,4 @@ async def test_a_server_without_a_tokenizer_is_asked_and_its_context_error_decid
         (row,) = await rt.store.scores.load("longctx_full", "dump_all")
     assert row.status == "overflow" and len(requests_for(fake, "slot_fill")) == 1
 
+

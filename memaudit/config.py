@@ -36,7 +36,7 @@ from pathlib import Path
 
 from memaudit.errors import BadInput
 from memaudit.resources import data_dir
-from memaudit.roles import GROUPS, embedded_max_tokens, role_group
+from memaudit.roles import GROUPS, embedded_max_tokens, groups_of, role_group
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
 # here, before any client exists, so a config file's mistake names its file and field.
@@ -46,6 +46,7 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sen
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
+EMBEDDING_GROUPS = groups_of("memory")  # the role groups whose memory systems embed; each may configure its own
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
 # The simulated user's text on the embedded model, in characters: the JSON grammar closes the string

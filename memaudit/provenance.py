@@ -1,6 +1,7 @@
 """How a run or a scoring pass was made: the protocol version, and per role the model, the
-structured-output dialect (backend), the sampling parameters sent and the context window. Prompt
-hashes are recorded beside it (runs.prompt_hashes, score pass configs).
+structured-output dialect (backend), the sampling parameters sent and the context window; for a
+run, also the memory systems' embedding model where it is not the bundled one. Prompt hashes are
+recorded beside it (runs.prompt_hashes, score pass configs).
 
 A run records this when it is opened and refuses to resume under anything else, so one run id
 never mixes two models, protocols or prompts. Which models a run actually used is read back from
@@ -12,12 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from memaudit.canonical import differences
-from memaudit.config import EMBEDDED_MODEL, Settings
+from memaudit.config import BUNDLED_EMBED_MODEL, EMBEDDED_MODEL, EMBEDDING_GROUPS, Settings
 from memaudit.errors import BadInput
 from memaudit.llm.dialects import sampling
 from memaudit.prompts import prompt_pack
 from memaudit.roles import ROLE_SPECS, groups_of
-from memaudit.store import Store
+from memaudit.store import Run, Store
 
 # Bump when a change to the pipeline can move a number (turn order, prompt behaviour, caps,
 # serialisation): runs made under another version are not resumed into.
@@ -52,8 +53,23 @@ def rollout_provenance(settings: Settings) -> dict:
         spec = ROLE_SPECS.get(role)
         roles[role] = role_provenance(settings, role, spec and spec.temperature, spec and spec.max_tokens)
     memt = "mem-t-templates" if settings.memt_prompts is not None else "memaudit-prompts"
-    return {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
-            "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
+    found = {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
+             "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
+    embeddings = embeddings_provenance(settings)
+    return {**found, "embeddings": embeddings} if embeddings else found
+
+
+def embeddings_provenance(settings: Settings) -> dict:
+    """Per memory role group whose embedding model is not the bundled one: the model, and whether an
+    endpoint served it. Not the endpoint's URL (nor its key): like a chat role's endpoint it may move
+    without moving a number, since vectors are cached by model name. Runs on the bundled model
+    record nothing, as runs did before this was recorded."""
+    found = {}
+    for group in EMBEDDING_GROUPS:
+        model, base_url, _ = settings.embedding(group)
+        if model != BUNDLED_EMBED_MODEL or base_url:
+            found[group] = {"model": model, "endpoint": base_url is not None}
+    return found
 
 
 def prompts_provenance(prompts_dir) -> dict:
@@ -78,7 +94,7 @@ REPLAY_URL = "http://replay.invalid/v1"
 
 
 def recorded_settings(base: Settings, roles: dict[str, dict], models: dict[str, dict] | None = None,
-                      judges: dict[str, dict] | None = None) -> Settings:
+                      judges: dict[str, dict] | None = None, embeddings: dict[str, dict] | None = None) -> Settings:
     """`base` with the model settings that `roles` (role group -> recorded role provenance)
     record, so that role_provenance() gives back exactly what was recorded: the inverse of
     role_provenance, for replay. The recorded endpoint is not needed (see REPLAY_URL). Sampling
@@ -86,8 +102,11 @@ def recorded_settings(base: Settings, roles: dict[str, dict], models: dict[str, 
     Raises BadInput naming the role and value that no configuration reproduces. `models`: role
     groups that record no provenance (attribution), {"model", "backend"} read from the call log.
     `judges`: panel judge -> its recorded provenance, rebuilt as `[judges.NAME]` sections.
+    `embeddings`: the recorded embeddings_provenance; a group it does not name keeps `base`'s.
     """
     sections = {group: _section(p) for group, p in {**(models or {}), **roles}.items()}
+    for group in EMBEDDING_GROUPS:
+        sections[group] = {**sections.get(group, {}), **_embedding_section(base, group, (embeddings or {}).get(group))}
     settings = replace(base, base_url=None, model=EMBEDDED_MODEL, backend="llamacpp", api_key=None,
                        context_window=None, role_sections=sections)
     for group, recorded in roles.items():
@@ -126,6 +145,15 @@ def _section(recorded: dict) -> dict:
     return section
 
 
+def _embedding_section(base: Settings, group: str, recorded: dict | None) -> dict:
+    """The embed_model (and embed_base_url) keys of a group's section: the recorded model (behind
+    REPLAY_URL when an endpoint served it: replay reads its vectors from the store), else `base`'s."""
+    if recorded is None:
+        section = base.role_sections.get(group, {})
+        return {key: section[key] for key in ("embed_model", "embed_base_url") if key in section}
+    return {"embed_model": recorded["model"], **({"embed_base_url": REPLAY_URL} if recorded.get("endpoint") else {})}
+
+
 def _sent(settings: Settings, group: str) -> dict:
     spec = ROLE_SPECS.get(group)
     return role_provenance(settings, group, spec and spec.temperature, spec and spec.max_tokens)
@@ -142,3 +170,17 @@ def merge_roles(found: dict[str, dict], roles: dict[str, dict], where: str, seen
                            field="runs")
         found.setdefault(group, recorded)
         seen.setdefault(group, where)
+
+
+def recorded_embeddings(runs: list[Run]) -> dict[str, dict]:
+    """The embedding models the runs recorded per role group (provenance.embeddings_provenance);
+    one group recorded two ways cannot be replayed under one configuration: name both runs."""
+    found: dict[str, tuple[dict, str]] = {}
+    for run in runs:
+        for group, recorded in ((run.config.provenance or {}).get("embeddings") or {}).items():
+            first, where = found.setdefault(group, (recorded, run.run))
+            if first != recorded:
+                raise BadInput(f"runs {where} and {run.run} were made with different {group} embeddings "
+                               f"({', '.join(differences(first, recorded))}); replay them separately with --runs",
+                               field="runs")
+    return {group: recorded for group, (recorded, _) in found.items()}

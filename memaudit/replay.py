@@ -18,7 +18,7 @@ from memaudit.errors import BadInput, CacheMiss
 from memaudit.tables.judge_checks import Thresholds
 from memaudit.scoring.judge_check import run_judge_check
 from memaudit.scoring.panel import Panel
-from memaudit.provenance import merge_roles, recorded_settings
+from memaudit.provenance import merge_roles, recorded_embeddings, recorded_settings
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
@@ -121,7 +121,7 @@ async def _recorded_settings(recorded: Store, runs: list[Run], settings: Setting
         for group, model in (await run_models(recorded, run.run)).items():
             if group not in found and ", " not in model:
                 logged[group] = {"model": model, "backend": backend}
-    return recorded_settings(settings, found, logged, judges)
+    return recorded_settings(settings, found, logged, judges, embeddings=recorded_embeddings(runs))
 
 
 async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:

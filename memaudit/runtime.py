@@ -51,5 +51,5 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
         llm = LLM(settings, store.calls, transport=transport, start_server=on_demand)
         stack.push_async_callback(llm.aclose)
         stack.push_async_callback(close_proxy, llm)  # before the client it forwards to
-        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings),
+        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings, llm.transport),
                       shard or WHOLE)

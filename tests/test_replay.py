@@ -126,3 +126,35 @@ def test_a_killed_replays_scratch_folder_is_removed_by_the_next(settings, fake, 
     anyio.run(recorded, settings, fake)
     assert anyio.run(replay_runs, settings) is None
     assert not stale.exists()
+
+
+def test_replay_rebuilds_a_configured_embedding_endpoint_from_the_runs(tmp_path, capsys):
+    """A rollout whose memory embeds through an `/v1/embeddings` endpoint (a `[roles.memory]`
+    section), scored in both modes; a bare `replay` with the server stopped and no config prints
+    identical: the run recorded its embedding model (not the URL, nor the key) and replay reads the
+    vectors from the store under it."""
+    from memaudit.testing import FakeOpenAI, serve
+    from tests.rollout.conftest import make_bench
+
+    db, config = tmp_path / "s.db", tmp_path / "embed.toml"
+
+    async def bench():
+        async with open_store(db) as store:
+            await store.benchmarks.save(make_bench(n_users=1, n_tasks=2))
+    anyio.run(bench)
+    fake = script(FakeOpenAI())
+    with serve(fake) as url:
+        config.write_text(f'[roles.memory]\nembed_model = "fake-embed"\nembed_base_url = "{url}"\n')
+        flags = ["--db", str(db), "--base-url", url, "--model", "served-model", "--config", str(config)]
+        main(["rollout", "--bench", "tiny", "--systems", "simple_rag", "--max-turns", "2", "--quiet", *flags])
+        main(["score", "--mode", "both", *flags])
+    assert {body["model"] for body in fake.embedding_requests} == {"fake-embed"}
+
+    async def recorded_run():
+        async with open_store(db) as store:
+            return (await store.runs.get("simple_rag")).config.provenance["embeddings"]
+    assert anyio.run(recorded_run) == {"memory": {"model": "fake-embed", "endpoint": True}}
+    capsys.readouterr()
+    main(["replay", "--db", str(db)])  # no flags, no config; the server is gone
+    out, err = capsys.readouterr()
+    assert out.strip() == "identical" and "compared 1 run(s) (simple_rag):" in err

@@ -17,7 +17,8 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
-from memaudit.llm.dialects import REFUSABLE, ParameterRefused, Refusals, parse_choice, request_body, sampling
+from memaudit.llm.dialects import (CHAT_PATH, REFUSABLE, ParameterRefused, Refusals, parse_choice, request_body,
+                                   sampling)
 from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import SERVER_COUNT, local_count, server_count, server_root
@@ -306,7 +307,7 @@ class LLM:
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
                                 schema_name=role, reasoning_effort=record.get("reasoning_effort"),
                                 refused=await self.refusals.of(rc.model, rc.backend))
-            response, took = await self.transport.post_chat(rc.base_urls, rc.api_key, body, role)
+            response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
             latency += took
             outcome = read_attempt(role, record["messages"], messages, response, schema, check, total)
             if outcome.problem is None:

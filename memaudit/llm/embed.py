@@ -1,25 +1,34 @@
 """Sentence embeddings, normalised, cosine by dot product. The default is the bundled
 all-MiniLM-L6-v2 (offline); `--embed-model NAME` picks another sentence-transformers model, and
 `embed_base_url` (globally or in a `[roles.memory]` / `[roles.memt_policy]` section, with its
-`embed_model`) sends texts to an OpenAI-compatible `/v1/embeddings` endpoint instead.
+`embed_model`) sends texts to an OpenAI-compatible `/v1/embeddings` endpoint instead, through the
+model client's transport: the same connections, retries, timeouts and error classification as
+chat calls (llm/transport.py; the request and answer: llm/dialects/).
 
 Every text is embedded once: vectors are cached in memory and in the store by (model, text hash),
 so a replay reads them back instead of running the encoder (a replay needs neither the model nor
-the endpoint). Retrieval is a matrix product plus a stable top-k (ties keep insertion order)."""
+the endpoint: under `--cache replay` an endpoint is never contacted, and a vector the store lacks
+is a cache miss). Retrieval is a matrix product plus a stable top-k (ties keep insertion order)."""
 from __future__ import annotations
 
+import inspect
 import os
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
 
 import anyio
 
 from memaudit.caches import VectorCache
-from memaudit.config import BUNDLED_EMBED_MODEL
-from memaudit.errors import EndpointError
+from memaudit.config import BUNDLED_EMBED_MODEL, EMBEDDING_GROUPS
+from memaudit.errors import CacheMiss, EndpointError, redact_url
+from memaudit.llm.dialects import EMBEDDINGS_PATH, embeddings_body, parse_embeddings
 from memaudit.llm.keys import text_hash
+from memaudit.llm.transport import Transport
 
 if TYPE_CHECKING:  # numpy is imported where vectors are made: a command that embeds nothing never loads it
     import numpy as np
+
+    # A local encoder runs in a worker thread; an endpoint's is a coroutine on the command's transport.
+    Encoder = Callable[[list[str]], np.ndarray] | Callable[[list[str]], Awaitable[np.ndarray]]
 
 MODEL_NAME = BUNDLED_EMBED_MODEL
 DIM = 384
@@ -69,38 +78,34 @@ def sentence_encoder(name: str) -> Callable[[list[str]], np.ndarray]:
     return encode
 
 
-def endpoint_encoder(base_url: str, model: str, api_key: str | None = None, *,
-                     attempts: int = 4, timeout: float = 120.0) -> Callable[[list[str]], np.ndarray]:
-    """Texts to an OpenAI-compatible `/v1/embeddings` endpoint; vectors normalised for cosine."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = base_url.rstrip("/") + "/embeddings"
+ROLE = "embeddings"  # what a failed or missed embedding request names as its role
 
-    def encode(texts: list[str]) -> np.ndarray:
-        import httpx  # here: only an embedding endpoint needs it (commands start faster without)
-        import numpy as np
-        problem = ""
-        for _ in range(attempts):
-            try:
-                response = httpx.post(url, json={"model": model, "input": texts}, headers=headers, timeout=timeout)
-            except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code == 200:
-                rows = sorted(response.json()["data"], key=lambda row: row["index"])
-                vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
-                norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-                return vectors / np.where(norms == 0, 1.0, norms)
-            problem = f"HTTP {response.status_code}"
-            if response.status_code not in (408, 409, 429) and response.status_code < 500:
-                break
-        raise EndpointError(f"embedding endpoint {url} failed for model {model!r}: {problem}")
+
+def endpoint_encoder(transport: Transport, base_url: str, model: str, api_key: str | None = None, *,
+                     replay: bool = False) -> Callable[[list[str]], Awaitable[np.ndarray]]:
+    """Texts to an OpenAI-compatible `/v1/embeddings` endpoint through `transport`; vectors
+    normalised for cosine. `replay`: the endpoint is never contacted (every text is a cache miss)."""
+    async def encode(texts: list[str]) -> np.ndarray:
+        import numpy as np  # here: a command that embeds nothing never loads it
+
+        if replay:
+            raise CacheMiss(ROLE, text_hash(texts[0]), f"the store holds no {model!r} vector of this text, and "
+                            "--cache replay never contacts the embedding endpoint")
+        response, _ = await transport.post(EMBEDDINGS_PATH, (base_url,), api_key, embeddings_body(model, texts), ROLE)
+        vectors = parse_embeddings(response, len(texts))
+        if vectors is None:
+            raise EndpointError(f"embedding endpoint {redact_url(base_url)} did not answer one vector per text "
+                                f"for model {model!r}")
+        matrix = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1.0, norms)
     return encode
 
 
 class Embedder:
     """Embeds texts through a cache. `encoder` maps a list of texts to an (n, DIM) array."""
 
-    def __init__(self, store: VectorCache | None = None, *, encoder: Callable[[list[str]], np.ndarray] | None = None,
+    def __init__(self, store: VectorCache | None = None, *, encoder: Encoder | None = None,
                  model_name: str = MODEL_NAME, roles: dict[str, "Embedder"] | None = None):
         self.store = store
         self.encoder = encoder or encode_with_model
@@ -127,7 +132,10 @@ class Embedder:
                     self._memo[h] = np.frombuffer(blob, dtype="<f4")
             todo = {h: t for h, t in zip(hashes, texts) if h not in self._memo}
             if todo:
-                vectors = await anyio.to_thread.run_sync(self.encoder, list(todo.values()))
+                if inspect.iscoroutinefunction(self.encoder):
+                    vectors = await self.encoder(list(todo.values()))
+                else:
+                    vectors = await anyio.to_thread.run_sync(self.encoder, list(todo.values()))
                 self.encode_count += len(todo)
                 fresh = {}
                 for h, v in zip(todo, vectors):
@@ -139,15 +147,17 @@ class Embedder:
         return np.stack([self._memo[h] for h in hashes])
 
 
-def configured_embedder(store, settings) -> Embedder:
-    """The default embedder of `settings`, with the role groups that configure their own."""
+def configured_embedder(store, settings, transport: Transport) -> Embedder:
+    """The default embedder of `settings`, with the role groups that configure their own; endpoints
+    are asked through `transport` (the model client's)."""
     def build(model: str, base_url: str | None, api_key: str | None) -> Embedder:
-        encoder = endpoint_encoder(base_url, model, api_key) if base_url else sentence_encoder(model)
+        encoder = (endpoint_encoder(transport, base_url, model, api_key, replay=settings.cache == "replay")
+                   if base_url else sentence_encoder(model))
         return Embedder(store, encoder=encoder, model_name=model)
 
     default = build(settings.embed_model, settings.embed_base_url, settings.api_key)
     roles = {}
-    for group in ("memory", "memt_policy"):
+    for group in EMBEDDING_GROUPS:
         model, base_url, api_key = settings.embedding(group)
         if (model, base_url) != (settings.embed_model, settings.embed_base_url):
             roles[group] = build(model, base_url, api_key)

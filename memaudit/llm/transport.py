@@ -1,4 +1,5 @@
 """Endpoints and the one retry loop (what a request body holds and what an answer means: memaudit/llm/dialects/).
+Chat completions (the model client) and embeddings (llm/embed.py) both go through it.
 
 One HTTP session per endpoint (aiohttp; its connection pool keeps the client's CPU per call flat
 from 1 to 512 calls in flight, where httpx's grows with the number of connections: see
@@ -28,7 +29,7 @@ import orjson
 from yarl import URL
 
 from memaudit.errors import EndpointError, redact_url
-from memaudit.llm.dialects import CHAT_PATH, RETRYABLE, answer_error, server_message
+from memaudit.llm.dialects import RETRYABLE, answer_error, server_message
 
 JSON_HEADERS = {"content-type": "application/json"}
 
@@ -143,9 +144,10 @@ class Transport:
             return self.endpoint(base_urls[0], api_key)
         return min((self.endpoint(u, api_key) for u in base_urls), key=lambda e: e.in_flight)
 
-    async def post_chat(self, base_urls: tuple[str, ...], api_key: str | None, body: dict,
-                        role: str) -> tuple[dict, float]:
-        """POST /chat/completions with retries. Returns (response JSON, latency seconds)."""
+    async def post(self, path: str, base_urls: tuple[str, ...], api_key: str | None, body: dict,
+                   role: str) -> tuple[dict, float]:
+        """POST `body` to `path` below the base URL (a chat completion, or embeddings) with retries.
+        Returns (response JSON, latency seconds)."""
         if not base_urls:
             raise EndpointError(f"no endpoint configured for role {role}")
         secrets = (api_key,) if api_key else ()
@@ -158,7 +160,7 @@ class Transport:
             try:
                 async with ep.limiter:
                     start = time.perf_counter()
-                    status, headers, data = await ep.session.post(CHAT_PATH, content)
+                    status, headers, data = await ep.session.post(path, content)
                     latency = time.perf_counter() - start
             except Unreachable as exc:
                 if ep.base_url in self.watched:

@@ -5,6 +5,7 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.on("simulator", lambda body: {"feedback_type": "satisfied", "text": "thanks"})
     fake.on_text(lambda body: "a reply")                 # free-text calls (no schema)
     fake.faults = [429, 503]                             # next responses are these statuses
+    fake.embedding_requests                              # POST /v1/embeddings bodies (vectors: `embedding`)
     fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
     llm = LLM(settings, store.calls, transport=fake.transport())
@@ -77,6 +78,7 @@ class FakeOpenAI:
         self.api_key: str | None = None      # set: requests without this bearer token get a 401
         self.models: set[str] | None = None  # set: other model names get a 404 model_not_found
         self.reasoning = reasoning
+        self.embedding_requests: list[dict] = []
         # llama.cpp's `POST /tokenize` beside /v1 (one token per 3 characters here); "vllm": vLLM's
         # form of it ({"prompt"}; a body without one is a 400); False: a server without one, like a
         # hosted API, where only the context-length error tells.
@@ -127,29 +129,58 @@ class FakeOpenAI:
             if field not in asked:
                 return self._status(400, {"error": {"message": f"field required: {field}"}})
             return 200, {"tokens": list(range(-(-len(asked[field]) // 3)))}, {}
-        if not path.rstrip("/").endswith("/chat/completions"):
+        route = path.rstrip("/").rsplit("/", 2)
+        if route[-1] != "embeddings" and route[-2:] != ["chat", "completions"]:
             return self._status(404, {"error": {"message": f"no route {path}"}})
         body = orjson.loads(content)
         if self.models is not None and body.get("model") not in self.models:
             return self._status(404, {"error": {"message": f"The model `{body.get('model')}` does not exist",
                                                 "code": "model_not_found"}})
+        if route[-1] == "embeddings":
+            return self.embeddings(body)
         self.requests.append(body)
         refused = self.refusal(body)
         if refused is not None:
             return self._status(400, refused)
-        fault = self.faults.pop(0) if self.faults else None
-        if fault is None and self.fault_rate and self.rng.random() < self.fault_rate:
-            fault = self.rng.choice(self.fault_statuses)
-        if fault == "timeout":
-            return None
+        fault = self.next_fault()
         if fault == "overflow":
             return self._status(400, {"error": {"message": "This model's maximum context length is 8192 tokens",
                                                 "code": "context_length_exceeded"}})
-        if isinstance(fault, int):
-            headers = {"retry-after": self.retry_after} if fault == 429 and self.retry_after is not None else {}
-            return self._status(fault, {"error": {"message": f"injected {fault}"}}, headers)
+        if fault == "timeout" or isinstance(fault, int):
+            return self.fault_reply(fault)
         text = "{not json" if fault == "garbage" else self.answer(body)
         return self._status(200, self.completion(body, text))
+
+    def next_fault(self):
+        """The scripted next outcome (`faults`), else a random fault at `fault_rate`, else None."""
+        fault = self.faults.pop(0) if self.faults else None
+        if fault is None and self.fault_rate and self.rng.random() < self.fault_rate:
+            fault = self.rng.choice(self.fault_statuses)
+        return fault
+
+    def fault_reply(self, fault) -> tuple[int, dict, dict] | None:
+        """The answer of an injected status (429 with `retry_after`) or timeout (None)."""
+        if fault == "timeout":
+            return None
+        headers = {"retry-after": self.retry_after} if fault == 429 and self.retry_after is not None else {}
+        return self._status(fault, {"error": {"message": f"injected {fault}"}}, headers)
+
+    def embeddings(self, body: dict) -> tuple[int, dict, dict] | None:
+        """`POST /v1/embeddings`: one vector of EMBEDDING_DIM per input, fixed by (model, text) and
+        not normalised, the rows in reverse order (each names its input's index); faults as for
+        chat ("garbage": one vector short)."""
+        self.embedding_requests.append(body)
+        texts = [body["input"]] if isinstance(body.get("input"), str) else list(body.get("input") or [])
+        fault = self.next_fault()
+        if isinstance(fault, int) or fault == "timeout":
+            return self.fault_reply(fault)
+        rows = [{"object": "embedding", "index": i, "embedding": embedding(body.get("model"), text)}
+                for i, text in enumerate(texts)]
+        if fault == "garbage":
+            rows = rows[1:]
+        tokens = sum(len(t) for t in texts) // 4
+        return self._status(200, {"object": "list", "model": body.get("model"), "data": rows[::-1],
+                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     def refusal(self, body: dict) -> dict | None:
         """As a hosted reasoning model answers a request it does not take: the 400 error body the
@@ -192,6 +223,15 @@ class FakeOpenAI:
             seed = int(hashlib.sha256(orjson.dumps(body["messages"])).hexdigest()[:8], 16)
             out = example(schema, random.Random(seed))
         return out if isinstance(out, str) else orjson.dumps(out).decode()
+
+
+EMBEDDING_DIM = 384  # as the bundled model's: adapters may size empty matrices by it
+
+
+def embedding(model, text: str) -> list[float]:
+    """A fixed pseudo-random vector per (model, text), unnormalised."""
+    rng = random.Random(hashlib.sha256(f"{model}\n{text}".encode()).digest())
+    return [round(rng.uniform(-2.0, 2.0), 4) for _ in range(EMBEDDING_DIM)]
 
 
 def completion(body: dict, text: str, finish: str = "stop") -> dict:

@@ -10,6 +10,7 @@ from memaudit.adapters.registry import get_adapter
 from memaudit.config import load_settings
 from memaudit.errors import BadInput
 from memaudit.llm.embed import MODEL_NAME, Embedder, configured_embedder
+from memaudit.llm.transport import Transport
 from tests.adapters.conftest import adapter_runtime, hash_encoder, play, script
 
 
@@ -17,13 +18,13 @@ def test_roles_configure_their_own_embedding_model(tmp_path):
     config = tmp_path / "roles.toml"
     config.write_text('[roles.memt_policy]\nembed_model = "BAAI/bge-m3"\nembed_base_url = "http://gpu:8001/v1"\n')
     settings = load_settings(config=config, env={})
-    embedder = configured_embedder(None, settings)
+    embedder = configured_embedder(None, settings, Transport(concurrency=1))  # never opened: nothing is embedded
     assert embedder.model_name == MODEL_NAME  # the bundled default, for every other system
     assert embedder.for_role("memory") is embedder
     assert embedder.for_role("memt_policy").model_name == "BAAI/bge-m3"
     assert settings.embedding("memt_policy") == ("BAAI/bge-m3", "http://gpu:8001/v1", None)
     flagged = load_settings(embed_model="intfloat/e5-small-v2", env={})
-    assert configured_embedder(None, flagged).model_name == "intfloat/e5-small-v2"
+    assert configured_embedder(None, flagged, Transport(concurrency=1)).model_name == "intfloat/e5-small-v2"
 
 
 def test_snapshot_records_the_model_and_restore_refuses_another(settings, fake):

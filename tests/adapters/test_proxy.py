@@ -12,6 +12,7 @@ import numpy as np
 
 from memaudit.errors import InvalidOutput
 from memaudit.llm.embed import Embedder, endpoint_encoder
+from memaudit.llm.transport import Transport
 from memaudit.llm.proxy import recording_proxy
 from tests.adapters.conftest import adapter_runtime, hash_encoder
 
@@ -61,6 +62,10 @@ def test_embeddings_as_floats_and_base64_and_an_endpoint_embedder_reads_them(set
                                                     {"model": "m", "input": "tea", "encoding_format": "base64"})
             vector = np.frombuffer(base64.b64decode(packed.json()["data"][0]["embedding"]), dtype="<f4")
             assert np.allclose(vector, expected[1])
-            remote = Embedder(None, encoder=endpoint_encoder(route.base_url, "m"), model_name="m")
-            assert np.allclose(await remote.embed(["a knee injury", "tea"]), expected, atol=1e-6)
+            transport = Transport(concurrency=2)  # real HTTP to the proxy
+            try:
+                remote = Embedder(None, encoder=endpoint_encoder(transport, route.base_url, "m"), model_name="m")
+                assert np.allclose(await remote.embed(["a knee injury", "tea"]), expected, atol=1e-6)
+            finally:
+                await transport.aclose()
     anyio.run(main)

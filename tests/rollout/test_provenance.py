@@ -49,3 +49,21 @@ def test_tables_json_and_the_report_show_the_models(tmp_path, capsys):
     main(["view", "--db", str(db), "--out", str(tmp_path / "report")])
     index = (tmp_path / "report" / "index.html").read_text()
     assert "<th>models</th>" in index and "<td>fake</td>" in index
+
+
+def test_a_run_records_its_embedding_model_where_it_is_not_the_bundled_one(tmp_path):
+    from memaudit.config import load_settings
+    from memaudit.provenance import REPLAY_URL, recorded_settings, rollout_provenance
+
+    assert "embeddings" not in rollout_provenance(load_settings(env={}))  # as runs recorded before
+    config = tmp_path / "embed.toml"
+    config.write_text('[default]\nembed_model = "e5"\nembed_base_url = "http://user:secret@gpu:8001/v1"\n'
+                      '[roles.memt_policy]\nembed_model = "bge-local"\n')
+    settings = load_settings(config=config, env={"MEMAUDIT_API_KEY": "sk-never-recorded"})
+    recorded = rollout_provenance(settings)["embeddings"]
+    assert recorded == {"memory": {"model": "e5", "endpoint": True}, "memt_policy": {"model": "bge-local", "endpoint": False}}
+    assert "secret" not in orjson.dumps(recorded).decode()
+    # replay rebuilds them from the record alone: the endpoint's vectors are read from the store
+    rebuilt = recorded_settings(load_settings(env={}), {}, embeddings=recorded)
+    assert rebuilt.embedding("memory") == ("e5", REPLAY_URL, None)
+    assert rebuilt.embedding("memt_policy") == ("bge-local", None, None)

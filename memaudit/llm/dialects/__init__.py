@@ -2,8 +2,8 @@
 output schema is asked for, what the token cap is called, which models are reasoning models),
 registered by name in DIALECTS; `--backend` and a role's `backend` name one. Here is what they
 share: the request body built from those hooks, the parameters actually sent, what an answer
-means (its text, finish reason and usage) and what an error answer means (the same error shapes
-on all three).
+means (its text, finish reason and usage), what an error answer means (the same error shapes
+on all three), and the embeddings request and answer (`/v1/embeddings`, alike on all three).
 
 A reasoning model is sent no sampling parameters: they are left out of the request, and so out
 of the cache key: the key and the run record hold what was sent, so a replay is exact
@@ -35,6 +35,9 @@ DIALECTS = {dialect.NAME: dialect for dialect in (openai, vllm, llamacpp)}
 # batch input line names it (OpenAI's Batch API and vLLM's batch runner both take `/v1/...`).
 CHAT_PATH = "/chat/completions"
 BATCH_CHAT_URL = "/v1" + CHAT_PATH
+# Where an embeddings request goes, below the base URL: OpenAI's API, vLLM serving an embedding
+# model and llama.cpp's server (started with --embedding) take the same request and answer.
+EMBEDDINGS_PATH = "/embeddings"
 # What an error answer means: the same shapes from every dialect's servers.
 RETRYABLE = {408, 409, 425, 429}
 OVERFLOW_PATTERN = re.compile(
@@ -170,6 +173,28 @@ def parse_choice(response: dict) -> tuple[str, str | None, dict]:
                           "completion_tokens": _tokens(usage.get("completion_tokens")),
                           "cached_tokens": _tokens(details.get("cached_tokens")),
                           "reasoning_tokens": _tokens(completion.get("reasoning_tokens"))}
+
+
+def embeddings_body(model: str, texts: list[str]) -> dict:
+    return {"model": model, "input": texts}
+
+
+def parse_embeddings(response, count: int) -> list[list[float]] | None:
+    """The vectors of an embeddings answer in input order (each row names its input's `index`), or
+    None unless it holds one vector of numbers per input, all of one length."""
+    rows = response.get("data") if isinstance(response, dict) else None
+    if not isinstance(rows, list) or len(rows) != count or not all(isinstance(row, dict) for row in rows):
+        return None
+    by_index = {row.get("index"): row.get("embedding") for row in rows}
+    vectors = [by_index.get(i) for i in range(count)]
+    if not all(_is_vector(v) for v in vectors) or len({len(v) for v in vectors}) > 1:
+        return None
+    return vectors
+
+
+def _is_vector(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
 
 
 # The server controls every field below: an odd one must never crash the client.

@@ -47,16 +47,17 @@ def role_provenance(settings: Settings, role: str, temperature: float | None = N
 
 def rollout_provenance(settings: Settings) -> dict:
     """Per role the sending, plus what else moves a number: the base seed, the prompt directory
-    (name and hash: memaudit/prompts.py `prompt_pack`) and which policy prompts memt runs with."""
+    (name and hash: memaudit/prompts.py `prompt_pack`), which policy prompts memt runs with and,
+    unless it is the bundled one, the embedding model of each memory role group."""
     roles = {}
     for role in ROLLOUT_ROLES:
         spec = ROLE_SPECS.get(role)
         roles[role] = role_provenance(settings, role, spec and spec.temperature, spec and spec.max_tokens)
     memt = "mem-t-templates" if settings.memt_prompts is not None else "memaudit-prompts"
-    found = {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
-             "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
+    made = {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
+            "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
     embeddings = embeddings_provenance(settings)
-    return {**found, "embeddings": embeddings} if embeddings else found
+    return {**made, "embeddings": embeddings} if embeddings else made
 
 
 def embeddings_provenance(settings: Settings) -> dict:

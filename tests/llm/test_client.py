@@ -131,7 +131,9 @@ def test_server_context_length_error_is_overflow(settings, fake):
     assert len(fake.requests) == 1
 
 
-def test_overflow_is_counted_by_the_server_before_the_call(settings, fake):
+@pytest.mark.parametrize("server", [True, "vllm"])  # llama.cpp's /tokenize body, and vLLM's
+def test_overflow_is_counted_by_the_server_before_the_call(settings, fake, server):
+    fake.tokenize = server
     settings = replace(settings, context_window=50)
     long = [{"role": "user", "content": "word " * 200}]
     with pytest.raises(ContextOverflow, match="counted by the server's /tokenize before the call"):

@@ -53,6 +53,11 @@ PROMPTS_DIR = data_dir("prompts")
 # here, before the simulator's token cap (memaudit/roles.py) would cut the JSON. Configured
 # endpoints: unbounded.
 EMBEDDED_SIMULATOR_TEXT_CHARS = 400
+# Repairs on the embedded model: none. An invalid structured answer of the 135M model is recorded as
+# a failure at once: asked again it rarely came right, and each repair generated up to the role's
+# cap again (on the demo, failed calls and their repairs took 247 of 1,025 s; perf/demo.py).
+# Configured endpoints keep `repair_attempts`.
+EMBEDDED_REPAIR_ATTEMPTS = 0
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class RoleConfig:
     api_key: str | None = field(default=None, repr=False)
     max_tokens_cap: int | None = None
     reasoning_effort: str | None = None
+    repair_attempts: int | None = None  # None: Settings.repair_attempts (the embedded model: none)
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,7 @@ class Settings:
             api_key=os.environ.get(key_env) if key_env else self.api_key,
             max_tokens_cap=embedded_max_tokens().get(role_group(role)) if on_embedded else None,
             reasoning_effort=section.get("reasoning_effort"),
+            repair_attempts=EMBEDDED_REPAIR_ATTEMPTS if on_embedded else None,
         )
 
     def panel_judge(self, name: str) -> "Settings":

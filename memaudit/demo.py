@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memaudit.bench.instances import resolve_bench
-from memaudit.config import EMBEDDED_SIMULATOR_TEXT_CHARS
+from memaudit.config import EMBEDDED_REPAIR_ATTEMPTS, EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.report.view import write_report
 from memaudit.roles import embedded_max_tokens
 from memaudit.rollout.events import ProgressSink
@@ -25,7 +25,9 @@ MODES = ("dump_all", "retrieve")
 
 @dataclass(frozen=True)
 class DemoSize:
-    users: int = 3
+    # Two users keep `make run` within 15 minutes on two cores: each user costs the embedded model
+    # about 5 minutes (perf/demo.py prints the time per role).
+    users: int = 2
     tasks: int = 1
     max_turns: int = 2
     systems: tuple[str, ...] = DEMO_SYSTEMS
@@ -42,7 +44,9 @@ class DemoSize:
 def embedded_caps() -> str:
     caps = ", ".join(f"{role} {tokens}" for role, tokens in embedded_max_tokens().items())
     return (f"the embedded model's replies are capped (max tokens: {caps}) and the simulated user's messages at "
-            f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters, where the published runner set no caps")
+            f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters, where the published runner set no caps; an invalid "
+            f"structured answer gets {EMBEDDED_REPAIR_ATTEMPTS or 'no'} repair attempt(s) before it is recorded as a "
+            f"failure")
 
 
 async def run_demo(rt: Runtime, size: DemoSize, report_dir: Path, *, progress: ProgressSink | None = None) -> dict:

@@ -40,23 +40,26 @@ def role_provenance(settings: Settings, role: str, temperature: float | None = N
     make a resume or a replay see a change that is none; each call's key holds what was sent."""
     rc = settings.role(role)
     sent = sampling(rc, temperature, max_tokens)
-    return {"model": rc.model, "backend": rc.backend, "temperature": sent.temperature, "top_p": sent.top_p,
-            "max_tokens": sent.max_tokens, "reasoning_effort": sent.reasoning_effort,
-            "context_window": rc.context_window}
+    recorded = {"model": rc.model, "backend": rc.backend, "temperature": sent.temperature, "top_p": sent.top_p,
+                "max_tokens": sent.max_tokens, "reasoning_effort": sent.reasoning_effort,
+                "context_window": rc.context_window}
+    # The embedded model's demo setting (memaudit/config.py); a configured endpoint records none.
+    return recorded if rc.repair_attempts is None else {**recorded, "repair_attempts": rc.repair_attempts}
 
 
 def rollout_provenance(settings: Settings) -> dict:
     """Per role the sending, plus what else moves a number: the base seed, the prompt directory
-    (name and hash: memaudit/prompts.py `prompt_pack`) and which policy prompts memt runs with."""
+    (name and hash: memaudit/prompts.py `prompt_pack`), which policy prompts memt runs with and,
+    unless it is the bundled one, the embedding model of each memory role group."""
     roles = {}
     for role in ROLLOUT_ROLES:
         spec = ROLE_SPECS.get(role)
         roles[role] = role_provenance(settings, role, spec and spec.temperature, spec and spec.max_tokens)
     memt = "mem-t-templates" if settings.memt_prompts is not None else "memaudit-prompts"
-    found = {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
-             "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
+    made = {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
+            "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
     embeddings = embeddings_provenance(settings)
-    return {**found, "embeddings": embeddings} if embeddings else found
+    return {**made, "embeddings": embeddings} if embeddings else made
 
 
 def embeddings_provenance(settings: Settings) -> dict:
@@ -127,8 +130,10 @@ def _rebuild(section: dict, recorded: dict, sent, field: str) -> None:
     for param in ("temperature", "max_tokens"):
         if now.get(param) != recorded.get(param):
             section[param] = recorded.get(param)
-    still = {k: v for k, v in sent().items() if v is not None}
-    wanted = {k: v for k, v in recorded.items() if v is not None}
+    # Replay answers from the cache, where a failure is an outcome: how many repairs a call was
+    # allowed never matters to it (and runs recorded before the embedded setting do not name it).
+    still = {k: v for k, v in sent().items() if v is not None and k != "repair_attempts"}
+    wanted = {k: v for k, v in recorded.items() if v is not None and k != "repair_attempts"}
     if still != wanted:
         what = sorted(k for k in still.keys() | wanted.keys() if still.get(k) != wanted.get(k))
         raise BadInput(f"the recorded {field} settings ({', '.join(what)}) cannot be rebuilt from the runs' "

@@ -6,12 +6,11 @@ tables or the memory adapters that other commands load, and `memaudit --help` im
 from __future__ import annotations
 
 import importlib
-import signal
 import sys
 
 import click
 
-from memaudit.cli.common import ATTRIBUTE_HELP, GLOBAL_OPTIONS
+from memaudit.cli.common import ATTRIBUTE_HELP, GLOBAL_OPTIONS, Interrupted, stop_on_signals
 from memaudit.errors import MemauditError, scrub
 
 # name -> (module in memaudit.cli, the first paragraph of the command's docstring). The summary
@@ -108,17 +107,13 @@ for _option in GLOBAL_OPTIONS:
     cli = _option(cli)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: servers stop, pending cache rows commit
-
-
 def _fail(exc: MemauditError):
     click.echo(f"memaudit: error: {scrub(str(exc))}", err=True)  # no credential reaches a terminal or log
     sys.exit(2)
 
 
 def main(argv=None) -> None:
-    signal.signal(signal.SIGTERM, _terminate)
+    stop_on_signals()
     try:
         cli.main(args=argv, prog_name="memaudit", standalone_mode=False)
     except MemauditError as exc:
@@ -135,6 +130,9 @@ def main(argv=None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        click.echo(f"memaudit: stopped by {exc}; work already finished is kept in the store", err=True)
+        sys.exit(128 + exc.signum)
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("memaudit: interrupted", err=True)
         sys.exit(130)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import signal
 import sys
 from pathlib import Path
 
@@ -111,13 +112,68 @@ PATH_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EAC
                errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST}
 
 
+# The signals that stop a command: its work is cancelled, its cleanup runs (the embedded server is
+# stopped, queued rows are committed, nothing is left half-written) and it exits 128 + the signal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """The command was stopped by a signal (SIGINT or SIGTERM). A BaseException, like
+    KeyboardInterrupt: no `except Exception` on the way up may swallow it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def stop_on_signals() -> None:
+    """Outside the event loop, SIGINT and SIGTERM raise Interrupted. Set explicitly: a process started
+    in the background by a shell inherits SIGINT ignored, and would never stop on it."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _raise_interrupted)
+
+
+async def _cancelled_by_signals(coro_fn):
+    """Run `coro_fn()`; the first SIGINT or SIGTERM cancels it and, once its cleanup has run, raises
+    Interrupted. Inside the loop a signal is a cancellation, never an exception raised wherever the
+    main thread happens to be (which could skip the cleanup that stops threads and children)."""
+    caught: list[int] = []
+    result = None
+    try:
+        async with anyio.create_task_group() as tg:
+            async def watch() -> None:
+                with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+                    async for signum in signals:
+                        caught.append(signum)
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(watch)
+            result = await coro_fn()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        raise group.exceptions[0] from None  # the command's own error, as if no watcher ran beside it
+    finally:
+        stop_on_signals()  # the loop's handlers are gone: a second signal still raises Interrupted
+        if caught:
+            raise Interrupted(caught[0]) from None
+    return result
+
+
 def run(coro_fn, *args, **kwargs):
-    """Run a command's coroutine. A file-system error on a path (PATH_ERRNOS) becomes a one-line
-    error, not a traceback (store faults already are: the store raises StoreError)."""
+    """Run a command's coroutine; SIGINT or SIGTERM stop it cleanly (Interrupted). A file-system
+    error on a path (PATH_ERRNOS) becomes a one-line error, not a traceback (store faults already
+    are: the store raises StoreError)."""
     from memaudit.errors import BadInput
 
     try:
-        return anyio.run(functools.partial(coro_fn, *args, **kwargs))
+        return anyio.run(_cancelled_by_signals, functools.partial(coro_fn, *args, **kwargs))
     except OSError as exc:
         if exc.errno not in PATH_ERRNOS or exc.filename is None:
             raise

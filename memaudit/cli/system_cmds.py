@@ -99,7 +99,7 @@ def serve(port, threads, model_path, engine, smoke, log_path, fake):
     proc = subprocess.Popen(cmd)
     try:
         code = proc.wait()
-    except KeyboardInterrupt:
+    except BaseException:  # Interrupted (SIGINT, SIGTERM): the server stops with this command
         proc.terminate()
         proc.wait()
         raise

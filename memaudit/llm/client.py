@@ -96,7 +96,8 @@ class LLM:
         return resolved[role]
 
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        with anyio.CancelScope(shield=True):  # a cancelled command still closes its sessions
+            await self.transport.aclose()
 
     @contextmanager
     def collect(self):
@@ -299,7 +300,9 @@ class LLM:
         messages = list(record["messages"])
         total = empty_usage()
         latency = 0.0
-        attempts = self.settings.repair_attempts + 1
+        # The embedded model's setting covers structured answers; an empty free-text reply is asked again.
+        own = rc.repair_attempts if schema is not None else None
+        attempts = (own if own is not None else self.settings.repair_attempts) + 1
         outcome = None
         for attempt in range(attempts):
             body = request_body(backend=rc.backend, model=rc.model, messages=messages,
@@ -313,7 +316,9 @@ class LLM:
             if outcome.problem is None:
                 return outcome.raw, outcome.data, total, latency
             messages = outcome.next_messages
-        raise InvalidOutput(role, outcome.raw, outcome.problem)
+        failed = InvalidOutput(role, outcome.raw, outcome.problem)
+        failed.latency = latency  # the time the attempts took, recorded with the failure
+        raise failed
 
 
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
@@ -364,9 +369,10 @@ def ok_row(key: str, role: str, model: str, request_json: str, text: str, usage:
 
 def failure_row(key: str, role: str, model: str, request_json: str, exc: InvalidOutput | ContextOverflow,
                 secrets) -> dict:
-    """The cache row of a request that failed as itself (invalid output, overflow, refusal)."""
+    """The cache row of a request that failed as itself (invalid output, overflow, refusal), with the
+    time its attempts took (`memaudit calls` counts what failures cost, not only answers)."""
     return dict(key=key, role=role, model=model, request=request_json, response=_failure_json(exc, secrets),
-                ok=False, created=_now())
+                ok=False, latency=getattr(exc, "latency", 0.0), created=_now())
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:

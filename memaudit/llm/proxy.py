@@ -29,6 +29,7 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import anyio
 import orjson
 
 from memaudit.errors import MemauditError
@@ -192,4 +193,5 @@ async def close_proxy(llm) -> None:
     """Stop the proxy of this model client, if one was started (the runtime does this on exit)."""
     started = _proxies.pop(llm, None)
     if started is not None:
-        await (await started).aclose()
+        with anyio.CancelScope(shield=True):  # a cancelled command still stops its proxy
+            await (await started).aclose()

@@ -1,7 +1,7 @@
 """Token counts for context-window checks, from the server's own tokenizer, else the model's.
 
-llama.cpp's server tokenizes at `POST /tokenize` ({"content"}), llama-cpp-python's at
-`POST /extras/tokenize` ({"input"}); both answer {"tokens": [...]}. For a server with neither, the
+llama.cpp's server tokenizes at `POST /tokenize` ({"content"}), vLLM's at the same path with
+{"prompt"}, llama-cpp-python's at `POST /extras/tokenize` ({"input"}); all answer {"tokens": [...]}. For a server with neither, the
 model's own tokenizer counts when it is on this machine (`tokenizer.json` of a local model
 directory named as the model, or of the model in the Hugging Face cache; read offline, never
 downloaded). With neither (a hosted API), the call is made and the server's context-length error
@@ -21,7 +21,10 @@ CHARS_PER_TOKEN = 3
 PER_MESSAGE = 4
 # Tokens a chat template adds around each message: the counts below tokenize the contents only.
 TEMPLATE_TOKENS_PER_MESSAGE = 4
-TOKENIZE_ROUTES = (("/tokenize", "content"), ("/extras/tokenize", "input"))
+# (path, body): llama.cpp, vLLM (no BOS, as llama.cpp counts), llama-cpp-python; tried in turn.
+TOKENIZE_ROUTES = (("/tokenize", lambda text: {"content": text}),
+                   ("/tokenize", lambda text: {"prompt": text, "add_special_tokens": False}),
+                   ("/extras/tokenize", lambda text: {"input": text}))
 
 
 def estimate_tokens(messages: list[dict]) -> int:
@@ -38,8 +41,8 @@ async def server_count(session, messages: list[dict]) -> int | None:
     """The server's token count of the messages (contents plus the template's few tokens each), or
     None when it has no tokenize route."""
     text = "".join(str(m.get("content", "")) for m in messages)
-    for path, field in TOKENIZE_ROUTES:
-        status, _, body = await session.post(path, orjson.dumps({field: text}))
+    for path, request in TOKENIZE_ROUTES:
+        status, _, body = await session.post(path, orjson.dumps(request(text)))
         if status == 200:
             tokens = orjson.loads(body).get("tokens")
             if isinstance(tokens, list):

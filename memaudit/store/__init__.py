@@ -143,12 +143,15 @@ class Store:
             self._reader.execute("PRAGMA query_only=1")
 
     async def close(self) -> None:
-        try:
-            await self.flush()
-        finally:  # a flush that fails (a full disk) still closes the connections
-            if self._reader is not None:
-                self._reader.close()
-            await self.conn.close()
+        # Shielded: a cancelled command (Ctrl-C, SIGTERM) still commits its queued rows and stops
+        # the connection's thread, which would otherwise keep the process alive after its end.
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.flush()
+            finally:  # a flush that fails (a full disk) still closes the connections
+                if self._reader is not None:
+                    self._reader.close()
+                await self.conn.close()
 
     async def __aenter__(self) -> "Store":
         return self

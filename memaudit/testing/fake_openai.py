@@ -79,9 +79,10 @@ class FakeOpenAI:
         self.models: set[str] | None = None  # set: other model names get a 404 model_not_found
         self.reasoning = reasoning
         self.embedding_requests: list[dict] = []
-        # llama.cpp's `POST /tokenize` beside /v1 (one token per 3 characters here); False: a server
-        # without one, like a hosted API, where only the context-length error tells.
-        self.tokenize = True
+        # llama.cpp's `POST /tokenize` beside /v1 (one token per 3 characters here); "vllm": vLLM's
+        # form of it ({"prompt"}; a body without one is a 400); False: a server without one, like a
+        # hosted API, where only the context-length error tells.
+        self.tokenize: bool | str = True
 
     def on(self, name: str, fn: Callable[[dict], object]) -> "FakeOpenAI":
         self.handlers[name] = fn
@@ -123,8 +124,11 @@ class FakeOpenAI:
         if path.rstrip("/").endswith("/models"):
             return 200, {"data": [{"id": "fake"}]}, {}
         if path.rstrip("/").endswith("/tokenize") and self.tokenize and not path.endswith("/extras/tokenize"):
-            text = orjson.loads(content).get("content", "")
-            return 200, {"tokens": list(range(-(-len(text) // 3)))}, {}
+            asked = orjson.loads(content)
+            field = "prompt" if self.tokenize == "vllm" else "content"
+            if field not in asked:
+                return self._status(400, {"error": {"message": f"field required: {field}"}})
+            return 200, {"tokens": list(range(-(-len(asked[field]) // 3)))}, {}
         route = path.rstrip("/").rsplit("/", 2)
         if route[-1] != "embeddings" and route[-2:] != ["chat", "completions"]:
             return self._status(404, {"error": {"message": f"no route {path}"}})

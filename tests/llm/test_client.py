@@ -13,7 +13,7 @@ import httpx
 import orjson
 import pytest
 
-from memaudit.config import REPO_ROOT, load_settings
+from memaudit.config import EMBEDDED_MODEL, EMBEDDED_REPAIR_ATTEMPTS, REPO_ROOT, load_settings
 from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput, Refusal, scrub
 from memaudit.llm.keys import TEXT_HASH_SCHEME, text_hash
 from memaudit.llm.client import LLM
@@ -131,7 +131,9 @@ def test_server_context_length_error_is_overflow(settings, fake):
     assert len(fake.requests) == 1
 
 
-def test_overflow_is_counted_by_the_server_before_the_call(settings, fake):
+@pytest.mark.parametrize("server", [True, "vllm"])  # llama.cpp's /tokenize body, and vLLM's
+def test_overflow_is_counted_by_the_server_before_the_call(settings, fake, server):
+    fake.tokenize = server
     settings = replace(settings, context_window=50)
     long = [{"role": "user", "content": "word " * 200}]
     with pytest.raises(ContextOverflow, match="counted by the server's /tokenize before the call"):
@@ -158,6 +160,29 @@ def test_garbage_is_repaired(settings, fake):
     repair = fake.requests[1]["messages"]
     assert repair[-2] == {"role": "assistant", "content": "{not json"}
     assert "not valid JSON" in repair[-1]["content"]
+
+
+def test_the_embedded_model_records_an_invalid_structured_answer_at_once_with_its_time(settings, fake):
+    """A demo setting of the embedded model (config.EMBEDDED_REPAIR_ATTEMPTS): no repair attempt for a
+    structured answer, and a failed call keeps the time its attempts took; an empty free-text reply
+    is still asked again, and any other model keeps its repairs."""
+    embedded = replace(settings, model=EMBEDDED_MODEL)
+    slow = FakeOpenAI(latency=0.01).on("agent", lambda body: "{still not json")
+    with pytest.raises(InvalidOutput):
+        run_with_llm(embedded, slow.transport(), lambda llm: call(llm))
+    assert len(slow.requests) == EMBEDDED_REPAIR_ATTEMPTS + 1 == 1
+
+    async def failure_latency(llm):
+        await llm.store.db.flush()
+        return (await llm.store.db.fetchone("SELECT latency FROM calls WHERE ok = 0"))[0]
+    assert run_with_llm(embedded, slow.transport(), failure_latency) >= 0.01
+
+    empty_then_text = iter(["", "Here you go."])
+    fake.on_text(lambda body: next(empty_then_text))
+    reply = run_with_llm(replace(embedded, db=settings.db.with_name("text.db")), fake.transport(),
+                         lambda llm: call(llm, schema=None))
+    assert reply.text == "Here you go."
+    assert len(fake.requests) == 2
 
 
 def test_schema_violation_and_check_are_repaired(settings, fake):

@@ -51,6 +51,18 @@ def test_tables_json_and_the_report_show_the_models(tmp_path, capsys):
     assert "<th>models</th>" in index and "<td>fake</td>" in index
 
 
+def test_the_embedded_models_demo_settings_are_in_the_provenance_and_a_configured_endpoints_are_not():
+    from memaudit.config import EMBEDDED_REPAIR_ATTEMPTS, load_settings
+    from memaudit.provenance import rollout_provenance
+
+    embedded = rollout_provenance(load_settings(env={}))["roles"]
+    configured = rollout_provenance(load_settings(base_url="http://127.0.0.1:9/v1", model="m", env={}))["roles"]
+    assert {r["repair_attempts"] for r in embedded.values()} == {EMBEDDED_REPAIR_ATTEMPTS}
+    assert embedded["simulator"]["max_tokens"] == 128
+    assert not any("repair_attempts" in r for r in configured.values())
+    assert configured["simulator"]["max_tokens"] is None
+
+
 def test_a_run_records_its_embedding_model_where_it_is_not_the_bundled_one(tmp_path):
     from memaudit.config import load_settings
     from memaudit.provenance import REPLAY_URL, recorded_settings, rollout_provenance

@@ -95,3 +95,29 @@ def test_target_list_renders_and_opens_the_target_in_chromium(tmp_path):
     page, _, fragment = html.unescape(found.group(1)).partition("#")
     dom = rendered(profile, f"{(listing.parent / page).resolve().as_uri()}#{fragment}")
     assert "user_001 · cooking_skill" in dom and "<b>memory_failure</b>" in dom
+
+
+def test_served_report_renders_the_drill_down_in_chromium(tmp_path):
+    """`view --serve`: the user's data comes from the store over loopback (its bytes declared as
+    windows-1252, as the page reads them) and the target view renders from it."""
+    from memaudit.report.serve import serve_report
+    from memaudit.report.view import build_report
+
+    async def run() -> str:
+        async with open_store(tmp_path / "audit.db") as store:
+            await synthetic.fill(store)
+            report = await build_report(store, tmp_path / "served", on_demand=True)
+            urls: list[str] = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: serve_report(report, started=urls.append))
+                while not urls:
+                    await anyio.sleep(0.01)
+                root = urls[0].removesuffix("index.html")
+                target = f"{root}user.html#f=synthetic/user_001&v=target&d=cooking_skill&a=mem0-retrieve_k5"
+                dom = await anyio.to_thread.run_sync(rendered, tmp_path / "profile", target)
+                tg.cancel_scope.cancel()
+        return dom
+
+    dom = anyio.run(run)
+    assert "user_001 · cooking_skill" in dom and "top-5 retrieved items (1)" in dom
+    assert "<mark>I always burn the rice when I try to do two things at once</mark>" in dom

@@ -83,19 +83,27 @@ def user_carryover(user: dict, episodes: dict[int, list[dict]]) -> UserCarryover
     return out
 
 
-async def run_carryover(store: Store, run: str) -> tuple[dict[str, UserCarryover] | None, str | None]:
-    """(per-user figures, None) or (None, why carry-over is not available for the run). Read one
-    user at a time, without the transcripts' texts: memory stays that of one user."""
-    bench = (await store.runs.require(run)).bench
-    users: dict[str, UserCarryover] = {}
-    recorded = False
-    for user_id in await store.benchmarks.user_ids(bench):
-        episodes = await store.episodes.feedback(run, user_id)
-        if not episodes:
-            continue
-        recorded = recorded or any(t["per_pref"] for turns in episodes.values() for t in turns)
-        users[user_id] = user_carryover(await store.benchmarks.user_row(bench, user_id), episodes)
-    return (users, None) if recorded else (None, NO_RECORDS)
+async def runs_carryover(store: Store, runs: list[str]) -> dict[str, tuple[dict[str, UserCarryover] | None, str | None]]:
+    """Per run: (per-user figures, None) or (None, why carry-over is not available for the run).
+    Read one user at a time, without the transcripts' texts: memory stays that of one user. Runs of
+    one benchmark share the user loop, so a user's bank and tasks are read once, not once per run."""
+    by_bench: dict[str, list[str]] = {}
+    for run in dict.fromkeys(runs):
+        by_bench.setdefault((await store.runs.require(run)).bench, []).append(run)
+    users: dict[str, dict[str, UserCarryover]] = {run: {} for run in runs}
+    recorded: set[str] = set()
+    for bench, bench_runs in by_bench.items():
+        for user_id in await store.benchmarks.user_ids(bench):
+            row = None
+            for run in bench_runs:
+                episodes = await store.episodes.feedback(run, user_id)
+                if not episodes:
+                    continue
+                if any(t["per_pref"] for turns in episodes.values() for t in turns):
+                    recorded.add(run)
+                row = row or await store.benchmarks.user_row(bench, user_id)
+                users[run][user_id] = user_carryover(row, episodes)
+    return {run: (users[run], None) if run in recorded else (None, NO_RECORDS) for run in runs}
 
 
 async def nomem_run(store: Store, run: Run) -> str | None:
@@ -107,11 +115,14 @@ async def nomem_run(store: Store, run: Run) -> str | None:
 
 
 async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
-    rows, figures = [], {}  # run -> run_carryover(run): the nomem baseline is read once, not once per run
+    infos = {run: await store.runs.require(run) for run in runs}
+    baselines = {run: await nomem_run(store, info) for run, info in infos.items()}
+    # Read together: each user's rows once for every run, the nomem baselines once however many runs pair with them.
+    figures = await runs_carryover(store, [*infos, *(b for b in baselines.values() if b is not None)])
+    rows = []
     for run in runs:
-        info = await store.runs.require(run)
-        users, reason = figures[run] = await run_carryover(store, run)
-        row = {"run": run, "system": info.system, "prefs": None, "carryover": None, "carryover_ci95": None,
+        users, reason = figures[run]
+        row = {"run": run, "system": infos[run].system, "prefs": None, "carryover": None, "carryover_ci95": None,
                "bother_rate": None, "bother_ci95": None, "carryover_vs_nomem": None, "na_reason": reason}
         if users is not None:
             carry = {u: f.carryover for u, f in users.items()}
@@ -120,17 +131,14 @@ async def carryover_rows(store: Store, runs: list[str], boot) -> list[dict]:
             row.update(prefs=sum(f.prefs for f in users.values()),
                        carryover=stats.mean_std(carry.values())[0], carryover_ci95=boot.ci(carry.values()),
                        bother_rate=stats.mean_std(bother.values())[0], bother_ci95=boot.ci(bother.values()))
-            row["carryover_vs_nomem"] = await _versus_nomem(store, info, carry, boot, figures)
+            row["carryover_vs_nomem"] = _versus_nomem(run, baselines[run], carry, boot, figures)
         rows.append(row)
     return rows
 
 
-async def _versus_nomem(store: Store, info: Run, carry: dict, boot, figures: dict) -> dict | None:
-    baseline = await nomem_run(store, info)
-    if baseline is None or baseline == info.run:
+def _versus_nomem(run: str, baseline: str | None, carry: dict, boot, figures: dict) -> dict | None:
+    if baseline is None or baseline == run:
         return None
-    if baseline not in figures:
-        figures[baseline] = await run_carryover(store, baseline)
     users, _ = figures[baseline]
     if users is None:
         return None

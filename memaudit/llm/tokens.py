@@ -58,10 +58,20 @@ def tokenizer_file(model: str) -> Path | None:
         return local
     try:
         from huggingface_hub import try_to_load_from_cache
-        found = try_to_load_from_cache(model, "tokenizer.json", cache_dir=os.environ.get("HF_HUB_CACHE") or None)
+        found = try_to_load_from_cache(model, "tokenizer.json", cache_dir=hub_cache())
     except (ImportError, ValueError, OSError):  # a model name that is no repository id, no hub library
         return None
     return Path(found) if isinstance(found, str) else None
+
+
+def hub_cache() -> str:
+    """The Hugging Face cache folder as the environment names it now. huggingface_hub reads the
+    environment once, when it is first imported: its own default would keep whatever folder was
+    named then (a test's, or another command's in the same process)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return os.path.join(os.path.expanduser(home), "hub")
 
 
 @lru_cache(maxsize=8)

@@ -106,7 +106,7 @@ def test_served_report_renders_the_drill_down_in_chromium(tmp_path):
     async def run() -> str:
         async with open_store(tmp_path / "audit.db") as store:
             await synthetic.fill(store)
-            report = await build_report(store, tmp_path / "served", on_demand=True)
+            report = await build_report(store, tmp_path / "served", user_data="served")
             urls: list[str] = []
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: serve_report(report, started=urls.append))

@@ -55,9 +55,10 @@ async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, 
     """The report's pages in out_dir and, as `user_data` says (userdata.USER_DATA), the users' data files."""
     out = Path(out_dir)
     selected = await data.report_runs(store, runs)
-    # The tables first: what they read is let go before the summary, held to the end, is read.
-    tables = await compute_tables(store, [r["run"] for r in selected])
-    summary = await data.load_summary(store, selected)
+    # What the tables are computed from is read once: the pages show its per-user figures.
+    runs_data = await data.read_runs(store, selected)
+    tables = await compute_tables(store, [r["run"] for r in selected], data=runs_data)
+    summary = await data.load_summary(store, selected, runs_data)
     paneled = await judges.paneled_runs(store, [r["run"] for r in selected])
     report = Report(out / INDEX, store, summary)
     report.data_written = user_data == "all" or (user_data == "auto" and report.user_runs() <= userdata.AUTO_USER_RUNS)

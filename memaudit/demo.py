@@ -43,10 +43,10 @@ class DemoSize:
 
 def embedded_caps() -> str:
     caps = ", ".join(f"{role} {tokens}" for role, tokens in embedded_max_tokens().items())
+    repairs = f"{EMBEDDED_REPAIR_ATTEMPTS} repair attempt(s)" if EMBEDDED_REPAIR_ATTEMPTS else "no repair attempt"
     return (f"the embedded model's replies are capped (max tokens: {caps}) and the simulated user's messages at "
             f"{EMBEDDED_SIMULATOR_TEXT_CHARS} characters, where the published runner set no caps; an invalid "
-            f"structured answer gets {EMBEDDED_REPAIR_ATTEMPTS or 'no'} repair attempt(s) before it is recorded as a "
-            f"failure")
+            f"structured answer gets {repairs} before it is recorded as a failure")
 
 
 async def run_demo(rt: Runtime, size: DemoSize, report_dir: Path, *, progress: ProgressSink | None = None) -> dict:

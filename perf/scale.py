@@ -134,7 +134,7 @@ def serve_cli(db: Path, out: Path) -> tuple[float, float, float]:
     key = user.read_text().split("user.html#f=", 1)[1].split("&", 1)[0]
     with urllib.request.urlopen(url.rsplit("/", 1)[0] + f"/data/{key}.js") as response:
         response.read()
-    proc.send_signal(signal.SIGTERM)  # not SIGINT: a process started in the background ignores it
+    proc.send_signal(signal.SIGTERM)  # what a job runner sends; SIGINT stops it the same way
     _, _, usage = os.wait4(proc.pid, 0)
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 

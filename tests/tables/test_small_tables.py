@@ -10,7 +10,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from memaudit.tables.columns import ci_text, num
 from memaudit.tables.judges_render import check_tables
 from memaudit.tables.paper import _md_table, render
 
@@ -32,5 +31,5 @@ def test_json_carries_every_value_of_the_smaller_tables():
 
 
 def test_the_judge_check_report_prints_as_pinned():
-    text = "\n\n".join(_md_table(*table) for table in check_tables(saved("judge_check.json"), num, ci_text)) + "\n"
+    text = "\n\n".join(_md_table(*table) for table in check_tables(saved("judge_check.json"))) + "\n"
     assert text == (DATA / "judge_check.md").read_text(encoding="utf-8")

@@ -7,20 +7,24 @@ the sizes (1.0 = linear, 2.0 = quadratic). `serve` is `view --serve`: the time u
 
 The release is synthetic (memaudit/testing/release_fixture.py) with the published study's five
 runs and their memory footprints; replies are shorter than the published ones so that the large
-size fits a few minutes on 2 cores.
+size fits a few minutes on 2 cores. With `--release DIR` (a release in the published layout, e.g.
+a checkout of the published code, which holds its 50-user release) each size is that release
+replicated: user i is a copy of the release's user i mod N under a new id, as the issue measured.
 
 Last, the acceptance figures of issue 27 (CPU seconds, as the issue measured): the report's bytes
 and time against the report before it (3.7 MiB per user; `view` 62 s at 500 users), `view` against
 `tables` at each size, `view` growth between the first two sizes (50 -> 150: at most 3.6x), peak
 memory at the largest size against the smallest (at most 1.5x), and the free disk the import
 needed against the final store (at most 1.1x).
-Run: .venv/bin/python perf/scale.py [--users 50,150,500] [--keep DIR]
+Run: .venv/bin/python perf/scale.py [--users 50,150,500] [--release DIR] [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -46,6 +50,43 @@ def synthesise(root: Path, users: int) -> None:
     for i, (run, n, chars) in enumerate(PUBLISHED_RUNS):
         write_release(root, users=users, runs=(run,), turns=TURNS, reply_chars=REPLY_CHARS, memories=n,
                       memory_chars=chars, seed=i, wordy=True)
+
+
+USER_ID = re.compile(rb'("user_id"\s*:\s*)"[^"]*"')
+RELEASE_PARTS = ("Deeppersona/data", "benchmark_data", "history", "pref_judge", "memory", "output")
+
+
+def replicate(source: Path, root: Path, users: int) -> None:
+    """`source` (a release in the published layout) with `users` users: user i (1-based) is a copy
+    of the source's user ((i - 1) mod N) + 1 named user_<i> (three digits at least); aggregate
+    reports (`*_merged.json`, run summaries) are not copied (the import never reads them)."""
+    banks = source / "Deeppersona/data/user_memory_banks_pooled_final.json"
+    bank = json.loads(banks.read_bytes())
+    originals = [u["user_id"] for u in bank["users"]]
+    copies = {f"user_{i + 1:03d}": originals[i % len(originals)] for i in range(users)}
+    by_id = {u["user_id"]: u for u in bank["users"]}
+    bank["users"] = [{**by_id[old], "user_id": new} for new, old in copies.items()]
+    bank["num_users"] = users
+    (root / banks.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+    (root / banks.relative_to(source)).write_text(json.dumps(bank))
+    for other in sorted((source / "Deeppersona/data").glob("*.json")):
+        if other != banks:
+            shutil.copyfile(other, root / other.relative_to(source))
+    for part in RELEASE_PARTS[1:]:
+        for holder in sorted({p.parent for p in (source / part).rglob("user_*")}):
+            for new, old in copies.items():
+                for path in holder.glob(old + "*"):
+                    _copy_user(path, root / holder.relative_to(source) / (new + path.name[len(old):]), new)
+
+
+def _copy_user(path: Path, target: Path, user: str) -> None:
+    """A user's file or folder under another id (its `user_id` fields rewritten)."""
+    if path.is_dir():
+        for inner in sorted(path.iterdir()):
+            _copy_user(inner, target / inner.name, user)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(USER_ID.sub(rb'\1"' + user.encode() + rb'"', path.read_bytes()))
 
 
 def size(path: Path) -> int:
@@ -98,9 +139,12 @@ def serve_cli(db: Path, out: Path) -> tuple[float, float, float]:
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def measure(work: Path, users: int, archive: bool) -> dict[str, tuple[float, float, float, int]]:
+def measure(work: Path, users: int, archive: bool, release: Path | None) -> dict[str, tuple[float, float, float, int]]:
     root, db = work / "release", work / "audit.db"
-    synthesise(root, users)
+    if release is None:
+        synthesise(root, users)
+    else:
+        replicate(release, root, users)
     figures = {}
     figures["import"] = (*run_cli(["import-release", str(root), "--db", str(db)], watch=db), size(db))
     figures["disk"] = PEAK_DISK[db] / size(db)
@@ -125,6 +169,8 @@ def main() -> None:
                              "growth between the first two")
     parser.add_argument("--archive", action="store_true", help="export with --archive instead of a directory")
     parser.add_argument("--keep", type=Path, default=None, help="work in this directory and keep it")
+    parser.add_argument("--release", type=Path, default=None,
+                        help="replicate this release (published layout) to each size instead of a synthetic one")
     args = parser.parse_args()
     sizes = [int(n) for n in args.users.split(",")]
     base = args.keep or Path(tempfile.mkdtemp(prefix="memaudit-scale-"))
@@ -134,7 +180,7 @@ def main() -> None:
             work = base / f"u{n}"
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
-            results[n] = measure(work, n, args.archive)
+            results[n] = measure(work, n, args.archive, args.release)
             for step, (seconds, cpu, rss, out) in steps(results[n]).items():
                 print(f"{n:>5} users  {step:<7} {seconds:7.1f} s  cpu {cpu:7.1f} s  peak {rss:6.0f} MiB  "
                       f"output {out / 2**20:10.3f} MiB", flush=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from memaudit.cli.common import current_settings, global_options, out, run, split_list
+from memaudit.report import userdata
 
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
 
@@ -19,23 +20,34 @@ RUNS_HELP = "comma-separated run ids (default: every run in the store)"
                    "user's drill-down from the store when it is opened (until Ctrl-C)")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="with --serve: the loopback port (0: a free one)")
+@click.option("--user-data", type=click.Choice(["auto", "all", "none"]), default="auto", show_default=True,
+              help="which users' drill-down data files the static report holds: auto = all when the report "
+                   f"covers at most {userdata.AUTO_USER_RUNS} user-runs (users x runs), else none and each user view says "
+                   "how to get it (--serve, or --user-data all)")
 @click.option("--audit", type=click.IntRange(min=1), default=None, metavar="N",
               help="also write audit.html: N targets (sampled with --seed) for a person to grade")
 @global_options
-def view(runs, out_dir, serve, port, audit):
+def view(runs, out_dir, serve, port, user_data, audit):
     """Write a static HTML report: tables whose cells drill down to users, targets and transcripts."""
+    if serve and user_data != "auto":
+        raise click.UsageError("--user-data is for a static report; --serve produces each user's data when it is opened")
     chosen = split_list(runs)
-    index = run(_view, current_settings(), chosen, out_dir, serve, port, audit)
-    if not serve:
-        out.print(f"report written: {index} (open it in a browser; it works from disk)", highlight=False)
+    report = run(_view, current_settings(), chosen, out_dir, serve, port, "served" if serve else user_data, audit)
+    if serve:
+        return
+    out.print(f"report written: {report.index} (open it in a browser; it works from disk)", highlight=False)
+    if not report.data_written:
+        out.print(f"users' drill-down data not written ({report.user_runs()} user-runs, more than {userdata.AUTO_USER_RUNS}"
+                  " for --user-data auto): serve it with `memaudit view --serve`, or add --user-data all",
+                  highlight=False)
 
 
-async def _view(settings, runs, out_dir, serve, port, audit):
+async def _view(settings, runs, out_dir, serve, port, user_data, audit):
     from memaudit.report.view import build_report
     from memaudit.store import open_store, select_runs
 
     async with open_store(settings.db, create=False) as store:
-        report = await build_report(store, out_dir, runs, on_demand=serve)
+        report = await build_report(store, out_dir, runs, user_data=user_data)
         if audit is not None:  # before serving: the page is a file beside the report
             from memaudit.report.audit import write_audit_page
 
@@ -47,7 +59,7 @@ async def _view(settings, runs, out_dir, serve, port, audit):
 
             await serve_report(report, port, started=lambda url: out.print(
                 f"report served at {url} (loopback only; Ctrl-C stops it)", highlight=False))
-        return report.index
+        return report
 
 
 COMMANDS: list = [view]

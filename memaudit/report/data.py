@@ -13,8 +13,7 @@ from typing import NamedTuple
 
 from memaudit.errors import BadInput
 from memaudit.store import Store, select_runs
-from memaudit.tables import metrics
-from memaudit.tables.paper import check_fresh
+from memaudit.tables.paper import RunData, run_data
 from memaudit.types import DEFAULT_VARIANT
 
 VARIANT = DEFAULT_VARIANT
@@ -107,16 +106,21 @@ async def report_runs(store: Store, runs: list[str] | None) -> list[dict]:
     return [await store.runs.row(name) for name in chosen]
 
 
-async def load_summary(store: Store, runs: list[dict]) -> Summary:
+async def read_runs(store: Store, runs: list[dict]) -> list[RunData]:
+    """What the tables are computed from, per run: read once, for the tables and the pages."""
+    return [await run_data(store, info, VARIANT) for info in await select_runs(store, [r["run"] for r in runs])]
+
+
+async def load_summary(store: Store, runs: list[dict], data: list[RunData]) -> Summary:
+    """`data`: read_runs of the same runs (per-user metrics and recovery come from it)."""
     names = [r["run"] for r in runs]
     passes = [Pass(*key) for key in await store.scores.scored_modes(names, VARIANT)]
     summary = Summary(runs, passes)
-    for run in names:
-        await check_fresh(store, run, VARIANT)
-        summary.metrics[run] = await metrics.user_metrics(store, run)
-        summary.scored[run] = set(await store.scores.scored_users(run, VARIANT))
-        for (mode, k), rec in (await metrics.recovery(store, run, variant=VARIANT)).items():
-            summary.recovery[Pass(run, mode, k)] = rec.users
+    for d in data:
+        summary.metrics[d.run] = d.users
+        summary.scored[d.run] = set(await store.scores.scored_users(d.run, VARIANT))
+        for (mode, k), rec in d.recovery.items():
+            summary.recovery[Pass(d.run, mode, k)] = rec.users
 
     for bench in sorted({r["bench"] for r in runs}):
         summary.users[bench] = await store.benchmarks.user_ids(bench)

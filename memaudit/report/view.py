@@ -52,15 +52,17 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
     return (await build_report(store, out_dir, runs)).index
 
 
-async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, on_demand: bool = False) -> "Report":
-    """The report's pages in out_dir and, unless `on_demand`, every user's data file; with
-    `on_demand` a server answers those from the store instead (Report.user_data, report/serve.py)."""
+async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, user_data: str = "all") -> "Report":
+    """The report's pages in out_dir and, as `user_data` says (userdata.USER_DATA), the users' data files."""
     out = Path(out_dir)
     selected = await data.report_runs(store, runs)
-    # The tables first: what they read is let go before the summary, held to the end, is read.
-    tables = await compute_tables(store, [r["run"] for r in selected])
-    summary = await data.load_summary(store, selected)
+    # What the tables are computed from is read once: the pages show its per-user figures.
+    runs_data = await data.read_runs(store, selected)
+    tables = await compute_tables(store, [r["run"] for r in selected], data=runs_data)
+    summary = await data.load_summary(store, selected, runs_data)
     paneled = await judges.paneled_runs(store, [r["run"] for r in selected])
+    report = Report(out / INDEX, store, summary)
+    report.data_written = user_data == "all" or (user_data == "auto" and report.user_runs() <= userdata.AUTO_USER_RUNS)
     refuse_links_out(out)
     writer = _Writer(out)
     writer.copy_assets()
@@ -75,9 +77,9 @@ async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, 
                 writer.write(_list_page(p, name), _target_list(rows, run, p, name, targets))
     await utilization.write_pages(store, writer, tables)
     await judges.write_pages(store, writer, paneled)
-    writer.write(userdata.APP, _app_shell(summary))
-    report = Report(out / INDEX, store, summary)
-    if not on_demand:
+    unwritten = None if report.data_written or user_data == "served" else report.user_runs()
+    writer.write(userdata.APP, _app_shell(summary, unwritten))
+    if report.data_written:
         await report.write_data(writer)
     writer.remove_stale()
     return report
@@ -88,6 +90,12 @@ class Report:
 
     def __init__(self, index: Path, store: Store, summary: Summary):
         self.index, self.store, self.summary = index, store, summary
+        self.data_written = False
+
+    def user_runs(self) -> int:
+        """How many (user, run) pairs the report covers: what its users' data files hold."""
+        return sum(self.summary.has_user(r, uid) for r in self.summary.runs
+                   for uid in self.summary.users.get(r["bench"], ()))
 
     def users(self) -> dict[str, tuple[str, str]]:
         """data key -> (benchmark, user) of every user with a record in a reported run."""
@@ -370,11 +378,15 @@ def _user_link(from_page: str, bench: str, uid: str, text: str, view: str = "gri
     return link(from_page, userdata.APP, text, anchor=userdata.app_anchor(bench, uid, view, **where))
 
 
-def _app_shell(summary: Summary) -> str:
-    """`user.html`: what every user view needs besides the user's data (run pages, constants)."""
+def _app_shell(summary: Summary, unwritten: int | None = None) -> str:
+    """`user.html`: what every user view needs besides the user's data (run pages, constants);
+    `unwritten`: the user-runs whose data this report leaves out (the page then says how to get it)."""
     config = {"index": INDEX, "data": userdata.DATA_DIR, "charset": userdata.CHARSET, "ref": userdata.MEMORY_REF,
               "categories": list(CATEGORIES),
               "marks": LABEL_MARKS, "runs": {r["run"]: _run_page(r["run"]) for r in summary.runs}}
+    if unwritten is not None:
+        config["unwritten"] = (f"this report was written without its users' data ({unwritten} user-runs): serve it "
+                               "with `memaudit view --serve --out DIR`, or write it with `--user-data all`")
     script = orjson.dumps(config).decode().replace("</", "<\\/")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>user · memaudit</title>'
             f'<link rel="stylesheet" href="{STYLESHEET}"><script>window.MEMAUDIT = {script};</script>'

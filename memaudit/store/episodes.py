@@ -207,8 +207,9 @@ class Episodes:
 
     async def last_footprints(self, run: str) -> dict[str, tuple[int, float]]:
         """user -> (items, mean chars) of the user's last snapshot in the run."""
+        # SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum; the
+        # query reads only the covering index db/014 adds, never the snapshot rows.
         rows = await self.db.fetchall(
-            "SELECT s.user_id, s.n_items, s.avg_chars FROM snapshots s "
-            "JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) l "
-            "ON s.user_id=l.user_id AND s.task_idx=l.last WHERE s.run=?", (run, run))
+            "SELECT user_id, MAX(task_idx) AS last, n_items, avg_chars FROM snapshots WHERE run=? GROUP BY user_id",
+            (run,))
         return {s["user_id"]: (s["n_items"], s["avg_chars"]) for s in rows}

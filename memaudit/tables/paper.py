@@ -60,11 +60,13 @@ class RunData:
 
 
 async def compute_tables(store: Store, runs: list[str] | None = None, *, variant: str = DEFAULT_VARIANT,
-                         bootstrap: int = stats.RESAMPLES, seed: int = 0) -> dict:
+                         bootstrap: int = stats.RESAMPLES, seed: int = 0, data: list[RunData] | None = None) -> dict:
     """All tables for the runs (default: every run in the store, sorted). `bootstrap` = 0 skips
-    intervals and tests."""
+    intervals and tests. `data`: the runs' run_data when the caller has read it already (the report
+    reuses it for its pages)."""
     selected = await select_runs(store, runs)
-    data = [await run_data(store, run, variant) for run in selected]
+    if data is None:
+        data = [await run_data(store, run, variant) for run in selected]
     boot = Bootstrap(bootstrap, seed)
     tables = {
         "table2": [table2_row(d, boot) for d in data],

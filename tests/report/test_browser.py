@@ -106,7 +106,7 @@ def test_served_report_renders_the_drill_down_in_chromium(tmp_path):
     async def run() -> str:
         async with open_store(tmp_path / "audit.db") as store:
             await synthetic.fill(store)
-            report = await build_report(store, tmp_path / "served", on_demand=True)
+            report = await build_report(store, tmp_path / "served", user_data="served")
             urls: list[str] = []
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: serve_report(report, started=urls.append))
@@ -121,3 +121,18 @@ def test_served_report_renders_the_drill_down_in_chromium(tmp_path):
     dom = anyio.run(run)
     assert "user_001 · cooking_skill" in dom and "top-5 retrieved items (1)" in dom
     assert "<mark>I always burn the rice when I try to do two things at once</mark>" in dom
+
+
+def test_report_without_user_data_says_how_to_get_it_in_chromium(tmp_path):
+    """A static report written with `--user-data none` (or above the auto limit): a user view opened
+    from disk says how to get the drill-down instead of failing silently."""
+    from memaudit.report.view import build_report
+
+    async def run() -> Path:
+        async with open_store(tmp_path / "audit.db") as store:
+            await synthetic.fill(store)
+            return (await build_report(store, tmp_path / "pages", user_data="none")).index
+
+    index = anyio.run(run)
+    dom = rendered(tmp_path / "profile", f"{(index.parent / 'user.html').as_uri()}#f=synthetic/user_001&v=grid")
+    assert "this report was written without its users' data" in dom and "--user-data all" in dom

@@ -153,6 +153,32 @@ def test_view_command(tmp_path, capsys):
     assert "unknown run" in capsys.readouterr().err
 
 
+def test_user_data_written_for_small_reports_and_asked_for_large_ones(tmp_path, capsys, monkeypatch):
+    """`--user-data auto` writes every user's data file up to AUTO_USER_RUNS user-runs; above it (or
+    with `none`) the report holds its tables and pages, says so in one line, and the user page tells
+    the reader how to get the drill-down. Data files of an earlier report into the folder go."""
+    anyio.run(_report, tmp_path)
+    db, out = str(tmp_path / "audit.db"), tmp_path / "cli"
+    main(["view", "--db", db, "--out", str(out)])
+    written = sorted(p.name for p in (out / "data/synthetic").glob("*.js"))
+    assert written and "drill-down data not written" not in capsys.readouterr().out
+    monkeypatch.setattr(userdata, "AUTO_USER_RUNS", 1)
+    main(["view", "--db", db, "--out", str(out)])
+    said = capsys.readouterr().out
+    assert re.search(r"drill-down data not written \(\d+ user-runs, more than 1 for --user-data auto\)", said)
+    assert not list((out / "data").rglob("*.js")) and (out / "index.html").exists()
+    assert "without its users' data" in (out / "user.html").read_text()
+    main(["view", "--db", db, "--out", str(out), "--user-data", "all"])
+    assert sorted(p.name for p in (out / "data/synthetic").glob("*.js")) == written
+    assert "without its users' data" not in (out / "user.html").read_text()
+    monkeypatch.undo()
+    main(["view", "--db", db, "--out", str(out), "--user-data", "none"])
+    assert not list((out / "data").rglob("*.js")) and "drill-down data not written" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["view", "--db", db, "--out", str(out), "--serve", "--user-data", "all"])
+    assert exit_info.value.code == 2 and "--user-data is for a static report" in capsys.readouterr().err
+
+
 def test_view_and_tables_never_write_through_a_symlink_leading_out(tmp_path, capsys):
     anyio.run(_report, tmp_path)
     victim = tmp_path / "victim.html"
@@ -179,7 +205,7 @@ async def test_served_report_answers_user_data_from_the_store_on_loopback(tmp_pa
 
     static = await _report(tmp_path)
     async with open_store(tmp_path / "audit.db") as store:
-        report = await build_report(store, tmp_path / "served", on_demand=True)
+        report = await build_report(store, tmp_path / "served", user_data="served")
         assert not (tmp_path / "served/data").exists() and (tmp_path / "served/user.html").exists()
         urls = []
         async with anyio.create_task_group() as tg:

@@ -69,7 +69,7 @@
         const s = document.createElement("script");
         s.charset = C.charset;
         s.src = `${C.data}/${key}.js`;
-        s.onerror = () => show("missing", `<p>no data file for ${esc(key)}: write the report again</p>`, []);
+        s.onerror = () => show("missing", `<p>${esc(C.unwritten || `no data file for ${key}: write the report again`)}</p>`, []);
         document.head.appendChild(s);
       }
       return;

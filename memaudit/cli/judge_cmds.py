@@ -59,10 +59,9 @@ async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, j
     if not summary["judges"]:
         return f"judge-check: no control verdict stored for {', '.join(chosen)} yet\n"
     from memaudit.tables.judges_render import check_tables
-    from memaudit.tables.columns import ci_text, num
     from memaudit.tables.paper import _md_table
 
-    return "\n\n".join(_md_table(*table) for table in check_tables(summary, num, ci_text)) + "\n"
+    return "\n\n".join(_md_table(*table) for table in check_tables(summary)) + "\n"
 
 
 async def _benches(store, runs, benches) -> list[str]:
@@ -95,17 +94,16 @@ def human_import(file):
 
 async def _human_import(settings, file: Path) -> list[str]:
     from memaudit.report.human import import_grades
-    from memaudit.tables.judges_render import _human
     from memaudit.tables.judges import judges_section
-    from memaudit.tables.columns import num
+    from memaudit.tables.columns import human_text
     from memaudit.store import open_store, select_runs
 
     async with open_store(settings.db, create=False) as store:
         grader, n = await import_grades(store, file)
         section = await judges_section(store, await select_runs(store, None), resamples=0)
     lines = [f"imported {n} grade(s) by {grader}"]
-    lines += [f"{j['model']} vs human: {_human(j['human'], num)}" for j in section["per_judge"]]
-    lines.append(f"panel vs human: {_human(section['panel_human'], num)}")
+    lines += [f"{j['model']} vs human: {human_text(j['human'])}" for j in section["per_judge"]]
+    lines.append(f"panel vs human: {human_text(section['panel_human'])}")
     return lines
 
 

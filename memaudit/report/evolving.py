@@ -3,38 +3,25 @@ evolving target's page its history on a timeline, the episode where each change 
 what each run's memory kept of each version. Nothing is written for a static benchmark."""
 from __future__ import annotations
 
-from memaudit.report.html import esc, num, table
-from memaudit.tables.evolving import MEASURES
+from memaudit.report.columns import Resolve, declared
+from memaudit.report.html import esc, table
+from memaudit.tables.evolving import EVOLVING, EVOLVING_TARGETS
 from memaudit.types import DEFAULT_VARIANT, STORE_MODE
 
 WIDTH, HEIGHT, PAD = 640, 56, 16
 
 
-def _ci(value, interval) -> str:
-    text = num(value)
-    return text if interval is None else f"{text} [{num(interval[0])}, {num(interval[1])}]"
-
-
-def _verdicts(values: list[bool]) -> str:
-    return " ".join("✓" if v else "✗" for v in values) or "–"
-
-
-def index_section(tables: dict) -> str:
+def index_section(tables: dict, resolve: Resolve) -> str:
     """The run-level and per-target evolving tables, or nothing when the runs have no evolving target."""
     if not tables.get("evolving"):
         return ""
-    rows = [[esc(r["run"]), esc(r["mode"]), f'<td class="n">{r["users"]}</td>', f'<td class="n">{r["targets"]}</td>',
-             *(f'<td class="n">{_ci(r[m], r[f"{m}_ci95"])}</td>' for m in MEASURES)] for r in tables["evolving"]]
-    targets = [[esc(r["run"]), esc(r["mode"]), esc(r["user"]), esc(r["dimension"]), esc(_verdicts(r["present"])),
-                esc(_verdicts(r["absent"])), f'<td class="n">{num(r["FAMA"])}</td>']
-               for r in tables["evolving_targets"]]
     return ("<h2>Evolving targets: FAMA and stale memory</h2>"
             '<p class="muted">Category-balanced per-user means [95% user-bootstrap CI]. Stale in store: a '
             "superseded value still held by the full final memory; stale in recovery: asserted by the "
             "reconstruction.</p>"
-            + table(["run", "mode", "users", "targets", *MEASURES], rows)
+            + declared(EVOLVING, tables["evolving"], resolve)
             + "<h3>Per target</h3>"
-            + table(["run", "mode", "user", "dimension", "present", "absent", "FAMA"], targets))
+            + declared(EVOLVING_TARGETS, tables["evolving_targets"], resolve))
 
 
 async def target_sections(store, bench: str, user_id: str, runs: list[str], episode_href) -> dict[str, str]:

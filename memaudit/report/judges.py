@@ -3,8 +3,10 @@ agreement, per-judge B, control-answer flags, human agreement) and, per run scor
 drill-down page with every judge's verdict per target. Read from the store only."""
 from __future__ import annotations
 
+from memaudit.report.columns import declared
 from memaudit.report.html import esc, link, num, page, score_class, slug, table
 from memaudit.store import Store
+from memaudit.tables.judges_render import PER_JUDGE, SUMMARY, summary_rows
 from memaudit.types import DEFAULT_VARIANT
 
 INDEX = "index.html"
@@ -15,38 +17,19 @@ def verdicts_page(run: str) -> str:
 
 
 def index_section(tables: dict, paneled: list[str]) -> str:
+    """The panel's agreement and the per-judge table as declared (memaudit/tables/judges_render.py),
+    and a link to every panel-scored run's verdicts."""
     section = tables.get("judges")
     parts = ["<h2>Judges</h2>"]
     if section is None:
         return parts[0] + '<p class="muted">nothing judged</p>'
-    agreement = section["agreement"]
-    if agreement is None:
-        parts.append(f'<p class="muted">agreement: {esc(section["agreement_reason"])}</p>')
-    else:
-        ci = agreement["alpha_ci"]
-        parts.append(f"<p>panel {esc(', '.join(section['panel']))}: Krippendorff's α (ordinal) "
-                     f"{num(agreement['alpha_ordinal'])}" + (f" [{num(ci[0])}, {num(ci[1])}]" if ci else "")
-                     + f", exact {num(agreement['exact'])}, within one level {num(agreement['within_one'])}</p>")
-        parts.append(table(["a", "b", "κ (quadratic)", "exact"],
-                           [[esc(p["a"]), esc(p["b"]), f'<td class="n">{num(p["kappa_quadratic"])}</td>',
-                             f'<td class="n">{num(p["exact"])}</td>'] for p in agreement["pairs"]]))
-    rows = [[esc(j["model"]), *(f'<td class="n">{num(j[k])}</td>' for k in ("B_dump_all", "B_retrieve",
-                                                                              "positive_pass", "negative_false_pass")),
-             esc(j["flag"] or "—"), f'<td class="n">{num(j["retest_changed"])}</td>',
-             f'<td class="n">{j["dropped"]}</td>', _human(j["human"])] for j in section["per_judge"]]
-    parts.append(table(["judge", "B full-store", "B top-k", "positive pass", "negative false pass", "flag",
-                        "retest changed", "dropped", "vs human"], rows))
+    parts.append(f"<p>panel {esc(', '.join(section['panel']) or 'n/a')}</p>")
+    parts.append(declared(SUMMARY, summary_rows(section)))
+    parts.append(declared(PER_JUDGE, section["per_judge"]))
     if paneled:
         parts.append("<p>every judge's verdict per target: "
                      + ", ".join(link(INDEX, verdicts_page(r), esc(r)) for r in paneled) + "</p>")
     return "".join(parts)
-
-
-def _human(found: dict | None) -> str:
-    if found is None:
-        return "—"
-    return (f"κ {num(found['kappa_quadratic'])}, exact {num(found['exact'])}, ±1 {num(found['within_one'])} "
-            f"(n={found['n']})")
 
 
 async def paneled_runs(store: Store, runs: list[str]) -> list[str]:

@@ -3,60 +3,37 @@ pass that lists every case down to its scenario, both answers, both judge verdic
 re-answers (memaudit/utilization/). Read from the store only."""
 from __future__ import annotations
 
-from memaudit.report.html import dl, esc, link, num, page, slug, table
+from memaudit.report.columns import Resolve, declared
+from memaudit.report.html import dl, esc, num, page, slug
 from memaudit.store import Store
-from memaudit.tables.utilization import COUNTS, ORACLE_LABELS, load_cases, outcome
+from memaudit.tables.carryover import CARRYOVER
+from memaudit.tables.utilization import COUNT_NAMES, COUNTS, UTILIZATION, load_cases, outcome
 
 INDEX = "index.html"
-COUNT_NAMES = {"kp_ap": "KP∧AP", "kp_af": "KP∧AF", "kf_ap": "KF∧AP", "kf_af": "KF∧AF"}
 
 
 def cases_page(run: str, k: int) -> str:
     return f"runs/{slug(run)}/utilization_k{k}.html"
 
 
-def _with_ci(value, interval) -> str:
-    if value is None:
-        return "—"
-    return num(value) + ("" if not interval else f' <span class="std">[{num(interval[0])}, {num(interval[1])}]</span>')
+def index_sections(tables: dict, resolve: Resolve) -> str:
+    """The utilization and carry-over tables as declared; a utilization row's run and counts link
+    to its pass's cases (each count to its group there), other links as `resolve` says."""
+    def to_cases(column, row: dict, key: str):
+        if column.link == "cases":
+            return cases_page(row["run"], row["k"]), (key if key in COUNTS else None)
+        return resolve(column, row, key)
 
-
-def _versus(versus: dict | None) -> str:
-    if versus is None:
-        return "—"
-    return f"{_with_ci(versus['diff'], versus['ci95'])} p={num(versus['p'], 4)}"
-
-
-def index_sections(tables: dict) -> str:
-    rows = []
-    for r in tables.get("utilization") or []:
-        to_cases = cases_page(r["run"], r["k"])
-        cells = [link(INDEX, to_cases, esc(r["run"])), esc(r["system"]), str(r["k"]), str(r["targets"])]
-        cells += [link(INDEX, to_cases, str(r[c]), anchor=c) for c in COUNTS]
-        cells += [_with_ci(r["act_accuracy"], r["act_accuracy_ci95"]),
-                  _with_ci(r["utilization"], r["utilization_ci95"]),
-                  " / ".join(str(r["oracle"][label]) for label in ORACLE_LABELS), str(r["order_disagreements"]),
-                  str(r["failed"])]
-        rows.append([c if i < 2 else f'<td class="n">{c}</td>' for i, c in enumerate(cells)])
     parts = ["<h2>Know/Act utilization</h2>"]
-    parts.append(table(["run", "system", "k", "targets", *COUNT_NAMES.values(), "Act accuracy", "Utilization",
-                        "oracle retrieval / comprehension / application", "order disagreements", "failed"], rows)
-                 if rows else '<p class="muted">not measured (run `memaudit utilization`)</p>')
+    rows = tables.get("utilization") or []
+    parts.append(declared(UTILIZATION, rows, to_cases) if rows
+                 else '<p class="muted">not measured (run `memaudit utilization`)</p>')
     parts.append('<p class="note">Know = recovered at or above the threshold in retrieve mode at k; Act = a blind '
                  "judge picked the memory-backed answer over the no-memory baseline in both orders. Utilization = "
                  "KP∧AP / KP, Act accuracy = AP / targets (per-user means, 95% user-bootstrap intervals).</p>")
-    carry = []
-    for r in tables.get("carryover") or []:
-        versus = r["carryover_vs_nomem"]
-        prefs = "—" if r["prefs"] is None else r["prefs"]
-        carry.append([esc(r["run"]), esc(r["system"]), f'<td class="n">{prefs}</td>',
-                      f'<td class="n">{_with_ci(r["carryover"], r["carryover_ci95"])}</td>',
-                      f'<td class="n">{_with_ci(r["bother_rate"], r["bother_ci95"])}</td>',
-                      f'<td class="n">{_versus(versus)}</td>',
-                      esc(r["na_reason"] or "")])
+    carry = tables.get("carryover") or []
     parts.append("<h2>Preference carry-over and bother rate</h2>")
-    parts.append(table(["run", "system", "prefs", "carry-over", "bother rate", "carry-over − nomem", "note"], carry)
-                 if carry else '<p class="muted">nothing recorded</p>')
+    parts.append(declared(CARRYOVER, carry, resolve) if carry else '<p class="muted">nothing recorded</p>')
     return "".join(parts)
 
 

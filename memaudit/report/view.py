@@ -31,12 +31,13 @@ import orjson
 
 from memaudit.ids import inside, refuse_links_out
 from memaudit.report import data, evolving, judges, userdata, utilization
+from memaudit.report.columns import declared, mode_name
 from memaudit.report.data import Pass, Summary
-from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, href, link, mean_std_text, num, page,
+from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, href, link, num, page,
                                   score_class, slug, stacked_chart, table)
 from memaudit.store import RunConfig, Store, dumps
-from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, TABLE4_SHORT, Column, models_text, shown, value
-from memaudit.tables.paper import compute_tables
+from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, TABLE4_SHORT, Column, value
+from memaudit.tables.paper import DECLARED, compute_tables
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
 
 INDEX = "index.html"
@@ -185,18 +186,20 @@ def _pass_anchor(p: Pass) -> str:
 
 # -- index -------------------------------------------------------------------------------------
 def _index_page(summary: Summary, tables: dict, judges_section: str) -> str:
-    runs = {r["run"]: r for r in summary.runs}
+    resolve = _resolver(summary)
     parts = [_runs_section(summary)]
-    parts.append(_table2(summary, tables.get("table2") or [], runs))
-    parts.append(_table3(summary, tables.get("table3") or [], runs))
-    parts.append(_table4(summary, tables.get("table4") or [], runs))
+    parts.append(_table2(tables.get("table2") or [], resolve))
+    parts.append(_table3(tables.get("table3") or [], resolve))
+    parts.append(_table4(tables.get("table4") or [], resolve))
     for key, title in (("footprint", "Footprint distribution"), ("gap", "Per-user dump − retrieve gap"),
                        ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B"),
                        ("prompts", "Prompts each number was made with")):
-        parts.append(f"<h2>{esc(title)}</h2>" + _generic_table(summary, tables.get(key) or []))
-    parts.append(utilization.index_sections(tables))
+        rows = tables.get(key) or []
+        parts.append(f"<h2>{esc(title)}</h2>" + (declared(DECLARED[key], rows, resolve) if rows
+                                                 else '<p class="muted">nothing recorded</p>'))
+    parts.append(utilization.index_sections(tables, resolve))
     if tables.get("evolving"):
-        parts.append(evolving.index_section(tables))
+        parts.append(evolving.index_section(tables, resolve))
     parts.append(judges_section)
     parts.append(_users_section(summary))
     return page(INDEX, "memaudit audit report", "\n".join(parts))
@@ -214,68 +217,29 @@ def _runs_section(summary: Summary) -> str:
               "down to a single target and the transcript turns that did or did not reveal it.</p>")
 
 
-def _partial(row: dict) -> str:
-    flag = row.get("partial")
-    return ' <span class="badge partial">partial</span>' if flag else ""
-
-
-def _teacher_forced(row: dict) -> str:
-    if not row.get("teacher_forced"):
-        return ""
-    source = esc(row["source_run"])
-    return (f' <span class="badge teacher-forced" title="memory was fed the recorded episodes of {source}: '
-            f'A, C and D are the source run&#39;s">teacher-forced on {source}</span>')
-
-
-def _table2(summary: Summary, rows: list[dict], runs: dict) -> str:
+def _table2(rows: list[dict], resolve) -> str:
     charts = [(row["run"], [(mode, row.get(f"B_{mode}"), row.get(f"B_{mode}_std")) for mode in MODES]) for row in rows]
     return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
-            + _declared(summary, TABLE2, rows, runs)
+            + declared(TABLE2, rows, resolve)
             + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
 
 
-def _declared(summary: Summary, columns: tuple[Column, ...], rows: list[dict], runs: dict) -> str:
-    """A table from its one declaration (memaudit/tables/columns.py), cells linked to their rows."""
-    columns = tuple(shown(columns, "html"))
-    return table([c.short or c.header for c in columns],
-                 [[_cell(summary, c, row, row["run"] in runs) for c in columns] for row in rows])
+def _resolver(summary: Summary):
+    """Where a declared cell links (memaudit/report/columns.py): its run's page, the pass it reads,
+    that pass's overflow list or the list of the targets with the key's attribution label."""
+    runs = {r["run"] for r in summary.runs}
 
-
-def _cell(summary: Summary, column: Column, row: dict, known: bool) -> str:
-    if column.kind == "run":
-        text = esc(row["run"])
-        linked = link(INDEX, _run_page(row["run"]), text) if known and column.link else text
-        return linked + _partial(row) + _teacher_forced(row)
-    if column.kind == "mode":
-        p = _row_pass(summary, row, row["mode"]) if column.link else None
-        return link(INDEX, _pass_page(p), esc(_mode_name(row))) if p else esc(_mode_name(row))
-    if column.kind in ("text", "models"):
-        return esc(row.get(column.keys[0]) if column.kind == "text" else models_text(row.get("models") or {}))
-    parts = [_linked(summary, column, row, key, known, _html_value(column, row, key)) for key in column.keys]
-    return f'<td class="n">{"/".join(parts)}</td>'
-
-
-def _html_value(column: Column, row: dict, key: str) -> str:
-    found = value(row, key)
-    if column.kind != "summary":
-        return "—" if found is None else str(found) if isinstance(found, int) else num(found, column.digits)
-    text = mean_std_text(found, row.get(f"{key}_std"), column.digits)
-    ci = row.get(f"{key}_ci95")
-    return f'<span title="95% bootstrap interval over users: {_value(ci)}">{text}</span>' if ci else text
-
-
-def _linked(summary: Summary, column: Column, row: dict, key: str, known: bool, text: str) -> str:
-    """The cell's drill-down: the run's page, the pass the cell reads, its overflow list or the
-    list of the targets with the key's attribution label."""
-    if column.link == "run":
-        return link(INDEX, _run_page(row["run"]), text) if known else text
-    p = _row_pass(summary, row, key) if column.link else None
-    if p is None:
-        return text
-    if column.link in ("overflow", "label"):
-        listed = "status-overflow" if column.link == "overflow" else key
-        return link(INDEX, _list_page(p, listed), text) if value(row, key) else text
-    return link(INDEX, _pass_page(p), text)
+    def resolve(column: Column, row: dict, key: str) -> tuple[str, None] | None:
+        if column.link == "run":
+            return (_run_page(row["run"]), None) if row["run"] in runs else None
+        p = _row_pass(summary, row, key)
+        if p is None:
+            return None
+        if column.link in ("overflow", "label"):
+            listed = "status-overflow" if column.link == "overflow" else key
+            return (_list_page(p, listed), None) if value(row, key) else None
+        return _pass_page(p), None
+    return resolve
 
 
 def _row_pass(summary: Summary, row: dict, key: str) -> Pass | None:
@@ -287,51 +251,18 @@ def _row_pass(summary: Summary, row: dict, key: str) -> Pass | None:
     return summary.find_pass(row["run"], mode, row.get("retrieve_k")) if mode else None
 
 
-def _mode_name(row: dict) -> str:
-    return f"{row['mode']} k={row['k']}" if row.get("k") else row["mode"]
+def _table3(rows: list[dict], resolve) -> str:
+    return "<h2>Table 3 · recovery per category</h2>" + declared(TABLE3, rows, resolve)
 
 
-def _table3(summary: Summary, rows: list[dict], runs: dict) -> str:
-    return "<h2>Table 3 · recovery per category</h2>" + _declared(summary, TABLE3, rows, runs)
-
-
-def _table4(summary: Summary, rows: list[dict], runs: dict) -> str:
-    stacks = [(f"{row['run']} · {_mode_name(row)}", {lb: row[lb] for lb in ATTRIBUTION_LABELS})
+def _table4(rows: list[dict], resolve) -> str:
+    stacks = [(f"{row['run']} · {mode_name(row)}", {lb: row[lb] for lb in ATTRIBUTION_LABELS})
               for row in rows if any(row.get(lb) for lb in ATTRIBUTION_LABELS)]
     legend = ", ".join(f"{short} = {label}" for label, short in TABLE4_SHORT.items())
-    return ("<h2>Table 4 · failure attribution</h2>" + _declared(summary, TABLE4, rows, runs)
+    return ("<h2>Table 4 · failure attribution</h2>" + declared(TABLE4, rows, resolve)
             + f'<p class="note">{esc(legend)}; recovery rate = Recovered / (Recovered + Memory); rate as published '
               "= the same with each overflow target labelled by the stages, as the published code did.</p>"
             + (stacked_chart("Attribution of every target", stacks, LABEL_COLOURS) if stacks else ""))
-
-
-def _generic_table(summary: Summary, rows: list[dict]) -> str:
-    """A table of any list of flat rows; nested per-user breakdowns are left to the drill-down pages."""
-    if not rows:
-        return '<p class="muted">nothing recorded</p>'
-    lead = ("run", "system", "mode", "role", "a", "b")
-    keys = sorted({k for row in rows for k, v in row.items() if not isinstance(v, dict)},
-                  key=lambda k: (lead.index(k) if k in lead else len(lead), k))
-    runs = {r["run"] for r in summary.runs}
-
-    def cell(key: str, value) -> str:
-        if key == "run" and value in runs:
-            return link(INDEX, _run_page(value), esc(value))
-        if isinstance(value, (int, float, list)) and not isinstance(value, bool) or value is None:
-            return f'<td class="n">{_value(value)}</td>'
-        return esc(value)
-
-    return table(keys, [[cell(k, row.get(k)) for k in keys] for row in rows])
-
-
-def _value(value) -> str:
-    if isinstance(value, float):
-        return num(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    return "—" if value is None else esc(value)
 
 
 def _users_section(summary: Summary) -> str:

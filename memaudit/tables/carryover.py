@@ -24,13 +24,23 @@ from dataclasses import dataclass
 
 from memaudit.store import Run, Store
 from memaudit.tables import stats
-from memaudit.tables.utilization import with_ci
+from memaudit.tables.columns import NOT_TEXT, Column
 
 CORRECTIVE = ("correction", "too_deep", "too_shallow")
 HONOURED = 4
 NO_RECORDS = ("no per-preference judgments recorded for this run (an imported release without pref_judge/); "
               "a per-turn mean cannot say which preference a reply honoured")
 NO_LATER = "no episode of this run comes after a preference's targeted episode"
+
+CARRYOVER = (
+    Column("run", ("run",), "run", link="run"),
+    Column("system", ("system",), "text", outputs=NOT_TEXT),
+    Column("prefs", ("prefs",)),
+    Column("carry-over", ("carryover",), "interval"),
+    Column("bother rate", ("bother_rate", "bother_ci95"), "interval"),
+    Column("carry-over − nomem [95% CI] p", ("carryover_vs_nomem",), "versus", short="carry-over − nomem"),
+    Column("note", ("na_reason",), "text", blank=""),
+)
 
 
 @dataclass
@@ -148,14 +158,3 @@ def _versus_nomem(run: str, baseline: str | None, carry: dict, boot, figures: di
     ci, p = boot.paired(diffs)
     return {"nomem": baseline, "users": len(paired), "diff": float(diffs.mean()), "ci95": ci, "p": p}
 
-
-def table(rows: list[dict], num, ci) -> tuple[list[str], list[list[str]]]:
-    header = ["run", "prefs", "carry-over", "bother rate", "carry-over − nomem [95% CI] p", "note"]
-    body = []
-    for r in rows:
-        versus = r["carryover_vs_nomem"]
-        body.append([r["run"], num(r["prefs"]), with_ci(r["carryover"], r["carryover_ci95"], num, ci),
-                     with_ci(r["bother_rate"], r["bother_ci95"], num, ci),
-                     "n/a" if versus is None else f"{num(versus['diff'])} {ci(versus['ci95'])} p={num(versus['p'], 4)}",
-                     r["na_reason"] or ""])
-    return header, body

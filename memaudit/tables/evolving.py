@@ -19,11 +19,30 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import mean
 
+from memaudit.tables.columns import Column
 from memaudit.types import CATEGORIES, DEFAULT_VARIANT, STORE_MODE
 
 DEFAULT_K = 5
 MEASURES = ("FAMA", "MPA", "FAA", "stale_in_store", "stale_in_recovery")
 VERDICT_LISTS = ("present", "absent")  # the per-target criteria lists of `evolving_targets`
+
+EVOLVING = (
+    Column("run", ("run",), "run", link="run"),
+    Column("mode", ("mode",), "mode"),
+    Column("users", ("users",)),
+    Column("targets", ("targets",)),
+    *(Column(f"{m} [95% CI]", (m,), "interval", ci_na=True, short=m) for m in MEASURES),
+)
+
+EVOLVING_TARGETS = (
+    Column("run", ("run",), "run", link="run"),
+    Column("mode", ("mode",), "mode"),
+    Column("user", ("user",), "text"),
+    Column("dimension", ("dimension",), "text"),
+    Column("present", ("present",), "verdicts"),
+    Column("absent", ("absent",), "verdicts"),
+    Column("FAMA", ("FAMA",)),
+)
 
 
 def fama(present: list[bool], absent: list[bool]) -> dict | None:
@@ -116,20 +135,3 @@ async def evolving_sections(store, runs: list[str], boot, variant: str = DEFAULT
         targets += [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     return {"evolving": evolving, "evolving_targets": targets} if targets else {}
 
-
-def _bools(values: list[bool]) -> str:
-    return "".join("✓" if v else "✗" for v in values) or "–"
-
-
-def table(rows: list[dict], num, ci) -> tuple[list[str], list[list[str]]]:
-    header = ["run", "mode", "users", "targets", *(f"{m} [95% CI]" for m in MEASURES)]
-    body = [[r["run"], r["mode"], num(r["users"]), num(r["targets"]),
-             *(f"{num(r[m])} {ci(r[f'{m}_ci95'])}" for m in MEASURES)] for r in rows]
-    return header, body
-
-
-def targets_table(rows: list[dict], num, ci) -> tuple[list[str], list[list[str]]]:
-    header = ["run", "mode", "user", "dimension", "present", "absent", "FAMA"]
-    body = [[r["run"], r["mode"], r["user"], r["dimension"], _bools(r["present"]), _bools(r["absent"]),
-             num(r["FAMA"])] for r in rows]
-    return header, body

@@ -1,64 +1,80 @@
-"""The judges section and the judge-check report as text tables: (title, header, body) triples
-that the tables code renders as md or latex like its own tables."""
+"""The judges section and the judge-check report declared as tables (memaudit/tables/columns.py):
+the panel's agreement as measure/value rows, one row per judge, and judge-check's rows per judge
+and category. md, latex and the HTML report lay them out from these declarations."""
 from __future__ import annotations
 
-from typing import Callable
-
+from memaudit.tables.columns import Column, human_text, interval_text, num, text_table
 from memaudit.types import CATEGORIES
 
+# The panel's agreement, one measure a row (summary_rows).
+SUMMARY = (Column("measure", ("measure",), "text"), Column("value", ("value",), "text"))
 
-def judges_tables(section: dict, num: Callable, ci: Callable) -> list[tuple[str, list[str], list[list[str]]]]:
+PER_JUDGE = (
+    Column("judge", ("model",), "text"),
+    Column("B full-store", ("B_dump_all",)),
+    Column("B top-k", ("B_retrieve",)),
+    Column("positive pass", ("positive_pass",), "interval"),
+    Column("negative false pass", ("negative_false_pass",), "interval"),
+    Column("flag", ("flag",), "text"),
+    Column("retest changed", ("retest_changed",)),
+    Column("dropped", ("dropped",)),
+    Column("vs human", ("human",), "human"),
+)
+
+# judge-check: a judge's `all` row, then one row per category it was checked on (check_rows).
+CHECKS = (
+    Column("judge", ("judge",), "text"),
+    Column("category", ("category",), "text"),
+    Column("positives", ("positives",)),
+    Column("positive pass", ("positive_pass",), "interval"),
+    Column("negatives", ("negatives",)),
+    Column("negative false pass", ("negative_false_pass",), "interval"),
+    Column("failed", ("failed",)),
+    Column("flag", ("flag",), "text"),
+    Column("retest changed", ("retest_changed",)),
+    Column("retest mean |Δ|", ("retest_mean_abs_change",)),
+)
+
+PER_JUDGE_TITLE = "Judges — per judge (B under this judge; control answers of judge-check; test–retest; human grades)"
+
+
+def summary_title(section: dict) -> str:
+    return f"Judges — panel {', '.join(section['panel']) or 'n/a'}"
+
+
+def summary_rows(section: dict) -> list[dict]:
     agreement = section["agreement"]
     if agreement is None:
-        summary = [["agreement", section["agreement_reason"]]]
+        found = [("agreement", section["agreement_reason"])]
     else:
-        summary = [["Krippendorff's α (ordinal)", f"{num(agreement['alpha_ordinal'])} {ci(agreement['alpha_ci'])}"],
-                   ["exact agreement (all judges)", num(agreement["exact"])],
-                   ["within one level", num(agreement["within_one"])]]
-        summary += [[f"α {c}", num(agreement["alpha_by_category"].get(c))] for c in CATEGORIES]
-        summary += [[f"κ (quadratic) {p['a']} vs {p['b']}", f"{num(p['kappa_quadratic'])}; exact {num(p['exact'])}"]
-                    for p in agreement["pairs"]]
-    human = section.get("panel_human")
-    if human is not None:
-        summary.append(["panel vs human", _human(human, num)])
-    out = [(f"Judges — panel {', '.join(section['panel']) or 'n/a'}", ["measure", "value"], summary)]
-    header = ["judge", "B full-store", "B top-k", "positive pass", "negative false pass", "flag", "retest changed",
-              "dropped", "vs human"]
-    body = [[j["model"], num(j["B_dump_all"]), num(j["B_retrieve"]),
-             _with_ci(j["positive_pass"], j.get("positive_pass_ci95"), num, ci),
-             _with_ci(j["negative_false_pass"], j.get("negative_false_pass_ci95"), num, ci), j["flag"] or "n/a",
-             num(j["retest_changed"]), num(j["dropped"]), _human(j["human"], num)] for j in section["per_judge"]]
-    out.append(("Judges — per judge (B under this judge; control answers of judge-check; test–retest; human grades)",
-                header, body))
-    return out
+        found = [("Krippendorff's α (ordinal)", interval_text(agreement["alpha_ordinal"], agreement["alpha_ci"], na=True)),
+                 ("exact agreement (all judges)", num(agreement["exact"])),
+                 ("within one level", num(agreement["within_one"]))]
+        found += [(f"α {c}", num(agreement["alpha_by_category"].get(c))) for c in CATEGORIES]
+        found += [(f"κ (quadratic) {p['a']} vs {p['b']}", f"{num(p['kappa_quadratic'])}; exact {num(p['exact'])}")
+                  for p in agreement["pairs"]]
+    if section.get("panel_human") is not None:
+        found.append(("panel vs human", human_text(section["panel_human"])))
+    return [{"measure": measure, "value": value} for measure, value in found]
 
 
-def check_tables(summary: dict, num: Callable, ci: Callable) -> list[tuple[str, list[str], list[list[str]]]]:
+def judges_tables(section: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    return [(summary_title(section), *text_table(SUMMARY, summary_rows(section))),
+            (PER_JUDGE_TITLE, *text_table(PER_JUDGE, section["per_judge"]))]
+
+
+def check_rows(summary: dict) -> list[dict]:
+    """A judge's overall row and its rows per category; a category row has no flag or retest."""
+    rows = []
+    for name, j in summary["judges"].items():
+        rows.append({"judge": name, "category": "all", **{k: v for k, v in j.items() if k != "categories"}})
+        rows += [{"judge": name, "category": c, **r} for c, r in j["categories"].items() if r["positives"] or r["negatives"]]
+    return rows
+
+
+def check_tables(summary: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     """judge-check's report: per judge overall and per category."""
     t = summary["thresholds"]
-    header = ["judge", "category", "positives", "positive pass", "negatives", "negative false pass", "failed", "flag",
-              "retest changed", "retest mean |Δ|"]
-    body = []
-    for name, j in summary["judges"].items():
-        body.append([name, "all", num(j["positives"]), _with_ci(j["positive_pass"], j["positive_pass_ci95"], num, ci),
-                     num(j["negatives"]), _with_ci(j["negative_false_pass"], j["negative_false_pass_ci95"], num, ci),
-                     num(j["failed"]), j["flag"] or "n/a", num(j["retest_changed"]), num(j["retest_mean_abs_change"])])
-        for c, r in j["categories"].items():
-            if r["positives"] or r["negatives"]:
-                body.append([name, c, num(r["positives"]), _with_ci(r["positive_pass"], r["positive_pass_ci95"], num, ci),
-                             num(r["negatives"]),
-                             _with_ci(r["negative_false_pass"], r["negative_false_pass_ci95"], num, ci),
-                             num(r["failed"]), "", "", ""])
     title = (f"judge-check — control answers (lenient: false pass > {t['max_false_pass']}; harsh: positive pass "
              f"< {t['min_pass']}; 95% Wilson intervals)")
-    return [(title, header, body)]
-
-
-def _with_ci(value, interval, num, ci) -> str:
-    return "n/a" if value is None else f"{num(value)} {ci(interval)}"
-
-
-def _human(found: dict | None, num) -> str:
-    if found is None:
-        return "n/a"
-    return f"κ {num(found['kappa_quadratic'])}, exact {num(found['exact'])}, ±1 {num(found['within_one'])} (n={found['n']})"
+    return [(title, *text_table(CHECKS, check_rows(summary)))]

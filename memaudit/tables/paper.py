@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 import orjson
 
 from memaudit.errors import BadInput
-from memaudit.tables.judges_render import judges_tables
+from memaudit.tables.judges_render import PER_JUDGE, judges_tables
 from memaudit.tables.judges import judges_section
 from memaudit.store import Run, Store, select_runs
 from memaudit.tables import carryover, evolving, metrics, stats, utilization
-from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, ci_text, mode_label, num, project, text_table
+from memaudit.tables.columns import (COMPARISONS, FOOTPRINT, GAP, PROMPTS, TABLE2, TABLE3, TABLE4, TOKENS, ci_text,
+                                     mode_label, num, project, text_table)
 from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
 
@@ -317,42 +318,6 @@ def render(tables: dict, fmt: str) -> str:
     raise BadInput(f"unknown format {fmt!r}; use md, latex, csv or json", field="format")
 
 
-def _prompts(rows):
-    header = ["run", "stage", "mode", "prompts", "hash"]
-    body = [[r["run"], r["stage"], mode_label(r) if r["mode"] else "", r["prompts"], (r["hash"] or "")[:19]]
-            for r in rows]
-    return header, body
-
-
-def _footprint(rows):
-    header = ["run", "users", "items p50", "items p90", "chars p50", "chars p90"]
-    body = [[r["run"], num(r["users"]), num(r["items_p50"], 0), num(r["items_p90"], 0),
-             num(r["chars_p50"], 1), num(r["chars_p90"], 1)] for r in rows]
-    return header, body
-
-
-def _gap(rows):
-    header = ["run", "users", "mean", "median", "min", "max"]
-    body = [[r["run"], num(r["users"]), *(num(r[k]) for k in ("mean", "median", "min", "max"))] for r in rows]
-    return header, body
-
-
-def _tokens(rows):
-    # Reasoning tokens are part of the completion tokens (as the API counts them), not added to the total.
-    header = ["run", "role", "calls", "prompt", "completion", "of which reasoning", "cached", "total"]
-    body = [[r["run"], r["role"], *(num(r[k]) for k in ("calls", "prompt_tokens", "completion_tokens",
-                                                          "reasoning_tokens", "cached_tokens", "total_tokens"))]
-            for r in rows]
-    return header, body
-
-
-def _comparisons(rows):
-    header = ["mode", "a", "b", "users", "diff (a − b)", "95% CI", "p", "p Holm", ""]
-    body = [[r["mode"], r["a"], r["b"], num(r["users"]), num(r["diff"]), ci_text(r["ci95"]), num(r["p"], 4),
-             num(r["p_holm"], 4), "*" if r["significant"] else ""] for r in rows]
-    return header, body
-
-
 def _robustness(rob: dict):
     header = ["measure", "value"]
     body = [["variant", f"{rob['variant']} vs {rob['baseline']}"], ["targets compared", num(rob["targets"])],
@@ -373,24 +338,34 @@ def _robustness(rob: dict):
     return header, body
 
 
+# Every table of rows, by its section name, as declared (memaudit/tables/columns.py and beside its maths).
+DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4, "footprint": FOOTPRINT, "gap": GAP, "tokens": TOKENS,
+            "comparisons": COMPARISONS, "utilization": utilization.UTILIZATION, "carryover": carryover.CARRYOVER,
+            "prompts": PROMPTS, "evolving": evolving.EVOLVING, "evolving_targets": evolving.EVOLVING_TARGETS}
+
+
+def _declared(name: str):
+    return lambda rows: text_table(DECLARED[name], rows)
+
+
 TITLES = {
     "table2": ("Table 2 — task outcome, preference, recovery, footprint (mean ± sample std [95% user-bootstrap CI])",
-               lambda rows: text_table(TABLE2, rows)),
-    "table3": ("Table 3 — recovery per category (mean ± sample std [95% CI])", lambda rows: text_table(TABLE3, rows)),
-    "table4": ("Table 4 — failure attribution counts", lambda rows: text_table(TABLE4, rows)),
-    "footprint": ("Footprint — lower order statistic over users", _footprint),
-    "gap": ("Per-user gap B(dump_all) − B(retrieve)", _gap),
-    "tokens": ("Token usage per role", _tokens),
-    "comparisons": ("Paired comparisons of per-user B (sign-flip test; * = Holm-adjusted p < 0.05)", _comparisons),
+               _declared("table2")),
+    "table3": ("Table 3 — recovery per category (mean ± sample std [95% CI])", _declared("table3")),
+    "table4": ("Table 4 — failure attribution counts", _declared("table4")),
+    "footprint": ("Footprint — lower order statistic over users", _declared("footprint")),
+    "gap": ("Per-user gap B(dump_all) − B(retrieve)", _declared("gap")),
+    "tokens": ("Token usage per role", _declared("tokens")),
+    "comparisons": ("Paired comparisons of per-user B (sign-flip test; * = Holm-adjusted p < 0.05)",
+                    _declared("comparisons")),
     "utilization": ("Know/Act utilization (per-user means [95% CI]; oracle = why a known entry was not used)",
-                    lambda rows: utilization.table(rows, num, ci_text)),
-    "carryover": ("Preference carry-over and bother rate (per-user means [95% CI])",
-                  lambda rows: carryover.table(rows, num, ci_text)),
-    "prompts": ("Prompts each number was made with (memaudit prompts list)", _prompts),
+                    _declared("utilization")),
+    "carryover": ("Preference carry-over and bother rate (per-user means [95% CI])", _declared("carryover")),
+    "prompts": ("Prompts each number was made with (memaudit prompts list)", _declared("prompts")),
     "evolving": ("Evolving targets — FAMA, MPA, FAA, stale in store / in recovery (category-balanced per-user means "
-                 "[95% CI])", lambda rows: evolving.table(rows, num, ci_text)),
+                 "[95% CI])", _declared("evolving")),
     "evolving_targets": ("Evolving targets — criteria per target (present: current value; absent: each superseded "
-                         "value)", lambda rows: evolving.targets_table(rows, num, ci_text)),
+                         "value)", _declared("evolving_targets")),
     "robustness": ("Robustness — frozen rescoring", _robustness),
 }
 
@@ -401,7 +376,7 @@ def _render_text(tables: dict, *, latex: bool) -> str:
         if tables.get(name) is None:
             continue
         if name == "judges":  # several tables: memaudit/tables/judges_render.py
-            built = judges_tables(tables[name], num, ci_text)
+            built = judges_tables(tables[name])
         else:
             title, build = TITLES[name]
             built = [(title, *build(tables[name]))]
@@ -474,13 +449,14 @@ def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
     return sections
 
 
-DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4}
-
-
 def as_data(tables: dict, output: str) -> dict:
     """The tables as csv or json carry them: a declared table keeps the keys its columns name."""
-    return {**tables, **{name: [project(row, columns, output) for row in tables[name]]
-                         for name, columns in DECLARED.items() if tables.get(name) is not None}}
+    out = {**tables, **{name: [project(row, columns, output) for row in tables[name]]
+                        for name, columns in DECLARED.items() if tables.get(name) is not None}}
+    if tables.get("judges") is not None:
+        out["judges"] = {**tables["judges"],
+                         "per_judge": [project(row, PER_JUDGE, output) for row in tables["judges"]["per_judge"]]}
+    return out
 
 
 def _render_csv(tables: dict) -> str:

@@ -17,10 +17,30 @@ from collections import defaultdict
 
 from memaudit.store import Store
 from memaudit.tables import stats
+from memaudit.tables.columns import DATA, NOT_TEXT, Column
 from memaudit.types import CATEGORIES
 
 COUNTS = ("kp_ap", "kp_af", "kf_ap", "kf_af")
+COUNT_NAMES = {"kp_ap": "KP∧AP", "kp_af": "KP∧AF", "kf_ap": "KF∧AP", "kf_af": "KF∧AF"}
 ORACLE_LABELS = ("retrieval", "comprehension", "application")  # memaudit/utilization/act.py assigns them
+
+# One row per measured (run, k). The report links the run and each count to the pass's cases.
+UTILIZATION = (
+    Column("run", ("run",), "run", link="cases"),
+    Column("system", ("system",), "text", outputs=NOT_TEXT),
+    Column("k", ("k",)),
+    Column("threshold", ("threshold",), outputs=DATA),
+    Column("users", ("users",), outputs=DATA),
+    Column("targets", ("targets",)),
+    *(Column(name, (count,), link="cases") for count, name in COUNT_NAMES.items()),
+    Column("Act accuracy", ("act_accuracy",), "interval"),
+    Column("Utilization", ("utilization",), "interval"),
+    Column("per category", ("per_category",), outputs=DATA),
+    Column("oracle retrieval/comprehension/application", tuple(f"oracle.{label}" for label in ORACLE_LABELS)),
+    Column("oracle failed", ("oracle_failed",), outputs=DATA),
+    Column("order disagreements", ("order_disagreements",)),
+    Column("failed", ("failed",)),
+)
 
 
 def outcome(know: bool, act: str) -> str:
@@ -76,19 +96,3 @@ async def utilization_rows(store: Store, runs: list[str], boot) -> list[dict]:
             rows.append(row)
     return rows
 
-
-def with_ci(value, interval, num, ci) -> str:
-    """`value [low, high]`, or the value alone when there is no interval."""
-    return num(value) if value is None or interval is None else f"{num(value)} {ci(interval)}"
-
-
-def table(rows: list[dict], num, ci) -> tuple[list[str], list[list[str]]]:
-    """Header and body for md/latex; `num` and `ci` are the tables' cell formatters."""
-    header = ["run", "k", "targets", "KP∧AP", "KP∧AF", "KF∧AP", "KF∧AF", "Act accuracy", "Utilization",
-              "oracle retrieval/comprehension/application", "order disagreements", "failed"]
-    body = [[r["run"], num(r["k"]), num(r["targets"]), *(num(r[c]) for c in COUNTS),
-             with_ci(r["act_accuracy"], r["act_accuracy_ci95"], num, ci),
-             with_ci(r["utilization"], r["utilization_ci95"], num, ci),
-             "/".join(num(r["oracle"][label]) for label in ORACLE_LABELS), num(r["order_disagreements"]),
-             num(r["failed"])] for r in rows]
-    return header, body

@@ -8,6 +8,7 @@ import sys
 import time
 
 import anyio
+import orjson
 import pytest
 
 from memaudit.config import REPO_ROOT
@@ -198,3 +199,47 @@ def test_a_store_from_a_newer_memaudit_is_refused_untouched(tmp_path):
 async def _touch(db):
     async with open_store(db):
         pass
+
+
+def test_derived_turn_and_snapshot_figures_are_filled_for_rows_written_before(tmp_path, monkeypatch):
+    """db/015 stores whether the preference judge failed a turn and the adapter's count of lost
+    memory writes beside the row; rows written before get them from the same JSON, and rows
+    written after get the same values from the store's row builders."""
+    import shutil
+
+    import memaudit.store as store_module
+    from memaudit.store.episodes import SnapshotRow, TurnRow
+
+    schema = tmp_path / "db"
+    shutil.copytree(REPO_ROOT / "db", schema)
+    later = schema / "015_derived_figures.sql"
+    script = later.read_text()
+    later.unlink()
+    monkeypatch.setattr(store_module, "SCHEMA_DIR", schema)
+    failed = orjson.dumps([{"idx": 1, "score": None, "error": "no valid answer"}]).decode()
+    rated = orjson.dumps([{"idx": 1, "score": 4}]).decode()
+
+    async def before():
+        async with open_store(tmp_path / "s.db") as store:
+            await store.write([
+                ("INSERT INTO runs(run, system, bench) VALUES ('r', 'mem0', 'b')", ()),
+                ("INSERT INTO episodes VALUES ('r', 'u', 1, 'task', 'satisfied', 2, 4.0, NULL)", ()),
+                *[("INSERT INTO turns VALUES ('r', 'u', 1, ?, 'reply', 'followup', 'text', NULL, ?, 0)", (n, p))
+                  for n, p in ((1, failed), (2, rated))],
+                *[("INSERT INTO snapshots VALUES ('r', ?, 1, ?, '[]', 0, 0.0)", (u, s))
+                  for u, s in (("u", '{"write_failures": 3}'), ("v", '{"items": []}'))]])
+
+    async def after():
+        async with open_store(tmp_path / "s.db") as store:
+            turns = [tuple(r) for r in await store.fetchall("SELECT turn, judge_failed FROM turns ORDER BY turn")]
+            lost = await store.episodes.last_write_failures("r")
+            outcomes = await store.episodes.outcomes("r")
+        return turns, lost, outcomes["judge_failures"]
+
+    anyio.run(before)
+    later.write_text(script)
+    assert anyio.run(after) == ([(1, 1), (2, 0)], {"u": 3, "v": None}, 1)
+    assert TurnRow("r", "u", 1, 1, "a", None, None, None, orjson.loads(failed)).judge_failed
+    assert not TurnRow("r", "u", 1, 2, "a", None, None, 4.0, orjson.loads(rated)).judge_failed
+    assert SnapshotRow("r", "u", 1, {"write_failures": 3}, [], 0, 0.0).write_failures == 3
+    assert SnapshotRow("r", "v", 1, {"items": []}, [], 0, 0.0).write_failures is None

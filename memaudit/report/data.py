@@ -88,11 +88,11 @@ class PassRows:
 
 async def pass_rows(store: Store, p: Pass) -> PassRows:
     scores: dict = {}
-    for r in await store.scores.pass_rows(p.run, p.mode, p.k, VARIANT):
+    async for r in store.scores.pass_rows(p.run, p.mode, p.k, VARIANT):
         scores.setdefault(r["user_id"], {})[sys.intern(r["dimension"])] = Target(
             sys.intern(r["category"]), r["score"], sys.intern(r["status"]), r["label"])
     labels: dict = {}
-    for r in await store.attributions.pass_labels(p.run, p.mode, p.k, VARIANT):
+    async for r in store.attributions.pass_labels(p.run, p.mode, p.k, VARIANT):
         labels.setdefault(r["user_id"], {})[sys.intern(r["dimension"])] = sys.intern(r["label"])
     return PassRows(scores, labels)
 

@@ -38,6 +38,7 @@ from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc,
 from memaudit.store import RunConfig, Store, dumps
 from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, TABLE4_SHORT, Column, value
 from memaudit.tables.paper import DECLARED, compute_tables
+from memaudit.tables.stats import release_resamples
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
 
 INDEX = "index.html"
@@ -59,6 +60,7 @@ async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, 
     # What the tables are computed from is read once: the pages show its per-user figures.
     runs_data = await data.read_runs(store, selected)
     tables = await compute_tables(store, [r["run"] for r in selected], data=runs_data)
+    release_resamples()  # the pages need no more intervals: their draws' memory goes before the pages'
     summary = await data.load_summary(store, selected, runs_data)
     paneled = await judges.paneled_runs(store, [r["run"] for r in selected])
     report = Report(out / INDEX, store, summary)

@@ -50,9 +50,9 @@ class Attributions:
         return [r["mode"] for r in await self.db.fetchall(
             "SELECT DISTINCT mode FROM attributions WHERE run=? ORDER BY mode", (run,))]
 
-    async def pass_labels(self, run: str, mode: str, k: int, variant: str):
-        """(user_id, dimension, label) of every attribution of one pass."""
-        return await self.db.fetchall(
+    def pass_labels(self, run: str, mode: str, k: int, variant: str):
+        """(user_id, dimension, label) of every attribution of one pass, as an async iterator."""
+        return self.db.iterate(
             "SELECT user_id, dimension, label FROM attributions WHERE run=? AND mode=? AND k=? AND variant=?",
             (run, mode, k, variant))
 

@@ -12,10 +12,19 @@ if TYPE_CHECKING:
     from memaudit.store import Store
 
 
-# A turn the preference judge failed to rate: its per-preference records carry the error
-# (memaudit/rollout/pref_judge.py). Its score is None and D leaves it out, so it is counted.
-JUDGE_FAILED = ("EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(t.per_pref) THEN t.per_pref ELSE '[]' END) "
-                "WHERE json_type(value, '$.error') IS NOT NULL)")
+
+def judge_failed(per_pref) -> bool:
+    """A turn the preference judge failed to rate: its per-preference records carry the error
+    (memaudit/rollout/pref_judge.py). Its score is None and D leaves it out, so it is counted.
+    Stored with the turn (db/015 filled it for turns written before, with the same test in SQL)."""
+    return isinstance(per_pref, list) and any(isinstance(p, dict) and "error" in p for p in per_pref)
+
+
+def write_failures(state):
+    """The memory writes an adapter lost for good, as its snapshot state counts them under
+    `write_failures` (adapters/memory_calls.py FailureLog); None for a state without the count.
+    Stored with the snapshot (db/015 filled it for snapshots written before)."""
+    return state.get("write_failures") if isinstance(state, dict) else None
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class EpisodeRow(Row):
 @dataclass(frozen=True)
 class TurnRow(Row):
     TABLE = "turns"
-    ENCODE = {"per_pref": dumps, "fallback": int}
+    ENCODE = {"per_pref": dumps, "fallback": int, "judge_failed": int}
     run: str
     user_id: str
     task_idx: int
@@ -45,6 +54,10 @@ class TurnRow(Row):
     preference_score: float | None
     per_pref: list = field(default_factory=list)
     fallback: bool = False
+    judge_failed: bool = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "judge_failed", judge_failed(self.per_pref))
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,10 @@ class SnapshotRow(Row):
     items: list
     n_items: int
     avg_chars: float
+    write_failures: Any = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "write_failures", write_failures(self.state))
 
 
 class Episodes:
@@ -142,7 +159,7 @@ class Episodes:
             "SELECT COUNT(*) AS episodes, COALESCE(SUM(end_reason='satisfied'), 0) AS satisfied, "
             "COALESCE(SUM(end_reason='failed'), 0) AS failed, "
             "(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND t.fallback=1) AS fallbacks, "
-            f"(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND {JUDGE_FAILED}) AS judge_failures "
+            "(SELECT COUNT(*) FROM turns t WHERE t.run=e.run AND t.judge_failed=1) AS judge_failures "
             "FROM episodes e WHERE run=?", (run,))
         return dict(row)
 
@@ -159,7 +176,7 @@ class Episodes:
         """(user_id, preference_score, fallback, judge_failed) of every turn, by user, task and turn,
         as an async iterator (a run's turns are not held at once)."""
         return self.db.iterate(
-            f"SELECT user_id, preference_score, fallback, {JUDGE_FAILED} AS judge_failed FROM turns t WHERE run=? "
+            "SELECT user_id, preference_score, fallback, judge_failed FROM turns t WHERE run=? "
             "ORDER BY user_id, task_idx, turn", (run,))
 
     async def users_with_records(self, run: str) -> set[str]:
@@ -197,19 +214,17 @@ class Episodes:
         return [r["user_id"] for r in await self.db.fetchall(
             "SELECT DISTINCT user_id FROM snapshots WHERE run=? ORDER BY user_id", (run,))]
 
-    async def last_state_field(self, run: str, name: str) -> dict:
-        """user -> the top-level field `name` of the state in the user's last snapshot (None without it)."""
-        rows = await self.db.fetchall(
-            "SELECT s.user_id, json_extract(s.state, '$.' || ?) AS n FROM snapshots s "
-            "JOIN (SELECT user_id, MAX(task_idx) AS last FROM snapshots WHERE run=? GROUP BY user_id) l "
-            "ON s.user_id=l.user_id AND s.task_idx=l.last WHERE s.run=?", (name, run, run))
-        return {r["user_id"]: r["n"] for r in rows}
-
     async def last_footprints(self, run: str) -> dict[str, tuple[int, float]]:
         """user -> (items, mean chars) of the user's last snapshot in the run."""
+        return {r["user_id"]: (r["n_items"], r["avg_chars"]) for r in await self._last_snapshot_figures(run)}
+
+    async def last_write_failures(self, run: str) -> dict:
+        """user -> the memory writes lost for good as of the user's last snapshot (write_failures)."""
+        return {r["user_id"]: r["write_failures"] for r in await self._last_snapshot_figures(run)}
+
+    async def _last_snapshot_figures(self, run: str) -> list:
         # SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum; the
-        # query reads only the covering index db/014 adds, never the snapshot rows.
-        rows = await self.db.fetchall(
-            "SELECT user_id, MAX(task_idx) AS last, n_items, avg_chars FROM snapshots WHERE run=? GROUP BY user_id",
-            (run,))
-        return {s["user_id"]: (s["n_items"], s["avg_chars"]) for s in rows}
+        # query reads only the covering index of db/015, never the snapshot rows.
+        return await self.db.fetchall(
+            "SELECT user_id, MAX(task_idx) AS last, n_items, avg_chars, write_failures FROM snapshots WHERE run=? "
+            "GROUP BY user_id", (run,))

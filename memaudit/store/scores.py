@@ -172,9 +172,10 @@ class Scores:
             f"SELECT DISTINCT run, mode, k FROM reconstructions WHERE variant=? AND run IN ({marks(runs)}) "
             "ORDER BY run, mode, k", [variant, *runs])]
 
-    async def pass_rows(self, run: str, mode: str, k: int, variant: str):
-        """User, dimension, category, score, status and label of every row of one pass (no evidence)."""
-        return await self.db.fetchall(
+    def pass_rows(self, run: str, mode: str, k: int, variant: str):
+        """User, dimension, category, score, status and label of every row of one pass (no evidence),
+        as an async iterator (the caller keeps what it needs, not every row object at once)."""
+        return self.db.iterate(
             "SELECT user_id, category, dimension, score, status, label FROM reconstructions "
             "WHERE run=? AND mode=? AND k=? AND variant=?", (run, mode, k, variant))
 

@@ -69,11 +69,9 @@ class ModeRecovery:
 
 
 async def memory_write_failures(store: Store, run: str) -> dict[str, int | None]:
-    """user -> memory-side writes lost for good, as of the user's final snapshot.
-
-    The one place that knows where the count lives: adapters keep it in their snapshot state under
-    `write_failures` (adapters/memory_calls.py FailureLog); a state without it gives None."""
-    return await store.episodes.last_state_field(run, "write_failures")
+    """user -> memory-side writes lost for good, as of the user's final snapshot (None: the system
+    keeps no count). Where adapters keep the count: store/episodes.py write_failures."""
+    return await store.episodes.last_write_failures(run)
 
 
 def total_write_failures(counts) -> int | None:

@@ -3,7 +3,7 @@ with no assistant, simulator or preference-judge call."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import anyio
 import orjson
@@ -17,6 +17,7 @@ from memaudit.rollout import runner
 from memaudit.rollout.runner import run_rollout
 from memaudit.scoring.recovery import ready_users
 from memaudit.store import RunBusy, loads, open_store
+from memaudit.store.episodes import TurnRow
 from memaudit.testing.fake_openai import schema_name
 from memaudit.testing.release_fixture import write_release
 from tests.rollout.conftest import make_bench
@@ -79,7 +80,8 @@ async def test_longctx_full_over_its_own_recorded_run_stores_the_same_items_with
     for key in source:  # after every episode, item for item: task, user and (same order as live) agent items
         assert forced[key] == source[key], key
     assert {i["category"] for i in forced[("user_002", 3)]} == {"task", "agent_reply", "user_reply"}
-    fallbacks = [r for r in forced_rows["turns"] if r[-1]]
+    fallback = [f.name for f in fields(TurnRow)].index("fallback") - 1  # transcript_rows drops the run column
+    fallbacks = [r for r in forced_rows["turns"] if r[fallback]]
     assert fallbacks  # a placeholder is part of the transcript, never of memory
     assert all("[no valid simulator reply]" not in i["content"] for items in forced.values() for i in items)
     assert run.config.tag == "tf_longctx_full" and run.prompt_hashes == {}

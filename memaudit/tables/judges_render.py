@@ -32,7 +32,7 @@ CHECKS = (
     Column("failed", ("failed",)),
     Column("flag", ("flag",), "text"),
     Column("retest changed", ("retest_changed",)),
-    Column("retest mean |Δ|", ("retest_mean_abs_change",)),
+    Column("retest mean abs Δ", ("retest_mean_abs_change",)),  # no pipe: it would split the md cell
 )
 
 PER_JUDGE_TITLE = "Judges — per judge (B under this judge; control answers of judge-check; test–retest; human grades)"

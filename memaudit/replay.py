@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from memaudit.canonical import differences
 from memaudit.config import PROMPTS_DIR, Settings
 from memaudit.errors import BadInput, CacheMiss
 from memaudit.tables.judge_checks import Thresholds
@@ -245,10 +246,44 @@ def _compare(table: str, key: tuple, recorded: list, replayed: list) -> str | No
         if k not in before:
             return f"{where}: replayed but not recorded"
         for column, value in before[k].items():
-            if after[k][column] != value:
-                return (f"{where} column {column}: recorded {_short(value)} vs replayed "
-                        f"{_short(after[k][column])}")
+            old, new = _comparable(table, column, value), _comparable(table, column, after[k][column])
+            if old != new:
+                return f"{where} column {column}: {_difference(old, new)}"
     return None
+
+
+# Fields of a scoring pass's config that are not inputs of its numbers, left out of the comparison:
+# `overflow_count` says how this machine measures prompts against the window (it names the tokenizer
+# file found here, or its absence; an overflow decided differently shows in the reconstructions'
+# statuses, which are compared), and a role's `repair_attempts` (replay answers from the cache,
+# where a failed call is an outcome, as provenance.recorded_settings rebuilds it). Passes scored
+# before either was recorded lack them.
+NOT_COMPARED = ("overflow_count",)
+NOT_COMPARED_PER_ROLE = ("repair_attempts",)
+
+
+def _comparable(table: str, column: str, value):
+    if (table, column) != ("score_passes", "config") or not isinstance(value, str):
+        return value
+    config = loads(value)
+    if not isinstance(config, dict):
+        return config
+    config = {k: v for k, v in config.items() if k not in NOT_COMPARED}
+    roles = (config.get("provenance") or {}).get("roles")
+    if isinstance(roles, dict):
+        roles = {name: {k: v for k, v in role.items() if k not in NOT_COMPARED_PER_ROLE} if isinstance(role, dict)
+                 else role for name, role in roles.items()}
+        config["provenance"] = {**config["provenance"], "roles": roles}
+    return config
+
+
+def _difference(recorded, replayed) -> str:
+    """What differs in one column: for a config (an object) the fields that differ, by name, not two
+    strings cut off before them."""
+    named = differences(recorded, replayed) if isinstance(recorded, dict) and isinstance(replayed, dict) else []
+    if named:
+        return "; ".join(d.replace(", now ", ", replayed ") for d in named)
+    return f"recorded {_short(recorded)} vs replayed {_short(replayed)}"
 
 
 def _compare_json(path: str, recorded, replayed) -> str | None:

@@ -52,6 +52,21 @@ async def test_replay_reports_a_tampered_row(settings, fake):
 
 
 @pytest.mark.anyio
+async def test_replay_of_passes_recorded_before_machine_notes_is_identical(settings, fake):
+    """A pass scored by earlier code records neither how prompts are measured against the window
+    (`overflow_count`, which names this machine's tokenizer) nor the roles' repair attempts: neither
+    is an input of a number, so replay is identical; a changed input is named field by field."""
+    await recorded(settings, fake)
+    await tamper(settings, "UPDATE score_passes SET config = json_set(json_remove(config, '$.overflow_count'), "
+                           "'$.provenance.roles.slot_fill.repair_attempts', 7)")
+    assert await replay_runs(settings) is None
+    await tamper(settings, "UPDATE score_passes SET config = json_set(config, '$.provenance.seed', 99) "
+                           "WHERE run='nomem' AND mode='dump_all'")
+    found = await replay_runs(settings)
+    assert found.startswith("score_passes ") and found.endswith("column config: seed (recorded 99, replayed None)")
+
+
+@pytest.mark.anyio
 async def test_replay_without_the_calls_is_a_cache_miss_naming_the_role(settings, fake):
     await recorded(settings, fake)
     await tamper(settings, "DELETE FROM calls WHERE role='recovery_judge'")

@@ -15,7 +15,9 @@ Pages (the files grow with runs and passes; each run and pass page has one row p
         v=episodes&r=<run> · v=memory&r=<run>   the user's episodes and final memory in a run
 
 Every Table 2/3/4 cell links one level down, and each level links further down to the target,
-whose transcript turns carry anchors. Other report parts add pages beside these (write_report)
+whose transcript turns carry anchors. The data files are what a report's size and time grow with
+(`user_data`: all of them, none, up to userdata.AUTO_USER_RUNS user-runs, or served on demand by
+report/serve.py). Other report parts add pages beside these (write_report)
 and sections to the user's views (assets/user.js: MEMAUDIT.sections). The report reads the
 store only; it never calls a model. Output is deterministic: sorted iteration, no timestamps.
 """

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from memaudit.report.html import esc, link, mean_std_text, num, table
+from memaudit.report.html import INDEX, esc, link, mean_std_text, num, table
 from memaudit.tables.columns import Column, cell_text, shown, value
 
-INDEX = "index.html"
 NUMBERS = ("number", "summary", "interval", "versus")
 # (column, row, key) -> (page, anchor) the cell links to, or None for no link
 Resolve = Callable[[Column, dict, str], "tuple[str, str | None] | None"]

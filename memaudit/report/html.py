@@ -12,6 +12,7 @@ from typing import Iterable
 
 from memaudit.types import RUBRIC
 
+INDEX = "index.html"  # the report's first page: every other page links back to it
 STYLESHEET = "assets/style.css"
 
 # Colours of attribution labels in charts and legends (same order as ATTRIBUTION_LABELS).

@@ -4,12 +4,11 @@ drill-down page with every judge's verdict per target. Read from the store only.
 from __future__ import annotations
 
 from memaudit.report.columns import declared
-from memaudit.report.html import esc, link, num, page, score_class, slug, table
+from memaudit.report.html import INDEX, esc, link, num, page, score_class, slug, table
 from memaudit.store import Store
 from memaudit.tables.judges_render import PER_JUDGE, SUMMARY, summary_rows
 from memaudit.types import DEFAULT_VARIANT
 
-INDEX = "index.html"
 
 
 def verdicts_page(run: str) -> str:

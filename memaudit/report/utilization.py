@@ -4,12 +4,11 @@ re-answers (memaudit/utilization/). Read from the store only."""
 from __future__ import annotations
 
 from memaudit.report.columns import Resolve, declared
-from memaudit.report.html import dl, esc, num, page, slug
+from memaudit.report.html import INDEX, dl, esc, num, page, slug
 from memaudit.store import Store
 from memaudit.tables.carryover import CARRYOVER
 from memaudit.tables.utilization import COUNT_NAMES, COUNTS, UTILIZATION, load_cases, outcome
 
-INDEX = "index.html"
 
 
 def cases_page(run: str, k: int) -> str:

@@ -35,7 +35,7 @@ from memaudit.ids import inside, refuse_links_out
 from memaudit.report import data, evolving, judges, userdata, utilization
 from memaudit.report.columns import declared, mode_name
 from memaudit.report.data import Pass, Summary
-from memaudit.report.html import (LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, href, link, num, page,
+from memaudit.report.html import (INDEX, LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, href, link, num, page,
                                   score_class, slug, stacked_chart, table)
 from memaudit.store import RunConfig, Store, dumps
 from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, TABLE4_SHORT, Column, value
@@ -43,7 +43,6 @@ from memaudit.tables.paper import DECLARED, compute_tables
 from memaudit.tables.stats import release_resamples
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
 
-INDEX = "index.html"
 LABEL_MARKS = {"ok": "", "memory_failure": "M", "task_design_failure": "T", "agent_elicitation_failure": "A",
                "simulator_too_strict": "U", "no_targeted_task": "N", "unclassified": "?", "overflow": "O"}
 MODE_COLOURS = {"dump_all": "#1f5f8b", "retrieve": "#e07a2f"}

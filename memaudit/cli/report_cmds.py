@@ -20,7 +20,7 @@ RUNS_HELP = "comma-separated run ids (default: every run in the store)"
                    "user's drill-down from the store when it is opened (until Ctrl-C)")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="with --serve: the loopback port (0: a free one)")
-@click.option("--user-data", type=click.Choice(["auto", "all", "none"]), default="auto", show_default=True,
+@click.option("--user-data", type=click.Choice(userdata.USER_DATA), default="auto", show_default=True,
               help="which users' drill-down data files the static report holds: auto = all when the report "
                    f"covers at most {userdata.AUTO_USER_RUNS} user-runs (users x runs), else none and each user view says "
                    "how to get it (--serve, or --user-data all)")
@@ -37,7 +37,7 @@ def view(runs, out_dir, serve, port, user_data, audit):
         return
     out.print(f"report written: {report.index} (open it in a browser; it works from disk)", highlight=False)
     if not report.data_written:
-        out.print(f"users' drill-down data not written ({report.user_runs()} user-runs, more than {userdata.AUTO_USER_RUNS}"
+        out.print(f"users' drill-down data not written ({report.user_runs} user-runs, more than {userdata.AUTO_USER_RUNS}"
                   " for --user-data auto): serve it with `memaudit view --serve`, or add --user-data all",
                   highlight=False)
 

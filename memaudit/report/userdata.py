@@ -27,12 +27,12 @@ MEMORY_REF = "$m"
 # (lazy matching) took no longer than level 1 for a tenth fewer bytes; level 6 saved another tenth
 # for four times the time.
 LEVEL = 4
-# Which users' data files a report holds (`view --user-data`): "all", "none", "auto" (all when the
-# report covers at most AUTO_USER_RUNS user-runs) or "served" (none on disk: report/serve.py answers
-# them). On the published release a user-run's data is about 0.14 MiB compressed and takes longer to
+# Which users' data files a static report holds (`view --user-data`): "all", "none" or "auto" (all
+# when the report covers at most AUTO_USER_RUNS user-runs); `view --serve` builds it with "served"
+# (none on disk: report/serve.py answers them). On the published release a user-run's data is about 0.14 MiB compressed and takes longer to
 # write than its share of the tables, so 100 user-runs (20 users of 5 systems) is ~14 MiB; a larger
 # study's static report holds the tables and pages, and its drill-down is served or asked for.
-USER_DATA = ("auto", "all", "none", "served")
+USER_DATA = ("auto", "all", "none")
 AUTO_USER_RUNS = 100
 CHARSET = "windows-1252"  # one character per byte: what the page reads the data file's bytes as
 _ESCAPES = ((b"\\", b"\\\\"), (b'"', b'\\"'), (b"\n", b"\\n"), (b"\r", b"\\r"))

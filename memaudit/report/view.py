@@ -23,6 +23,7 @@ store only; it never calls a model. Output is deterministic: sorted iteration, n
 """
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from importlib import resources
@@ -55,7 +56,8 @@ async def write_report(store: Store, out_dir, runs: list[str] | None = None) -> 
 
 
 async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, user_data: str = "all") -> "Report":
-    """The report's pages in out_dir and, as `user_data` says (userdata.USER_DATA), the users' data files."""
+    """The report's pages in out_dir and, as `user_data` says (userdata.USER_DATA, or "served"), the
+    users' data files."""
     out = Path(out_dir)
     selected = await data.report_runs(store, runs)
     # What the tables are computed from is read once: the pages show its per-user figures.
@@ -65,7 +67,7 @@ async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, 
     summary = await data.load_summary(store, selected, runs_data)
     paneled = await judges.paneled_runs(store, [r["run"] for r in selected])
     report = Report(out / INDEX, store, summary)
-    report.data_written = user_data == "all" or (user_data == "auto" and report.user_runs() <= userdata.AUTO_USER_RUNS)
+    report.data_written = user_data == "all" or (user_data == "auto" and report.user_runs <= userdata.AUTO_USER_RUNS)
     refuse_links_out(out)
     writer = _Writer(out)
     writer.copy_assets()
@@ -80,7 +82,7 @@ async def build_report(store: Store, out_dir, runs: list[str] | None = None, *, 
                 writer.write(_list_page(p, name), _target_list(rows, run, p, name, targets))
     await utilization.write_pages(store, writer, tables)
     await judges.write_pages(store, writer, paneled)
-    unwritten = None if report.data_written or user_data == "served" else report.user_runs()
+    unwritten = None if report.data_written or user_data == "served" else report.user_runs
     writer.write(userdata.APP, _app_shell(summary, unwritten))
     if report.data_written:
         await report.write_data(writer)
@@ -95,6 +97,7 @@ class Report:
         self.index, self.store, self.summary = index, store, summary
         self.data_written = False
 
+    @functools.cached_property
     def user_runs(self) -> int:
         """How many (user, run) pairs the report covers: what its users' data files hold."""
         return sum(self.summary.has_user(r, uid) for r in self.summary.runs

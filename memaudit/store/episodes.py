@@ -216,15 +216,17 @@ class Episodes:
 
     async def last_footprints(self, run: str) -> dict[str, tuple[int, float]]:
         """user -> (items, mean chars) of the user's last snapshot in the run."""
-        return {r["user_id"]: (r["n_items"], r["avg_chars"]) for r in await self._last_snapshot_figures(run)}
+        return {user: (items, chars) for user, (items, chars, _) in (await self.last_figures(run)).items()}
 
     async def last_write_failures(self, run: str) -> dict:
         """user -> the memory writes lost for good as of the user's last snapshot (write_failures)."""
-        return {r["user_id"]: r["write_failures"] for r in await self._last_snapshot_figures(run)}
+        return {user: lost for user, (_, _, lost) in (await self.last_figures(run)).items()}
 
-    async def _last_snapshot_figures(self, run: str) -> list:
+    async def last_figures(self, run: str) -> dict[str, tuple[int, float, Any]]:
+        """user -> (items, mean chars, write_failures) of the user's last snapshot in the run."""
         # SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum; the
         # query reads only the covering index of db/015, never the snapshot rows.
-        return await self.db.fetchall(
+        rows = await self.db.fetchall(
             "SELECT user_id, MAX(task_idx) AS last, n_items, avg_chars, write_failures FROM snapshots WHERE run=? "
             "GROUP BY user_id", (run,))
+        return {r["user_id"]: (r["n_items"], r["avg_chars"], r["write_failures"]) for r in rows}

@@ -93,14 +93,13 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
         if t["preference_score"] is not None:
             scores.setdefault(t["user_id"], []).append(t["preference_score"])
         fallbacks[t["user_id"]] = fallbacks.get(t["user_id"], 0) + int(t["fallback"])
-    footprint = await store.episodes.last_footprints(run)
-    write_failures = await memory_write_failures(store, run)
+    last = await store.episodes.last_figures(run)  # items, chars/item, memory writes lost
 
     out: dict[str, UserMetrics] = {}
     for user, eps in sorted(by_user.items()):  # eps: (end_reason, n_turns) of each episode
         satisfied = [n for end, n in eps if end == "satisfied"]
         pref = scores.get(user)
-        items, chars = footprint.get(user, (None, None))
+        items, chars, lost = last.get(user, (None, None, None))
         out[user] = UserMetrics(
             user_id=user, episodes=len(eps), A=len(satisfied) / len(eps),
             C=sum(n for _, n in eps) / len(eps),
@@ -110,7 +109,7 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
             failed_episodes=sum(end == "failed" for end, _ in eps),
             simulator_fallbacks=fallbacks.get(user, 0),
             pref_judge_failures=judge_failures.get(user, 0),
-            memory_write_failures=write_failures.get(user))
+            memory_write_failures=lost)
     return out
 
 

@@ -123,6 +123,12 @@ def recorded_settings(base: Settings, roles: dict[str, dict], models: dict[str, 
     return settings
 
 
+# Role fields a replay neither rebuilds nor compares: it answers from the cache, where a failure is
+# an outcome, so how many repairs a call was allowed never matters to it (and runs recorded before
+# the embedded setting do not name it).
+NOT_REPLAYED = ("repair_attempts",)
+
+
 def _rebuild(section: dict, recorded: dict, sent, field: str) -> None:
     """Configure in `section` the sampling values where what `sent()` gives differs from
     `recorded`; raise BadInput when it still differs."""
@@ -130,10 +136,8 @@ def _rebuild(section: dict, recorded: dict, sent, field: str) -> None:
     for param in ("temperature", "max_tokens"):
         if now.get(param) != recorded.get(param):
             section[param] = recorded.get(param)
-    # Replay answers from the cache, where a failure is an outcome: how many repairs a call was
-    # allowed never matters to it (and runs recorded before the embedded setting do not name it).
-    still = {k: v for k, v in sent().items() if v is not None and k != "repair_attempts"}
-    wanted = {k: v for k, v in recorded.items() if v is not None and k != "repair_attempts"}
+    still = {k: v for k, v in sent().items() if v is not None and k not in NOT_REPLAYED}
+    wanted = {k: v for k, v in recorded.items() if v is not None and k not in NOT_REPLAYED}
     if still != wanted:
         what = sorted(k for k in still.keys() | wanted.keys() if still.get(k) != wanted.get(k))
         raise BadInput(f"the recorded {field} settings ({', '.join(what)}) cannot be rebuilt from the runs' "

@@ -19,7 +19,7 @@ from memaudit.errors import BadInput, CacheMiss
 from memaudit.tables.judge_checks import Thresholds
 from memaudit.scoring.judge_check import run_judge_check
 from memaudit.scoring.panel import Panel
-from memaudit.provenance import merge_roles, recorded_embeddings, recorded_settings
+from memaudit.provenance import NOT_REPLAYED, merge_roles, recorded_embeddings, recorded_settings
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
@@ -255,11 +255,9 @@ def _compare(table: str, key: tuple, recorded: list, replayed: list) -> str | No
 # Fields of a scoring pass's config that are not inputs of its numbers, left out of the comparison:
 # `overflow_count` says how this machine measures prompts against the window (it names the tokenizer
 # file found here, or its absence; an overflow decided differently shows in the reconstructions'
-# statuses, which are compared), and a role's `repair_attempts` (replay answers from the cache,
-# where a failed call is an outcome, as provenance.recorded_settings rebuilds it). Passes scored
-# before either was recorded lack them.
+# statuses, which are compared), and the role fields replay does not rebuild (provenance.NOT_REPLAYED).
+# Passes scored before either was recorded lack them.
 NOT_COMPARED = ("overflow_count",)
-NOT_COMPARED_PER_ROLE = ("repair_attempts",)
 
 
 def _comparable(table: str, column: str, value):
@@ -271,7 +269,7 @@ def _comparable(table: str, column: str, value):
     config = {k: v for k, v in config.items() if k not in NOT_COMPARED}
     roles = (config.get("provenance") or {}).get("roles")
     if isinstance(roles, dict):
-        roles = {name: {k: v for k, v in role.items() if k not in NOT_COMPARED_PER_ROLE} if isinstance(role, dict)
+        roles = {name: {k: v for k, v in role.items() if k not in NOT_REPLAYED} if isinstance(role, dict)
                  else role for name, role in roles.items()}
         config["provenance"] = {**config["provenance"], "roles": roles}
     return config

@@ -6,7 +6,7 @@ on real loopback HTTP.
 
     .venv/bin/python perf/fake_tour.py --install
 
-Prints the wall time of every step and the total (the tour's promise: about a minute), then checks
+Prints the wall time of every step and the total (after the install: about half a minute), then checks
 that a bare `memaudit replay`, with the server stopped, prints `identical`. It also prints how long
 a command takes to give up on a hung endpoint with `--timeout 1` (the setting that replaces the
 default ≈ 70 minutes: 600 s × 7 attempts).

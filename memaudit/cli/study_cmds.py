@@ -19,11 +19,16 @@ from memaudit.study.plan import STAGES, Study, study_panel
 @click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--into", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="the study store (created when absent); replaced only by a complete merge")
-def merge(shards, into):
+@click.option("--partial", is_flag=True,
+              help="merge the shards given although a shard of the study is missing (named on stderr); merge "
+                   "again once it has run")
+def merge(shards, into, partial):
     """Merge the stores of a sharded study (SHARD.db...) into one study store, all or nothing."""
     from memaudit.store.merge import merge_shards
 
-    report = run(merge_shards, list(shards), into)
+    report = run(merge_shards, list(shards), into, partial=partial)
+    for line in report.missing:
+        click.echo(f"memaudit: missing from the study: {line}", err=True)
     for shard in report.shards:
         added = ", ".join(f"{n} {table}" for table, n in sorted(shard.added.items())) or "nothing new"
         click.echo(f"{shard.shard}: {added}")

@@ -67,3 +67,12 @@ def test_restore_refills_every_block(settings, fake):
             assert restored.dump() == original.dump() and restored.snapshot() == original.snapshot()
             assert await restored.search("knee", 3) == await original.search("knee", 3)
     anyio.run(main)
+
+
+def test_the_library_version_is_in_the_run_provenance():
+    from importlib.metadata import version
+
+    from memaudit.rollout.runner import with_adapter_origin
+
+    recorded = with_adapter_origin({"provenance": {"protocol": "3"}}, "llamaindex")["provenance"]
+    assert recorded == {"protocol": "3", "library": f"llama-index-core=={version('llama-index-core')}"}

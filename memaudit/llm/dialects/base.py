@@ -46,7 +46,7 @@ class Dialect:
     native_tools: bool = False
 
     def is_reasoning_model(self, model: str) -> bool:
-        """A reasoning model is sent no sampling parameters (dialects/__init__.py `sent_fields`)."""
+        """A reasoning model is given the reasoning budget (dialects/__init__.py `sent_fields`)."""
         return False
 
     def max_tokens_field(self, refused: frozenset[str]) -> str:

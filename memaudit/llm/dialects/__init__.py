@@ -94,10 +94,18 @@ def sampling(rc: RoleConfig, temperature: float | None, max_tokens: int | None, 
                        reasoning_effort=rc.reasoning_effort, refused=refused)
 
 
+def tool_calls(backend: str) -> str:
+    """How a dialect's servers answer a request offering tools: `native` (forwarded) or `emulated`
+    (by structured output: memaudit/llm/tools.py)."""
+    return DIALECTS[backend].TOOL_CALLS
+
+
 def request_body(*, backend: str, model: str, messages: list[dict], temperature: float | None,
                  top_p: float | None, max_tokens: int | None, seed: int, schema: dict | None, schema_name: str,
-                 reasoning_effort: str | None = None, refused: frozenset[str] = frozenset()) -> dict:
-    """The chat-completions body in the endpoint's dialect; a None field is left out."""
+                 reasoning_effort: str | None = None, refused: frozenset[str] = frozenset(),
+                 tools: dict | None = None) -> dict:
+    """The chat-completions body in the endpoint's dialect; a None field is left out. `tools`: the
+    request's tool fields, sent natively as they came (memaudit/llm/tools.py)."""
     body: dict = {"model": model, "messages": messages, "seed": seed}
     if temperature is not None:
         body["temperature"] = temperature
@@ -110,7 +118,7 @@ def request_body(*, backend: str, model: str, messages: list[dict], temperature:
     if schema is not None:
         name = re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64]
         body["response_format"] = DIALECTS[backend].response_format(schema, name)
-    return body
+    return {**body, **(tools or {})}
 
 
 def refusal(status: int, data: bytes, message: str, url: str, secrets=()) -> EndpointError:

@@ -3,7 +3,11 @@ with the schema beside it (the OpenAI `json_schema` type is rejected), `max_toke
 served by llama.cpp takes the sampling parameters whatever it is called."""
 from __future__ import annotations
 
+from memaudit.llm.tools import EMULATED
+
 NAME = "llamacpp"
+# Tool calls are emulated by structured output: the embedded server's chat formats ignore `tools`.
+TOOL_CALLS = EMULATED
 
 
 def is_reasoning_model(model: str) -> bool:

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import re
 
+from memaudit.llm.tools import NATIVE
+
 NAME = "openai"
+# Tool calls are forwarded as the library sent them (the API takes `tools` and `tool_choice`).
+TOOL_CALLS = NATIVE
 # gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5") and
 # as a fine-tune ("ft:gpt-5-mini:org::id").
 REASONING_MODEL = re.compile(r"(^|[/:])(gpt-5|o\d)([-._:]|$)", re.I)

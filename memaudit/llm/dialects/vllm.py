@@ -3,7 +3,12 @@
 by vLLM takes the sampling parameters whatever it is called."""
 from __future__ import annotations
 
+from memaudit.llm.tools import EMULATED
+
 NAME = "vllm"
+# Tool calls are emulated by structured output: `tool_choice: auto` needs a server started with a tool
+# parser (`--enable-auto-tool-choice --tool-call-parser …`), which memaudit cannot see from here.
+TOOL_CALLS = EMULATED
 
 
 def is_reasoning_model(model: str) -> bool:

@@ -57,7 +57,7 @@ class AgentContext:
     dropped: int = 0                                        # history messages dropped to fit the window
     # Positions in `history` the published longctx_full did not replay (each earlier episode's last
     # reply, which it never stored, and empty messages: docs/fidelity.md TF1, TF4); left out of the
-    # request only under the published pack (memaudit/rollout/published.py).
+    # request only under the published pack (memaudit/published/layout.py).
     published_omits: tuple[int, ...] = ()
 
 

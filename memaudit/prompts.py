@@ -3,7 +3,7 @@
 Each file starts with a header between `---` lines (role, inputs, output schema: documentation for
 people) followed by `## system` and `## user` sections. Placeholders are `{{name}}`; a missing
 value is an error, never an empty string. `--prompts DIR` swaps in another directory (e.g. a
-paraphrase for robustness checks, or the published pack: memaudit/published_pack.py); runs record
+paraphrase for robustness checks, or the published pack: memaudit/published/pack.py); runs record
 the sha256 of every prompt they used, and the directory's identity (`prompt_pack`).
 
 A header line `verbatim: true` marks a file whose sections are taken byte for byte (no stripping):
@@ -11,7 +11,7 @@ the published pack's templates, which must reach the model exactly as the publis
 A directory may also hold `category_guides.json` (the category definitions the slot-fill reader and
 the retrieve query use; default: the pool's), `pack.json` (where the pack came from) and
 `rollout_layout.json` (the pieces the published assistant, simulator and preference-judge requests
-are assembled from: memaudit/rollout/published.py)."""
+are assembled from: memaudit/published/layout.py)."""
 from __future__ import annotations
 
 import hashlib

@@ -23,7 +23,7 @@ def import_published_cmd(src, out_dir):
     """Build a prompt directory from a checkout of the published code (sora1998/MemProbe): its
     assistant (per memory system), simulator, preference-judge, scorer and attribution prompts and
     category guides, byte for byte; memaudit's own prompts for every other role."""
-    from memaudit.published_pack import import_published
+    from memaudit.published.pack import import_published
     from memaudit.prompts import prompt_pack
 
     manifest = import_published(src, out_dir)

@@ -20,6 +20,7 @@ from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOu
 from memaudit.llm.dialects import (CHAT_PATH, REFUSABLE, ParameterRefused, Refusals, parse_choice, request_body,
                                    sampling)
 from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
+from memaudit.llm.ratelimit import RateBudgets
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tools import PROBE, PROBE_MESSAGES, answered_calls, calls_problem, ignores_tools
 from memaudit.llm.tokens import SERVER_COUNT, local_count, server_count, server_root
@@ -79,7 +80,8 @@ class LLM:
         self._server_lock = anyio.Lock()
         self.store = store
         self.transport = Transport(settings.concurrency, settings.max_retries, settings.backoff_base,
-                                   settings.backoff_cap, settings.timeout, mock=transport)
+                                   settings.backoff_cap, settings.timeout, mock=transport,
+                                   rates=RateBudgets.of(settings))
         self.stats: dict[str, RoleStats] = {}
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})

@@ -9,7 +9,7 @@ from memaudit.ask import ask
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
 from memaudit.roles import ROLE_SPECS
-from memaudit.rollout.published import agent_layout, agent_memory, agent_message, rollout_layout
+from memaudit.published.layout import agent_layout, agent_memory, agent_message, rollout_layout
 
 NOTES_HEADER = "What you remember about this person from earlier conversations:"
 PREAMBLE_HEADER = "Your standing notes about this person:"
@@ -45,7 +45,7 @@ def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], contex
     """System prompt with the memory section, replayed earlier conversations (if the memory system
     keeps them), then the task and the conversation so far. `prompt`: the system's prompt file
     (`MemoryAdapter.reply_prompt`). With a published pack, the published assistant of `system`
-    (its own prompt file, memory lines and conversation layout: rollout/published.py)."""
+    (its own prompt file, memory lines and conversation layout: published/layout.py)."""
     layout = rollout_layout(llm.settings.prompts_dir)
     published = agent_layout(layout, system) if system else None
     history = context.history

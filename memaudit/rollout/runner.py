@@ -22,7 +22,7 @@ from memaudit.prompts import prompt_hashes
 from memaudit.canonical import differences
 from memaudit.provenance import rollout_provenance
 from memaudit.roles import prompts_of
-from memaudit.rollout.published import published_prompts
+from memaudit.published.layout import published_prompts
 from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
 from memaudit.rollout.episode import run_episode
 from memaudit.rollout.events import (EpisodeDone, ProgressSink, RolloutFinished, RolloutStarted, RunPlanned,

@@ -10,7 +10,7 @@ from memaudit.errors import InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt
 from memaudit.roles import ROLE_SPECS
-from memaudit.rollout.published import rollout_layout, simulator_values
+from memaudit.published.layout import rollout_layout, simulator_values
 from memaudit.store import dumps_indented
 from memaudit.types import CATEGORIES, Task, User
 
@@ -69,7 +69,7 @@ async def respond(llm: LLM, user: User, task: Task, exchanges: list[tuple[str, s
     `change_note` (evolving banks, rollout/changes.py) is added to the end of the user message.
     ContextOverflow and EndpointError propagate; invalid output becomes a recorded fallback."""
     layout = rollout_layout(llm.settings.prompts_dir)
-    if layout is not None:  # the published pack: its request layout (rollout/published.py)
+    if layout is not None:  # the published pack: its request layout (published/layout.py)
         values = simulator_values(layout, user.persona, bank_json(user), task.text, exchanges, turn)
     else:
         own = [text for _, text in exchanges if text is not None][-RECENT_REPLIES:]

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
-from memaudit.published_pack import import_published
+from memaudit.published.pack import import_published
 from memaudit.rollout.episode import run_episode
 from memaudit.types import CATEGORIES, MemoryItem
 from tests.scoring.stand_in import write_stand_in

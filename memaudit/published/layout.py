@@ -1,5 +1,5 @@
 """The published request layout of the rollout roles, when the prompt directory is a published pack
-(`memaudit prompts import-published`: memaudit/published_rollout.py wrote `rollout_layout.json`).
+(`memaudit prompts import-published`: memaudit/published/rollout.py wrote `rollout_layout.json`).
 
 The pack's prompt files hold the published system prompts and user templates; the layout holds the
 pieces those templates are filled from (memory lines, conversation lines, the simulator's recent

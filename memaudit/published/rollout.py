@@ -1,11 +1,11 @@
 """The rollout half of the published prompt pack: the assistant (per memory system), the simulated
 user and the preference judge, whose requests the published runner assembles in code.
 
-Each piece is read from the checkout with memaudit/published_code.py (nothing is executed): the
+Each piece is read from the checkout with memaudit/published/code.py (nothing is executed): the
 system prompts are module constants; the user messages, memory lines and conversation lines are
 f-strings, joins and conditionals inside named functions. What comes out is, per role, a verbatim
 prompt file (system prompt and user template) and, for `rollout_layout.json`, the smaller pieces
-the templates are filled from; memaudit/rollout/published.py assembles them the way the published
+the templates are filled from; memaudit/published/layout.py assembles them the way the published
 code did. A piece whose code has another shape fails the build with one line naming the file and
 the function or constant."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from memaudit.errors import BadInput
-from memaudit.published_code import Shape, appended, assigned, conditional, find, find_join, format_template, \
+from memaudit.published.code import Shape, appended, assigned, conditional, find, find_join, format_template, \
     function, join, returned, template, text, verbatim
 
 SIMULATION = "simulation.py"
@@ -44,7 +44,7 @@ AGENTS = (
 
 
 class Reader:
-    """The checkout for one build (`tree(file)`, `constant(file, name)`: memaudit/published_pack.py),
+    """The checkout for one build (`tree(file)`, `constant(file, name)`: memaudit/published/pack.py),
     turning a Shape found in `file` at `where` into a one-line BadInput."""
 
     def __init__(self, tree: Callable[[str], ast.Module], constant: Callable[[str, str], object], root: str):

@@ -7,7 +7,7 @@ is executed), checked for the placeholders memaudit fills, and written as verbat
 under the names memaudit's roles load, so `--prompts DIR` sends the published request text. The
 category guides become `category_guides.json` (slot-fill definitions and the retrieve query). The
 assistant, simulator and preference-judge requests, which the published code assembles in
-functions, are read the same way by memaudit/published_rollout.py (prompt files plus
+functions, are read the same way by memaudit/published/rollout.py (prompt files plus
 `rollout_layout.json`). Every other prompt file of memaudit is copied in unchanged, so the directory
 serves every command. `pack.json` records the commit and each source file's sha256. memaudit never
 ships the text.
@@ -26,8 +26,8 @@ from memaudit.canonical import canonical_pretty
 from memaudit.config import PROMPTS_DIR
 from memaudit.errors import BadInput
 from memaudit.prompts import GUIDES_FILE, LAYOUT_FILE, PACK_FILE
-from memaudit.published_code import Shape, format_template
-from memaudit.published_rollout import Reader, build as build_rollout
+from memaudit.published.code import Shape, format_template
+from memaudit.published.rollout import Reader, build as build_rollout
 from memaudit.types import CATEGORIES
 
 ATTRIBUTION = "failure_attribution.py"
@@ -147,7 +147,7 @@ class Checkout:
 
 
 def _converted(checkout: Checkout, source: Source) -> str:
-    """The template in memaudit's syntax (memaudit/published_code.py `format_template`), checked."""
+    """The template in memaudit's syntax (memaudit/published/code.py `format_template`), checked."""
     where = {"file": str(checkout.root / source.file), "field": source.constant}
     template = checkout.constant(source.file, source.constant)
     if not isinstance(template, str):

@@ -2,7 +2,7 @@
 preference-judge requests inside functions (f-strings, `+`, `"sep".join(...)` over a loop,
 `x if y else ""`). This module finds such an expression in a checkout's source with `ast` (nothing
 is executed) and turns it into memaudit's template syntax: literal text stays byte for byte, each
-value becomes `{{name}}` under the name memaudit fills it with. The caller (memaudit/published_rollout.py)
+value becomes `{{name}}` under the name memaudit fills it with. The caller (memaudit/published/rollout.py)
 says which function and variable hold a piece and what each of its values means here, by the
 value's shape: a variable `name`, a field `x["f"]` / `x.get("f", …)` (`f`), `self.attr` (`attr`),
 `n + 1` (`n+1`), `len(x)` (`len x`), a join over `xs` (`join xs`), a condition on `v` (`if v`).

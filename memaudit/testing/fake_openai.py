@@ -269,6 +269,9 @@ def emulated_tools(schema: dict) -> ToolRequest | None:
     if not isinstance(calls, dict) or calls.get("type") != "array":
         return None
     items = calls["items"].get("anyOf", [calls["items"]])
+    if not all(isinstance(item.get("properties", {}).get("name", {}).get("enum"), list)
+               and "arguments" in item["properties"] for item in items):
+        return None  # a role's own `tool_calls` field (memt's policy), not the emulation schema
     tools = tuple({"type": "function", "function": {"name": item["properties"]["name"]["enum"][0],
                                                      "parameters": {**item["properties"]["arguments"],
                                                                     "$defs": schema.get("$defs", {})}}}

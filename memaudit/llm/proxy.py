@@ -38,7 +38,7 @@ import anyio
 import orjson
 
 from memaudit.errors import MemauditError
-from memaudit.llm.dialects import tool_calls
+from memaudit.llm.dialects import DIALECTS
 from memaudit.llm.embed import Embedder
 from memaudit.llm.http1 import read_request, send_json
 from memaudit.llm.tools import NATIVE, ToolRequest, emulated_calls, emulated_messages, emulation_schema
@@ -154,7 +154,7 @@ class RecordingProxy:
 
     def tool_path(self, role: str) -> str:
         """How this role's endpoint answers tool calls, as its dialect says: native or emulated."""
-        return tool_calls(self.llm.role_config(role).backend)
+        return DIALECTS[self.llm.role_config(role).backend].tool_calls
 
     async def _embeddings(self, route: Route, request: dict) -> tuple[int, dict]:
         texts = request.get("input")

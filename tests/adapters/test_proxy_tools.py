@@ -15,7 +15,7 @@ import pytest
 
 from memaudit.errors import EndpointError, InvalidOutput
 from memaudit.llm.batch import BatchCollector, BatchPending, Collector, import_output, submit
-from memaudit.llm.dialects import DIALECTS, tool_calls
+from memaudit.llm.dialects import DIALECTS
 from memaudit.llm.proxy import recording_proxy
 from memaudit.llm.tools import EMULATED, NATIVE, ToolRequest
 from memaudit.runtime import open_runtime
@@ -63,7 +63,7 @@ def calls_of(answer: httpx.Response) -> list[tuple[str, dict]]:
 
 
 def test_every_dialect_has_a_tool_path_and_both_paths_are_covered():
-    assert {tool_calls(backend) for backend in BACKENDS} == {NATIVE, EMULATED}
+    assert {DIALECTS[backend].tool_calls for backend in BACKENDS} == {NATIVE, EMULATED}
 
 
 async def answers_on(backend: str, settings, fake) -> dict:
@@ -79,7 +79,7 @@ def test_every_tool_choice_is_answered_in_openai_shape_on_each_dialect(backend, 
         assert [name for name, _ in answers[choice]] == [tool] * count, choice
     assert answers["named"][0][1]["why"] in ("wrong", "stale")  # a $ref'd parameter followed
     sent = [r for r in fake.requests if "record_word" not in str(r)]
-    if tool_calls(backend) == NATIVE:
+    if DIALECTS[backend].tool_calls == NATIVE:
         assert all(r["tools"] == TOOLS and "response_format" not in r for r in sent)
         assert [r.get("tool_choice") for r in sent] == [CHOICES[c][0].get("tool_choice") for c in CHOICES]
     else:

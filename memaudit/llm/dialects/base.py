@@ -53,7 +53,7 @@ class Dialect:
         return NATIVE if self.native_tools else EMULATED
 
     def is_reasoning_model(self, model: str) -> bool:
-        """A reasoning model is sent no sampling parameters (dialects/__init__.py `sent_fields`)."""
+        """A reasoning model is given the reasoning budget (dialects/__init__.py `sent_fields`)."""
         return False
 
     def max_tokens_field(self, refused: frozenset[str]) -> str:

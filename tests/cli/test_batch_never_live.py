@@ -14,11 +14,11 @@ import sqlite3
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 
 from memaudit.roles import ROLE_SPECS, groups_of, role_group
 from memaudit.scoring import attribution, evolving, judge_check, recovery
+from memaudit.testing.fake_batches import run_batch_file
 from memaudit.testing.http_server import scripted_fake, serve, stats_url
 from tests.cli_main import memaudit
 
@@ -114,18 +114,6 @@ def test_batch_rounds_make_no_live_completion(rolled_out, tmp_path, capsys):
         assert conn.execute("SELECT COUNT(*) FROM judge_verdicts").fetchone()[0] > 0
 
 
-def answer_offline(fake, input_path: Path, output_path: Path) -> None:
-    """What vLLM's batch runner does with an input file: one output line per request."""
-    lines = []
-    for raw in input_path.read_bytes().splitlines():
-        line = orjson.loads(raw)
-        status, payload, _ = fake.reply(line["url"], None, orjson.dumps(line["body"]))
-        lines.append({"id": f"vllm-{line['custom_id'][-8:]}", "custom_id": line["custom_id"],
-                      "response": {"status_code": status, "request_id": "vllm-batch", "body": payload},
-                      "error": None})
-    output_path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-
-
 def test_batch_file_rounds_finish_with_no_endpoint_reachable(rolled_out, tmp_path, capsys):
     source, _, config = rolled_out
     db = tmp_path / "files.db"
@@ -151,7 +139,7 @@ def answer_rounds(db: Path, url: str, config: Path, out_dir: Path, capsys) -> No
             for path in sorted(out_dir.glob("*.jsonl")):
                 if path.name.endswith(".out.jsonl") or path.with_suffix(".out.jsonl").exists():
                     continue
-                answer_offline(offline, path, path.with_suffix(".out.jsonl"))
+                run_batch_file(offline, path, path.with_suffix(".out.jsonl"))
                 assert cli(db, url, config, "batch", "collect", "--from", path.with_suffix(".out.jsonl")) == 0
             capsys.readouterr()
 

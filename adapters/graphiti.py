@@ -27,7 +27,8 @@ import warnings
 
 from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.upstream import EPOCH, PROXY_TIMEOUT, LibraryClock, guarded, patch_modules
+from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
+from memaudit.adapters.upstream import PROXY_TIMEOUT, guarded
 from memaudit.errors import BadInput
 from memaudit.llm.embed import top_k
 from memaudit.llm.proxy import recording_proxy

@@ -28,7 +28,8 @@ import warnings
 
 from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.upstream import PROXY_TIMEOUT, LibraryClock, count_problems, guarded, patch_modules
+from memaudit.adapters.library_clock import LibraryClock, patch_modules
+from memaudit.adapters.upstream import PROXY_TIMEOUT, count_problems, guarded
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.llm.proxy import recording_proxy
 from memaudit.types import MemoryItem

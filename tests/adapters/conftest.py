@@ -35,10 +35,14 @@ def installed(system: str) -> bool:
 
 
 def needs_library(system: str):
-    """Skip where the system's library is missing; a library in its own environment is slow (a
-    worker process per user, whose start imports the library): its tests are integration tests."""
-    marks = [pytest.mark.skipif(not installed(system), reason=f"the {system} library is not installed")]
-    return marks + [pytest.mark.integration] if system in OWN_ENVIRONMENT else marks
+    """Skip where the system's library is missing."""
+    return pytest.mark.skipif(not installed(system), reason=f"the {system} library is not installed")
+
+
+def library_marks(system: str) -> list:
+    """needs_library; a library in its own environment is also slow (a worker process per user,
+    whose start imports the library): its tests are integration tests."""
+    return [needs_library(system), *([pytest.mark.integration] if system in OWN_ENVIRONMENT else [])]
 
 
 needs_mem0ai = needs_library("mem0ai")
@@ -46,7 +50,7 @@ needs_mem0ai = needs_library("mem0ai")
 
 def system_params(names) -> list:
     """Systems as test parameters; a deployed library is skipped where it is missing."""
-    return [pytest.param(name, marks=needs_library(name)) if name in (*LIBRARY_MODULES, *OWN_ENVIRONMENT) else name
+    return [pytest.param(name, marks=library_marks(name)) if name in (*LIBRARY_MODULES, *OWN_ENVIRONMENT) else name
             for name in names]
 
 

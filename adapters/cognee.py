@@ -26,16 +26,15 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from memaudit.adapters.base import Event, MemoryAdapter
+from memaudit.adapters.base import MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.upstream import guarded
+from memaudit.adapters.upstream import ReplayedMessages, guarded
 from memaudit.errors import BadInput
 from memaudit.llm.proxy import recording_proxy
 from memaudit.types import MemoryItem
 
 ROLE = "memory:cognee"
-SOURCE = ("task_start", "user")
 PYTHON_VARIABLE = "MEMAUDIT_COGNEE_PYTHON"
 WORKER = Path(__file__).with_name("cognee_worker.py")
 CHECKOUT_ENVIRONMENT = Path(__file__).resolve().parent.parent / ".venv-cognee"
@@ -70,7 +69,7 @@ class WorkerFailed(Exception):
     """The worker answered a request with an error (cognee's exception, by type and message)."""
 
 
-class CogneeMemory(MemoryAdapter):
+class CogneeMemory(ReplayedMessages, MemoryAdapter):
     name = "cognee"
     library = "cognee"
 
@@ -79,7 +78,6 @@ class CogneeMemory(MemoryAdapter):
         self.route = None
         self.worker: Worker | None = None
         self.clock = LibraryClock(ctx.scope)  # the clock of the latest write, for failure records
-        self.added: list[list] = []   # [clock, task index, turn, text] of every message given to it
         self.stored: list[dict] = []  # the dump, read back from the worker after every change
         self.worker_clock: dict | None = None  # the worker's clock state after the latest write
 
@@ -102,13 +100,7 @@ class CogneeMemory(MemoryAdapter):
         return self.worker
 
     # -- write path ----------------------------------------------------------------------------
-    async def observe(self, event: Event) -> None:
-        if event.kind not in SOURCE:
-            return
-        self.added.append([event.clock, event.task_index, event.turn, event.text])
-        await self._add(event.clock, event.task_index, event.turn, event.text)
-
-    async def _add(self, clock: str, task_index: int, turn: int, text: str) -> None:
+    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
         worker = await self._open()
         self.clock.last = (clock, task_index, turn)
         await guarded(self, ROLE, self.route, lambda: worker.ask(op="add", text=text, clock=[clock, task_index, turn]))
@@ -133,19 +125,12 @@ class CogneeMemory(MemoryAdapter):
 
     # -- state ---------------------------------------------------------------------------------
     def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "worker_clock": self.worker_clock,
-                          "added": self.added})
+        return {**super().snapshot(), "worker_clock": deep_copy(self.worker_clock)}
 
     async def restore(self, state: dict) -> None:
-        """The messages re-added in order (their calls answered from the cache), then the
-        snapshot's counters: the store is the one cognee built from them."""
-        state = deep_copy(state)
-        for clock, task_index, turn, text in state["added"]:
-            await self._add(clock, task_index, turn, text)
-        self.load_header(state)  # the failures recorded when the messages were first added
-        self.clock.load_state(state["clock"])
-        self.added, self.worker_clock = state["added"], state["worker_clock"]
-        if self.worker_clock is not None:
+        await super().restore(state)
+        self.worker_clock = deep_copy(state["worker_clock"])
+        if self.worker_clock is not None:  # the worker's clock continues where the first run's stood
             await (await self._open()).ask(op="set_clock", state=self.worker_clock)
 
 

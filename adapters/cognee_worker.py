@@ -11,7 +11,7 @@ line on stdout, `{"ok": true, "result": …}` or `{"ok": false, "error": "Type: 
     {"op": "add", "text", "clock": [clock, task_index, turn]}                       -> null
     {"op": "search", "query", "k"}                                                  -> [{"id", "content", "score", …}]
     {"op": "dump"}                                                                  -> [{"id", "content", "category", …}]
-    {"op": "clock"} -> the clock's state;  {"op": "set_clock", "state"} -> null
+    {"op": "clock"} -> {"uuids", "last"};  {"op": "set_clock", "state"} -> null
 
 Anything cognee prints goes to stderr (the adapter keeps it in a log file)."""
 from __future__ import annotations
@@ -74,9 +74,14 @@ def without_waiting(cognee_modules) -> None:
 class Worker:
     def __init__(self, cognee, clock: LibraryClock):
         self.cognee, self.clock = cognee, clock
+        self.added = False  # whether a message was given yet
 
     async def add(self, text: str, clock: list) -> None:
-        self.clock.last = tuple(clock)
+        # cognee reads the time a varying number of times (its background tasks poll it): the
+        # readings restart at each message's own moment, so what it stores does not depend on how
+        # often it read the time before.
+        self.clock.last, self.clock.ticks = tuple(clock), 0
+        self.added = True
         with self.clock.running():
             await self.cognee.add(text, dataset_name=DATASET)
             runs = await self.cognee.cognify(datasets=[DATASET])
@@ -85,6 +90,9 @@ class Worker:
             raise RuntimeError(f"cognify failed: {failed[0][:300]}")
 
     async def search(self, query: str, k: int) -> list[dict]:
+        if not self.added:  # cognee refuses to search a dataset it has never been given
+            return []
+        self.clock.ticks = 0
         with self.clock.running():
             found = await self.cognee.search(query_text=query, query_type=self.cognee.SearchType.CHUNKS,
                                              datasets=[DATASET], top_k=k)
@@ -128,10 +136,11 @@ async def handle(worker: Worker, request: dict) -> dict:
             result = await worker.search(request["query"], request["k"])
         elif op == "dump":
             result = await worker.dump()
-        elif op == "clock":
-            result = worker.clock.to_state()
+        elif op == "clock":  # the ids drawn so far and the latest moment (the time readings restart per message)
+            result = {"uuids": worker.clock.uuids, "last": list(worker.clock.last)}
         elif op == "set_clock":
-            result = worker.clock.load_state(request["state"])
+            worker.clock.uuids, worker.clock.last = request["state"]["uuids"], tuple(request["state"]["last"])
+            result = None
         else:
             raise ValueError(f"unknown request {op!r}")
         return {"ok": True, "result": result}

@@ -18,7 +18,10 @@ def registration(name):
 
 @pytest.mark.parametrize("system", sorted(LIBRARY_MODULES))
 def test_a_missing_library_names_its_extra(system, monkeypatch):
-    monkeypatch.setitem(sys.modules, LIBRARY_MODULES[system], None)  # as if not installed
+    package = LIBRARY_MODULES[system]
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed (an earlier test may have loaded it)
+    monkeypatch.setitem(sys.modules, package, None)
     monkeypatch.delitem(sys.modules, f"memaudit.adapters.{system}", raising=False)
     with pytest.raises(BadInput, match=rf"pip install 'memaudit-bench\[{system}\]'"):
         load(registration(system))

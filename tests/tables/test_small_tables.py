@@ -75,3 +75,11 @@ def test_a_utilization_row_links_its_run_and_counts_to_its_cases():
     page = utilization.cases_page("longctx_full", 5)
     assert f'<a href="{page}">longctx_full</a>' in html
     assert all(f'<a href="{page}#{count}">' in html for count in COUNTS)
+
+
+def test_an_undefined_alpha_says_why():
+    from memaudit.tables.judges_render import ALPHA_UNDEFINED, summary_rows
+
+    section = {"agreement": {"alpha_ordinal": None, "alpha_ci": None, "exact": 1.0, "within_one": 1.0,
+                             "alpha_by_category": {}, "pairs": []}, "panel_human": None}
+    assert summary_rows(section)[0]["value"] == f"n/a ({ALPHA_UNDEFINED})"  # never a bare "n/a n/a"

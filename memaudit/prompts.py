@@ -120,6 +120,19 @@ def category_guides(prompts_dir: Path) -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
+def rollout_layout(prompts_dir: Path) -> dict | None:
+    """The directory's `rollout_layout.json` (a published pack's request layout:
+    memaudit/published/layout.py, and A-Mem's requests: adapters/amem.py), or None."""
+    path = Path(prompts_dir) / LAYOUT_FILE
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise BadInput(f"not JSON: {exc}", file=str(path)) from None
+
+
+@lru_cache(maxsize=None)
 def prompt_pack(prompts_dir: Path) -> dict:
     """The identity of a prompt directory: {name, hash}. The name is `bundled` for memaudit's own
     prompts, `published-<commit>` for a published pack, else the directory's name; the hash covers

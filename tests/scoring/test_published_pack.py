@@ -45,7 +45,9 @@ def test_the_pack_holds_the_templates_and_records_their_sources(pack, tmp_path, 
     manifest = json.loads((pack / "pack.json").read_text())
     assert set(manifest["source_files"]) == {"scorer.py", "failure_attribution.py", "simulation.py",
                                              *(f"agents/{f}.py" for f in ("agent", "agent_mem0", "agent_memt",
-                                                                          "agent_nomem", "agent_longctx"))}
+                                                                          "agent_nomem", "agent_longctx")),
+                                             *(f"A-mem-sys/agentic_memory/{f}.py"
+                                               for f in ("memory_system", "llm_controller"))}
     assert manifest["published"]["slot_fill"] == "scorer.py _SLOT_FILL_PROMPT"
     assert manifest["published"]["pref_judge"] == "simulation.py _PREF_SYSTEM_PROMPT, PreferenceChecker.check"
     assert (pack / "task_gen.md").exists()  # every other role keeps memaudit's own prompt

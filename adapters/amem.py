@@ -58,6 +58,7 @@ def neighbour_values(item: dict) -> dict:
 class AMem(IndexedMemory):
     name = "amem"
     result_fields = ("id", "content", "keywords", "context", "tags", "category", "score")
+    published_result = {"category": ""}  # A-Mem's search returns no category; the scorer showed ""
     prompts = ("memory_amem_note", "memory_amem_evolve")
     extra_state = ("bad_indices", "links")
 

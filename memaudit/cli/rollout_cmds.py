@@ -56,7 +56,8 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         elsewhere = []
         for run_name in runs:
             row = await rt.store.episodes.outcomes(run_name)
-            if not row["episodes"] and rt.shard != WHOLE:  # every cell of this run is another shard's
+            if not row["episodes"] and rt.shard != WHOLE:  # every cell of this run is another shard's (its run is
+                # opened all the same: the study's later sharded commands name it)
                 elsewhere.append(run_name)
                 continue
             lost = total_write_failures((await memory_write_failures(rt.store, run_name)).values())

@@ -222,13 +222,11 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
                           source: Transcripts | None, *, max_turns: int, k: int,
                           progress: ProgressSink | None) -> None:
     for system, run in zip(systems, runs):
-        mine = [u for u in chosen if rt.shard.holds(system, u.id)]
-        if not mine:  # every cell of this run is another shard's: this shard's store gets no empty run
-            continue
         hashes = prompt_hashes((*prompts, *get_adapter(system).prompts, *published_prompts(rt.settings.prompts_dir,
                                                                                           system, prompts)),
                                rt.settings.prompts_dir)
         await _open_run(rt.store, run, system, bench, with_adapter_origin(recorded, system), hashes)
+        mine = [u for u in chosen if rt.shard.holds(system, u.id)]
         finished = [len(await rt.store.episodes.done(run, u.id) & {t.index for t in plan[u.id]}) for u in mine]
         if progress:
             progress(RunPlanned(run, len(mine), sum(len(plan[u.id]) for u in mine), sum(finished),

@@ -331,7 +331,9 @@ class Collector:
             return [self.store.batches.done_statement(key)]
         attempt = row["attempt"] + 1
         if attempt > self.settings.repair_attempts:
-            return self._failed(row, InvalidOutput(role, outcome.raw, outcome.problem))
+            failed = InvalidOutput(role, outcome.raw, outcome.problem)
+            failed.usage = usage  # the tokens of every attempt, as the live path records them
+            return self._failed(row, failed)
         self.tally.repairs += 1
         seed = orjson.loads(row["request"])["seed"] + attempt  # as the live path seeds a repair
         body = {**sent, "messages": outcome.next_messages, "seed": seed}

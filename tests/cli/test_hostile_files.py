@@ -4,6 +4,7 @@ item 7): `batch collect --from`, `cost --prices`, `merge --into`, and a base URL
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from dataclasses import replace
@@ -123,3 +124,59 @@ def test_a_foreign_custom_id_is_unknown_and_an_identical_repeat_counts_once(pend
     main(["--db", str(db), "batch", "collect", "--from", str(out)])  # again: now it is in the cache
     said = capsys.readouterr().out
     assert "0 results" in said and "1 already collected" in said and "1 unknown custom_id(s)" in said
+
+
+# -- cost --prices ------------------------------------------------------------------------------
+@pytest.mark.parametrize("make, said", [
+    (lambda tmp: _bytes(tmp, b'date = "2026"\nsource = "\xff\xfe"\n'), "the price file is not UTF-8 text"),
+    (lambda tmp: "/dev/zero", "the price file is not a regular file (a character device)"),
+    (lambda tmp: _bytes(tmp, b"#" * (1024 * 1024 + 1)), "over the 1,048,576-byte limit"),
+])
+def test_cost_refuses_a_hostile_price_file(settings, tmp_path, capsys, make, said):
+    anyio.run(_empty_store, settings.db)
+    err = fails_in_one_line(capsys, "--db", settings.db, "cost", "--prices", make(tmp_path))
+    assert said in err
+
+
+def test_cost_refuses_a_fifo_price_file_at_once(settings, tmp_path):
+    anyio.run(_empty_store, settings.db)
+    fifo = tmp_path / "prices.fifo"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-c", "from memaudit.cli import main; main()", "--db", str(settings.db),
+                           "cost", "--prices", str(fifo)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and "not a regular file (a FIFO)" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _bytes(tmp, data: bytes):
+    path = tmp / "prices.toml"
+    path.write_bytes(data)
+    return path
+
+
+async def _empty_store(db):
+    async with open_store(db):
+        pass
+
+
+# -- merge --into -------------------------------------------------------------------------------
+def test_merge_into_a_place_that_takes_no_file_is_one_line_and_writes_nothing(tmp_path, capsys):
+    anyio.run(_empty_store, tmp_path / "shard.db")
+    err = fails_in_one_line(capsys, "merge", tmp_path / "shard.db", "--into", "/proc/x.db")
+    assert "file /proc/x.db: cannot write beside the study store" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard.db"]
+
+
+def test_a_refused_merge_into_a_newer_store_names_the_store_not_its_copy(tmp_path, capsys):
+    anyio.run(_empty_store, tmp_path / "shard.db")
+    into = tmp_path / "study.db"
+    anyio.run(_empty_store, into)
+    with sqlite3.connect(into) as conn:
+        conn.execute("PRAGMA user_version=999")
+    conn.close()
+    before = into.read_bytes()
+    err = fails_in_one_line(capsys, "merge", tmp_path / "shard.db", "--into", into)
+    assert f"file {into}: the store was written by a newer memaudit" in err and ".merging" not in err
+    assert into.read_bytes() == before  # SQLite's own -wal/-shm of a read aside, nothing beside it either
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == ["shard.db",
+                                                                                                    "study.db"]

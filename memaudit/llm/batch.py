@@ -195,7 +195,7 @@ async def _write_file(store: Store, directory: Path, keys: list[str], content: b
 async def _send(store: Store, api: BatchAPI, role: str, keys: list[str], content: bytes) -> str:
     """Upload one input file and make it a batch, recording each id as soon as it exists."""
     name = await file_name(store, content)
-    await store.write([store.batches.batch_statement(name=name, role=role, endpoint=redact_url(api.base_url),
+    await store.write([store.batches.batch_statement(name=name, role=role, endpoint=api.shown,
                                                      input_file=None, status="uploading", requests=len(keys),
                                                      created=_now()),
                        store.batches.assign_statement(name, keys)])

@@ -180,3 +180,21 @@ def test_a_refused_merge_into_a_newer_store_names_the_store_not_its_copy(tmp_pat
     assert into.read_bytes() == before  # SQLite's own -wal/-shm of a read aside, nothing beside it either
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == ["shard.db",
                                                                                                     "study.db"]
+
+
+# -- a base URL that is no HTTP URL --------------------------------------------------------------
+@pytest.mark.parametrize("how", ["flag", "env", "config", "embed"])
+@pytest.mark.parametrize("url", ["ftp://host/v1?api-key=HIDDEN", "file:///etc/passwd", "http:///v1"])
+def test_a_base_url_that_is_no_http_url_is_refused_by_the_config_check(tmp_path, capsys, monkeypatch, how, url):
+    db, args = tmp_path / "s.db", ["--model", "m"]
+    if how == "flag":
+        args += ["--base-url", url]
+    elif how == "env":
+        monkeypatch.setenv("MEMAUDIT_BASE_URL", url)
+    else:
+        config = tmp_path / "c.toml"
+        key = "[roles.agent]\nbase_url" if how == "config" else "embed_base_url"
+        config.write_text(f'{key} = "{url}"\n')
+        args += ["--config", config]
+    err = fails_in_one_line(capsys, "--db", db, *args, "rollout", "--bench", "sample", "--systems", "bm25")
+    assert "a base URL" in err and "HIDDEN" not in err and not db.exists()

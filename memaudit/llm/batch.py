@@ -32,7 +32,7 @@ from memaudit.config import Settings
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, Refusal, redact_url
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
-from memaudit.llm.dialects import BATCH_CHAT_URL, ParameterRefused, Refusals, answer_error, request_body
+from memaudit.llm.dialects import BATCH_CHAT_URL, DIALECTS, ParameterRefused, Refusals, answer_error, request_body
 from memaudit.userfiles import read_bytes
 
 if TYPE_CHECKING:
@@ -41,11 +41,13 @@ if TYPE_CHECKING:
 MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 TERMINAL = ("completed", "expired", "cancelled", "failed")
-COMMIT_EVERY = 500
+COMMIT_EVERY = 500  # result lines applied per transaction while collecting
+PANEL_ROLE = "recovery_judge"  # the role whose panel judges may each have an endpoint ([judges.NAME])
+# `--batch-file` writes input files for vLLM's offline batch runner (the dialect's `batch_runner`).
+FILE_RUNNER = DIALECTS["vllm"].batch_runner.format(input="FILE", output="OUTPUT", model="MODEL")
 # The largest output file `batch collect --from` reads: answers to a full input file (MAX_BYTES of
 # requests) are of the same order; anything far larger is not a batch runner's output.
 MAX_OUTPUT_BYTES = 1024 * 1024 * 1024
-PANEL_ROLE = "recovery_judge"  # the role whose panel judges may each have an endpoint ([judges.NAME])  # result lines applied per transaction while collecting
 
 
 class BatchPending(Exception):
@@ -416,7 +418,7 @@ async def collect(collector: Collector) -> list[str]:
     for b in await store.batches.batches(open_only=True):
         if b["batch_id"] is None:
             if b["status"] == "written":
-                said.append(f"{b['name']}: written to {b['input_file']}: run vLLM's batch runner on it, then "
+                said.append(f"{b['name']}: written to {b['input_file']}: run `{FILE_RUNNER}` on it, then "
                             "`memaudit batch collect --from OUTPUT`")
             else:
                 said.append(f"{b['name']}: its submit was interrupted: `memaudit batch resubmit` finishes it")

@@ -143,7 +143,7 @@ class Transport:
     mock: httpx.AsyncBaseTransport | None = None
     _endpoints: dict = field(default_factory=dict)
     retries: int = 0
-    serial_urls: set = field(default_factory=set)  # one-request-at-a-time servers (the embedded model)
+    serial_urls: set = field(default_factory=set)  # servers sent one request at a time (dialects: `serial`)
     # Servers memaudit started itself: base URL -> an async check that raises when the server's
     # process has exited, so a crash is reported at once, not after every retry (llm/server.py).
     watched: dict = field(default_factory=dict)

@@ -1,9 +1,9 @@
-"""Files a user points memaudit at (a price list, a batch runner's output): read whole only when
-each is a regular file within a size limit. A FIFO would block the read forever (deaf to SIGTERM
-while inside it), a device such as /dev/zero never ends, a folder is no file, and a file larger
-than anything memaudit writes or reads there is a mistake or an attack: each is refused in one line
-naming the file before a byte of it is read. A symlink is followed, and what it points at is
-checked the same way."""
+"""Files a user points memaudit at (a checkout, a price list, a batch result): read whole only when
+they are what they claim to be. A path is refused in one line, before anything is read or written,
+when it is not a regular file (a directory, a FIFO, a device: opened without blocking, so a FIFO
+never hangs), when it leads outside the folder it must stay in (a symlink or `..`: `ids.inside`), or
+when it holds more than the reader's limit (checked before and while reading, so `/proc` files that
+report no size are bounded too)."""
 from __future__ import annotations
 
 import os
@@ -11,45 +11,45 @@ import stat
 from pathlib import Path
 
 from memaudit.errors import BadInput
+from memaudit.ids import inside
 
-MIB = 1024 * 1024
+KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+         (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
 
 
-def read_bytes(path: Path, what: str, limit: int) -> bytes:
-    """The bytes of the regular file at `path` (`what` it should be, for the error), at most `limit`."""
+def read_regular(path: Path, *, limit: int, root: Path | None = None, label: str | None = None) -> bytes:
+    """The bytes of the regular file `path` (at most `limit` of them), provided it stays under `root`
+    when one is given; else BadInput naming `label` (default: the path)."""
+    where = label or str(path)
+    if root is not None:
+        inside(root, path, label=where)
     try:
-        # Non-blocking: opening a FIFO for reading would otherwise wait for a writer.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise BadInput("not found", file=where) from None
     except OSError as exc:
-        raise BadInput(f"cannot read the {what}: {exc.strerror or exc}", file=str(path)) from None
-    with os.fdopen(fd, "rb") as f:
-        mode, size = os.fstat(fd).st_mode, os.fstat(fd).st_size
-        if not stat.S_ISREG(mode):
-            raise BadInput(f"the {what} is not a regular file ({_kind(mode)}); refused", file=str(path))
-        if size > limit:
-            raise BadInput(f"the {what} is {size:,} bytes, over the {limit:,}-byte limit; refused", file=str(path))
-        try:
-            data = f.read(limit + 1)
-        except OSError as exc:
-            raise BadInput(f"cannot read the {what}: {exc.strerror or exc}", file=str(path)) from None
-    if len(data) > limit:  # it grew while being read
-        raise BadInput(f"the {what} is over the {limit:,}-byte limit; refused", file=str(path))
+        raise BadInput(f"cannot be read ({exc.strerror})", file=where) from None
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            kind = next((name for test, name in KINDS if test(found.st_mode)), "not a regular file")
+            raise BadInput(f"{kind}, not a regular file; refused", file=where)
+        if found.st_size > limit:
+            raise BadInput(f"larger than {limit:,} bytes; refused", file=where)
+        data = _read_at_most(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # a file that reports a size smaller than it is (/proc)
+        raise BadInput(f"larger than {limit:,} bytes; refused", file=where)
     return data
 
 
-def read_text(path: Path, what: str, limit: int) -> str:
-    """As read_bytes, decoded as UTF-8."""
-    data = read_bytes(path, what, limit)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"the {what} is not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})",
-                       file=str(path)) from None
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a file"
+def _read_at_most(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

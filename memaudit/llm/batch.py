@@ -33,7 +33,7 @@ from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOut
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
 from memaudit.llm.dialects import BATCH_CHAT_URL, DIALECTS, ParameterRefused, Refusals, answer_error, request_body
-from memaudit.userfiles import read_bytes
+from memaudit.userfiles import read_regular
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -87,7 +87,8 @@ class BatchCollector:
                                     temperature=record["temperature"], top_p=record["top_p"],
                                     max_tokens=record["max_tokens"], seed=record["seed"], schema=schema,
                                     schema_name=role, reasoning_effort=record.get("reasoning_effort"),
-                                    refused=await self.refusals.of(record["model"], record["backend"]))
+                                    refused=await self.refusals.of(record["model"], record["backend"]),
+                                    tools=record.get("tools"))
                 self.store.write_later([self.store.batches.request_statement(
                     {"key": key, "role": role, "model": record["model"], "request": request_json, "attempt": 0,
                      "body": _json(body), "usage": _json(empty_usage()), "note": ""})])
@@ -322,14 +323,16 @@ class Collector:
         sent = orjson.loads(row["body"])
         first = orjson.loads(row["first_messages"]) if row["first_messages"] else sent["messages"]
         usage = orjson.loads(row["usage"])
-        schema = orjson.loads(row["request"])["schema"]
+        request = orjson.loads(row["request"])
         try:
-            outcome = read_attempt(role, first, sent["messages"], response, schema, self.checks.get(role), usage)
+            outcome = read_attempt(role, first, sent["messages"], response, request["schema"], self.checks.get(role),
+                                   usage, request.get("tools"))
         except Refusal as exc:
             return self._failed(row, exc)
         if outcome.problem is None:
             self.tally.results += 1
-            self.store.calls.put_call(**ok_row(key, role, row["model"], row["request"], outcome.raw, usage, 0.0))
+            self.store.calls.put_call(**ok_row(key, role, row["model"], row["request"], outcome.raw, usage, 0.0,
+                                               outcome.tool_calls))
             return [self.store.batches.done_statement(key)]
         attempt = row["attempt"] + 1
         if attempt > self.settings.repair_attempts:
@@ -337,7 +340,7 @@ class Collector:
             failed.usage = usage  # the tokens of every attempt, as the live path records them
             return self._failed(row, failed)
         self.tally.repairs += 1
-        seed = orjson.loads(row["request"])["seed"] + attempt  # as the live path seeds a repair
+        seed = request["seed"] + attempt  # as the live path seeds a repair
         body = {**sent, "messages": outcome.next_messages, "seed": seed}
         return [self.store.batches.next_attempt_statement(key, attempt, _json(body), _json(first), _json(usage))]
 
@@ -456,7 +459,7 @@ async def _close(store: Store, name: str, note: str, tally: Tally) -> None:
 async def import_output(collector: Collector, path: Path) -> str:
     """Apply a vLLM batch runner's output file; a written file all of whose requests are answered
     is closed, and any of its requests the output lacks wait to be sent again."""
-    await collector.apply_file(read_bytes(path, "batch output", MAX_OUTPUT_BYTES), None)
+    await collector.apply_file(read_regular(path, limit=MAX_OUTPUT_BYTES), None)
     store = collector.store
     for b in await store.batches.batches(open_only=True):
         if b["name"] in collector.touched:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from memaudit.errors import BadInput
-from memaudit.userfiles import read_text
+from memaudit.userfiles import read_regular
 
 BUNDLED_PRICES = Path(__file__).with_name("prices.toml")
 PRICE_FIELDS = ("input_per_mtok", "cached_input_per_mtok", "output_per_mtok", "batch_input_per_mtok",
@@ -92,9 +92,10 @@ def load_prices(path: Path | None = None) -> PriceList:
 
 
 def _read_prices(path: Path) -> PriceList:
-    text = read_text(path, "price file", MAX_PRICE_BYTES)
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(read_regular(path, limit=MAX_PRICE_BYTES).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not UTF-8 text (byte {exc.start}); a price file is TOML", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"not valid TOML: {exc}", file=str(path)) from None
     models = data.get("models", {})

@@ -69,8 +69,8 @@ def _collect(db, path):
 
 
 @pytest.mark.parametrize("make, said", [
-    (lambda tmp, key: "/dev/zero", "not a regular file (a character device)"),
-    (lambda tmp, key: tmp / "absent.jsonl", "cannot read the batch output"),
+    (lambda tmp, key: "/dev/zero", "a device, not a regular file; refused"),
+    (lambda tmp, key: tmp / "absent.jsonl", "absent.jsonl: not found"),
     (lambda tmp, key: _write(tmp, [orjson.dumps(_answer(key, status_code="200"))]),
      "line 1: status_code must be a whole number, got '200'"),
     (lambda tmp, key: _write(tmp, [orjson.dumps(_answer(key)), orjson.dumps(_answer("other"))[:40]]),
@@ -99,7 +99,7 @@ def test_batch_collect_refuses_an_output_over_the_size_limit(pending, tmp_path, 
     monkeypatch.setattr(batch_module, "MAX_OUTPUT_BYTES", 100)
     before = _rows(db)
     err = fails_in_one_line(capsys, *_collect(db, _write(tmp_path, [orjson.dumps(_answer(key))])))
-    assert "over the 100-byte limit; refused" in err and _rows(db) == before
+    assert "larger than 100 bytes; refused" in err and _rows(db) == before
 
 
 def test_batch_collect_refuses_a_fifo_at_once_in_a_fresh_process(pending, tmp_path):
@@ -110,7 +110,7 @@ def test_batch_collect_refuses_a_fifo_at_once_in_a_fresh_process(pending, tmp_pa
     os.mkfifo(fifo)
     done = subprocess.run([sys.executable, "-c", "from memaudit.cli import main; main()", *map(str, _collect(db, fifo))],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert done.returncode == 2 and "not a regular file (a FIFO)" in done.stderr
+    assert done.returncode == 2 and "a FIFO, not a regular file; refused" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
@@ -128,9 +128,9 @@ def test_a_foreign_custom_id_is_unknown_and_an_identical_repeat_counts_once(pend
 
 # -- cost --prices ------------------------------------------------------------------------------
 @pytest.mark.parametrize("make, said", [
-    (lambda tmp: _bytes(tmp, b'date = "2026"\nsource = "\xff\xfe"\n'), "the price file is not UTF-8 text"),
-    (lambda tmp: "/dev/zero", "the price file is not a regular file (a character device)"),
-    (lambda tmp: _bytes(tmp, b"#" * (1024 * 1024 + 1)), "over the 1,048,576-byte limit"),
+    (lambda tmp: _bytes(tmp, b'date = "2026"\nsource = "\xff\xfe"\n'), "not UTF-8 text (byte 18)"),
+    (lambda tmp: "/dev/zero", "a device, not a regular file; refused"),
+    (lambda tmp: _bytes(tmp, b"#" * (1024 * 1024 + 1)), "larger than 1,048,576 bytes; refused"),
 ])
 def test_cost_refuses_a_hostile_price_file(settings, tmp_path, capsys, make, said):
     anyio.run(_empty_store, settings.db)
@@ -144,7 +144,7 @@ def test_cost_refuses_a_fifo_price_file_at_once(settings, tmp_path):
     os.mkfifo(fifo)
     done = subprocess.run([sys.executable, "-c", "from memaudit.cli import main; main()", "--db", str(settings.db),
                            "cost", "--prices", str(fifo)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert done.returncode == 2 and "not a regular file (a FIFO)" in done.stderr
+    assert done.returncode == 2 and "a FIFO, not a regular file; refused" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
 

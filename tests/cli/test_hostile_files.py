@@ -128,7 +128,7 @@ def test_a_foreign_custom_id_is_unknown_and_an_identical_repeat_counts_once(pend
 
 # -- cost --prices ------------------------------------------------------------------------------
 @pytest.mark.parametrize("make, said", [
-    (lambda tmp: _bytes(tmp, b'date = "2026"\nsource = "\xff\xfe"\n'), "not UTF-8 text (byte 18)"),
+    (lambda tmp: _bytes(tmp, b'date = "2026"\nsource = "\xff\xfe"\n'), "not UTF-8 text (byte 24)"),
     (lambda tmp: "/dev/zero", "a device, not a regular file; refused"),
     (lambda tmp: _bytes(tmp, b"#" * (1024 * 1024 + 1)), "larger than 1,048,576 bytes; refused"),
 ])

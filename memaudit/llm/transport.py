@@ -84,7 +84,6 @@ class AiohttpSession:
         import aiohttp  # here: commands that call no model (tables, view, export) never load it
         self.errors = (aiohttp.ClientError, asyncio.TimeoutError)
         self.address = Address.of(base_url)
-        self.base_url = self.address.url
         # As many connections are kept alive as may be in flight: none is reopened between calls.
         self.client = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections, keepalive_timeout=60),
@@ -107,7 +106,6 @@ class MockSession:
 
     def __init__(self, base_url: str, headers: dict, mock: httpx.AsyncBaseTransport):
         self.address = Address.of(base_url)
-        self.base_url = self.address.url
         self.headers = {**self.address.headers(headers), **JSON_HEADERS}
         self.mock = mock
 

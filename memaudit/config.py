@@ -41,6 +41,7 @@ from pathlib import Path
 from memaudit.errors import BadInput, redact_url
 from memaudit.resources import data_dir
 from memaudit.roles import GROUPS, embedded_max_tokens, groups_of, role_group
+from memaudit.userfiles import read_regular
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
 # here, before any client exists, so a config file's mistake names its file and field.
@@ -48,6 +49,7 @@ BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sent as reasoning_effort
 EMBEDDED_MODEL = "smollm2-135m-instruct"
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few kB
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
 EMBEDDING_GROUPS = groups_of("memory")  # the role groups whose memory systems embed; each may configure its own
@@ -320,11 +322,9 @@ def _with_defaults(sections: dict, default: dict) -> dict:
 def _read_config(path: Path) -> tuple[dict, dict, dict]:
     import tomllib  # here: most commands run without a config file, and every start-up counts
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput("config file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read the config file: {exc}", file=str(path)) from None
+        data = tomllib.loads(read_regular(path, limit=MAX_CONFIG_BYTES).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"cannot read the config file: not UTF-8 text (byte {exc.start})", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"invalid TOML: {exc}", file=str(path)) from None
     for key in data:

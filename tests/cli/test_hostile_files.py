@@ -198,3 +198,34 @@ def test_a_base_url_that_is_no_http_url_is_refused_by_the_config_check(tmp_path,
         args += ["--config", config]
     err = fails_in_one_line(capsys, "--db", db, *args, "rollout", "--bench", "sample", "--systems", "bm25")
     assert "a base URL" in err and "HIDDEN" not in err and not db.exists()
+
+
+# -- other files read whole: --config, human import, memory search --queries ---------------------
+def _commands(tmp, path) -> dict[str, list]:
+    db = tmp / "s.db"
+    return {"config": ["--db", db, "--config", path, "bench", "list"],
+            "grades": ["--db", db, "human", "import", path],
+            "queries": ["memory", "search", "--system", "bm25", "--store", _bytes(tmp, b"[]"), "--queries", path]}
+
+
+@pytest.mark.parametrize("command", ["config", "grades", "queries"])
+def test_a_device_or_a_non_utf8_file_given_to_other_commands_is_one_line(tmp_path, capsys, command):
+    anyio.run(_empty_store, tmp_path / "s.db")
+    assert "a device, not a regular file; refused" in fails_in_one_line(
+        capsys, *_commands(tmp_path, "/dev/zero")[command])
+    if command != "grades":  # JSON: not JSON
+        bad = tmp_path / "bad.txt"
+        bad.write_bytes(b"\xff\xfe")
+        assert "not UTF-8 text" in fails_in_one_line(capsys, *_commands(tmp_path, bad)[command])
+
+
+@pytest.mark.parametrize("command", ["config", "grades", "queries"])
+def test_a_fifo_given_to_other_commands_is_refused_at_once(tmp_path, command):
+    anyio.run(_empty_store, tmp_path / "s.db")
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    args = [str(a) for a in _commands(tmp_path, fifo)[command]]
+    done = subprocess.run([sys.executable, "-c", "from memaudit.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and "a FIFO, not a regular file; refused" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

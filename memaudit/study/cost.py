@@ -8,8 +8,8 @@ token table does); the total counts each call once however many runs used it, as
 Reasoning tokens are part of the completion tokens, as the API reports and bills them. A model
 without a price, and a call whose tokens are unknown (the server sent no usage, a failure recorded
 without its tokens), are named with their number of calls and their cost left unknown (null), never
-counted as 0: a total that includes them is unknown too. Provider-cached prompt tokens in a batch are billed at the cached rate
-scaled by the batch discount of input (the two discounts stack)."""
+counted as 0: a total that includes them is unknown too. Provider-cached prompt tokens in a batch
+are billed at the cached rate scaled by the batch discount of input (the two discounts stack)."""
 from __future__ import annotations
 
 import math

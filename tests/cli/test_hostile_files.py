@@ -103,13 +103,18 @@ def test_batch_collect_refuses_an_output_over_the_size_limit(pending, tmp_path, 
 
 
 def test_batch_collect_refuses_a_fifo_at_once_in_a_fresh_process(pending, tmp_path):
-    """A FIFO with no writer: the command must answer, not wait for one (a regression would hang:
-    the child is given a minute, far beyond the instant refusal)."""
+    """A FIFO with no writer: the command must answer, not wait for one."""
     db, _ = pending
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
-    done = subprocess.run([sys.executable, "-c", "from memaudit.cli import main; main()", *map(str, _collect(db, fifo))],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    refused_at_once(tmp_path, *_collect(db, fifo))
+
+
+def refused_at_once(cwd, *args) -> None:
+    """`memaudit ARGS` in a fresh process refuses a FIFO in one line (a regression would hang on it:
+    the process is given a minute, far beyond the instant refusal, so the test fails instead)."""
+    done = subprocess.run([sys.executable, "-c", "from memaudit.cli import main; main()", *map(str, args)],
+                          capture_output=True, text=True, timeout=60, cwd=cwd)
     assert done.returncode == 2 and "a FIFO, not a regular file; refused" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
@@ -142,10 +147,7 @@ def test_cost_refuses_a_fifo_price_file_at_once(settings, tmp_path):
     anyio.run(_empty_store, settings.db)
     fifo = tmp_path / "prices.fifo"
     os.mkfifo(fifo)
-    done = subprocess.run([sys.executable, "-c", "from memaudit.cli import main; main()", "--db", str(settings.db),
-                           "cost", "--prices", str(fifo)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert done.returncode == 2 and "a FIFO, not a regular file; refused" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    refused_at_once(tmp_path, "--db", settings.db, "cost", "--prices", fifo)
 
 
 def _bytes(tmp, data: bytes):
@@ -224,8 +226,4 @@ def test_a_fifo_given_to_other_commands_is_refused_at_once(tmp_path, command):
     anyio.run(_empty_store, tmp_path / "s.db")
     fifo = tmp_path / "in.fifo"
     os.mkfifo(fifo)
-    args = [str(a) for a in _commands(tmp_path, fifo)[command]]
-    done = subprocess.run([sys.executable, "-c", "from memaudit.cli import main; main()", *args],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert done.returncode == 2 and "a FIFO, not a regular file; refused" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    refused_at_once(tmp_path, *_commands(tmp_path, fifo)[command])

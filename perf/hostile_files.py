@@ -39,7 +39,7 @@ TABLES = ("calls", "batch_requests", "batches")
 async def pending_store(db: Path, directory: Path) -> str:
     settings = load_settings(db=db, base_url="http://fake.test/v1", model="fake-model", backend="openai", env={})
     async with open_runtime(settings, transport=FakeOpenAI().transport()) as rt:
-        with rt.llm.batching(BatchCollector(rt.store, frozenset({"slot_fill"}), rt.llm.refusals)):
+        with rt.llm.batching(BatchCollector(rt.store, rt.llm.refusals)):
             try:
                 await rt.llm.call("slot_fill", [{"role": "user", "content": "fill"}], max_tokens=160,
                                   schema=ROLE_SPECS["slot_fill"].schema)

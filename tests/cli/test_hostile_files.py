@@ -37,7 +37,7 @@ def fails_in_one_line(capsys, *args) -> str:
 async def _pending(settings, directory) -> str:
     """A store with one slot_fill request written to a batch input file; its custom_id."""
     async with open_runtime(settings, transport=FakeOpenAI().transport()) as rt:
-        with rt.llm.batching(BatchCollector(rt.store, frozenset({"slot_fill"}), rt.llm.refusals)):
+        with rt.llm.batching(BatchCollector(rt.store, rt.llm.refusals)):
             with pytest.raises(BatchPending) as pending:
                 await rt.llm.call("slot_fill", [{"role": "user", "content": "fill"}], max_tokens=160, schema=SCHEMA)
         await rt.store.flush()

@@ -365,6 +365,7 @@ class LLM:
             messages = outcome.next_messages
         failed = InvalidOutput(role, outcome.raw, outcome.problem)
         failed.latency = latency  # the time the attempts took, recorded with the failure
+        failed.usage = total  # and the tokens they spent (`memaudit cost`)
         raise failed
 
 
@@ -393,8 +394,12 @@ def read_attempt(role: str, first_messages: list, messages: list, response: dict
     raw, finish, usage = parse_choice(response)
     for name in USAGE_FIELDS:
         total[name] += usage.get(name, 0)
+    if "unknown" in usage:  # one attempt without counts leaves the call's tokens unknown
+        total["unknown"] = usage["unknown"]
     if finish == "refusal":
-        raise Refusal(role, raw)
+        refused = Refusal(role, raw)
+        refused.usage = dict(total)
+        raise refused
     calls = None if tools is None else answered_calls(response)
     found, data = _validate(raw, finish, schema, check) if tools is None else (_tools_problem(raw, finish, tools, calls),
                                                                                 None)
@@ -415,18 +420,21 @@ def ok_row(key: str, role: str, model: str, request_json: str, text: str, usage:
     answer = {"text": text, "usage": usage} if tool_calls is None else {"text": text, "usage": usage,
                                                                          "tool_calls": tool_calls}
     return dict(key=key, role=role, model=model, request=request_json,
-                response=orjson.dumps(answer).decode(), ok=True,
-                prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
-                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now(),
-                reasoning_tokens=usage.get("reasoning_tokens", 0))
+                response=orjson.dumps(answer).decode(), ok=True, latency=latency, created=_now(),
+                **_token_columns(usage))
+
+
+def _token_columns(usage: dict) -> dict:
+    return {name: usage.get(name, 0) for name in USAGE_FIELDS}
 
 
 def failure_row(key: str, role: str, model: str, request_json: str, exc: InvalidOutput | ContextOverflow,
                 secrets) -> dict:
     """The cache row of a request that failed as itself (invalid output, overflow, refusal), with the
     time its attempts took (`memaudit calls` counts what failures cost, not only answers)."""
+    usage = getattr(exc, "usage", None) or {}
     return dict(key=key, role=role, model=model, request=request_json, response=_failure_json(exc, secrets),
-                ok=False, latency=getattr(exc, "latency", 0.0), created=_now())
+                ok=False, latency=getattr(exc, "latency", 0.0), created=_now(), **_token_columns(usage))
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:
@@ -476,6 +484,8 @@ def _failure_json(exc: InvalidOutput | ContextOverflow, secrets) -> str:
     payload: dict = {"error_kind": type(exc).__name__, "error": str(exc)}
     if isinstance(exc, InvalidOutput):
         payload.update(raw=exc.raw, problem=exc.problem)
+        if getattr(exc, "usage", None):
+            payload.update(usage=exc.usage)
     if isinstance(exc, ContextOverflow):
         payload.update(tokens=exc.tokens, window=exc.window)
     return orjson.dumps({k: scrub(v, secrets) if isinstance(v, str) else v for k, v in payload.items()}).decode()

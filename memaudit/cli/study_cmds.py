@@ -69,8 +69,7 @@ COLUMNS = ("calls", "uncached_prompt_tokens", "cached_prompt_tokens", "completio
 
 
 def _cost_markdown(report: dict) -> str:
-    p = report["prices"]
-    lines = [f"Prices of {p['date'] or 'unknown date'} ({p['source'] or 'no source given'}); USD.", "",
+    lines = [_prices_line(report["prices"]), "",
              "| run | stage | role | calls | prompt (uncached) | prompt (cached) | completion | of which reasoning "
              "| on demand | batch |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["runs"]:
@@ -84,11 +83,31 @@ def _cost_markdown(report: dict) -> str:
     lines.append("| **total** | | | " + " | ".join(f"{t[c]:,}" for c in COLUMNS)
                  + f" | {_usd(t['usd_on_demand'])} | {_usd(t['usd_batch'])} |")
     lines += _estimates(report["runs"])
-    unpriced = sorted({m for r in report["runs"] for m in r["unpriced"]})
-    if unpriced:
-        lines += ["", f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their "
-                      "prices with --prices FILE."]
-    return "\n".join(lines)
+    return "\n".join(lines + _unpriced_lines([t]))
+
+
+def _prices_line(p: dict) -> str:
+    """Where the prices come from: the bundled list, or a --prices file and the bundled list for the
+    models the file does not price."""
+    line = f"Prices of {p['date'] or 'no stated date'} ({p['source'] or 'no source given'})"
+    if "others" in p:
+        line += f"; models it does not price: the bundled list of {p['others']['date']} ({p['others']['source']})"
+    return line + "; USD."
+
+
+def _unpriced_lines(groups: list[dict]) -> list[str]:
+    """One line per reason some calls have no price, with their number: shown as unpriced, never $0."""
+    counts: dict[str, int] = {}
+    for group in groups:
+        for why, n in group["unpriced_calls"].items():
+            counts[why] = counts.get(why, 0) + n
+    if not counts:
+        return []
+    lines = ["", "Unpriced calls (their cost is unknown, not 0):", *(f"- {n:,} call(s): {why}"
+                                                                  for why, n in sorted(counts.items()))]
+    if any(e["unpriced"] for e in groups):
+        lines.append("Give the missing models' prices with --prices FILE.")
+    return lines
 
 
 def _estimates(runs: list[dict]) -> list[str]:
@@ -205,11 +224,7 @@ def _plan_markdown(found: dict) -> str:
     for run_name, e in found.items():
         lines.append(f"| {run_name} | {e['basis']} | {e['calls']:,} | {e['prompt_tokens']:,} | "
                      f"{e['completion_tokens']:,} | {_usd(e['usd_on_demand'])} | {_usd(e['usd_batch'])} |")
-    unpriced = sorted({m for e in found.values() for m in e["unpriced"]})
-    if unpriced:
-        lines.append(f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their prices "
-                     "with --prices FILE.")
-    return "\n".join(lines)
+    return "\n".join(lines + _unpriced_lines(list(found.values())))
 
 
 def _memaudit_command() -> str:

@@ -17,6 +17,7 @@ Anything cognee prints goes to stderr (the adapter keeps it in a log file)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -34,11 +35,15 @@ PROXY_KEY = "memaudit-proxy"
 # schema only for such names, else falls back to free text. The proxy sends the request to the
 # model configured for the memory role whatever name the library puts in it.
 SCHEMA_MODEL = "openai/gpt-4o-mini"
+# The client of its structured-output calls under this configuration (its default framework,
+# litellm_native). cognee imports it on first use; imported at set-up, its retries lose their waits.
+LLM_CLIENT = "cognee.infrastructure.llm.structured_output_framework.litellm_native.native_adapter"
 
 
 def configure(setup: dict, root: str) -> None:
-    """cognee's embedded defaults (SQLite, LanceDB, its Kuzu graph) in this worker's own folder,
-    its LLM and embeddings on the proxy, no telemetry, nothing fetched from a hub."""
+    """cognee's embedded defaults (SQLite, LanceDB, its Kuzu graph) and its log files in this
+    worker's own folder (not the user's home, where it also prunes older logs), its LLM and
+    embeddings on the proxy, no telemetry, nothing fetched from a hub."""
     os.environ.update({
         "TELEMETRY_DISABLED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         "LLM_PROVIDER": "openai", "LLM_ENDPOINT": setup["base_url"], "LLM_MODEL": SCHEMA_MODEL,
@@ -48,6 +53,7 @@ def configure(setup: dict, root: str) -> None:
         "EMBEDDING_MODEL": setup["embed_model"], "EMBEDDING_DIMENSIONS": str(setup["dimensions"]),
         "EMBEDDING_API_KEY": PROXY_KEY,
         "DATA_ROOT_DIRECTORY": os.path.join(root, "data"), "SYSTEM_ROOT_DIRECTORY": os.path.join(root, "system"),
+        "COGNEE_LOGS_DIR": os.path.join(root, "logs"),
     })
     if setup.get("tiktoken_cache"):  # its token counter's encoding, from a local copy
         os.environ["TIKTOKEN_CACHE_DIR"] = setup["tiktoken_cache"]
@@ -56,19 +62,25 @@ def configure(setup: dict, root: str) -> None:
 def without_waiting(cognee_modules) -> None:
     """cognee retries a failed structured-output call for at least 240 s with exponential waits.
     Under memaudit an identical request is answered from the call cache with the same outcome, so
-    the waits only stall the run: keep its attempts, drop the waits and the time floor."""
+    the waits only stall the run: keep its attempts, drop the waits and the time floor. Only the
+    retries under that policy (its other retries, some bounded by time alone, keep their waits)."""
     import tenacity
     from cognee.infrastructure.llm import retry_config
 
-    for stop in getattr(retry_config.llm_retry_stop_condition, "stops", ()):
+    policy = retry_config.llm_retry_stop_condition
+    for stop in getattr(policy, "stops", ()):
         if isinstance(stop, tenacity.stop_after_delay):
             stop.max_delay = 0
+    dropped = 0
     for module in cognee_modules:
         for value in list(vars(module).values()):
             for candidate in (value, *vars(value).values()) if isinstance(value, type) else (value,):
                 retrying = getattr(candidate, "retry", None)
-                if isinstance(retrying, tenacity.BaseRetrying):
+                if isinstance(retrying, tenacity.BaseRetrying) and retrying.stop is policy:
                     retrying.wait = tenacity.wait_none()
+                    dropped += 1
+    if not dropped:
+        raise RuntimeError(f"no retry of cognee's structured-output calls found (in {LLM_CLIENT}?)")
 
 
 class Worker:
@@ -82,12 +94,25 @@ class Worker:
         # often it read the time before.
         self.clock.last, self.clock.ticks = tuple(clock), 0
         self.added = True
-        with self.clock.running():
-            await self.cognee.add(text, dataset_name=DATASET)
-            runs = await self.cognee.cognify(datasets=[DATASET])
+        before = asyncio.all_tasks()
+        try:
+            with self.clock.running():
+                await self.cognee.add(text, dataset_name=DATASET)
+                runs = await self.cognee.cognify(datasets=[DATASET])
+        finally:
+            await self.settled(before)
         failed = [str(run) for run in (runs or {}).values() if "Errored" in type(run).__name__]
         if failed:
             raise RuntimeError(f"cognify failed: {failed[0][:300]}")
+
+    async def settled(self, before: set) -> None:
+        """Wait for the tasks cognee started for this message. When one step fails, cognee's
+        asyncio.gather leaves the other running (its chunk summary, beside a failed graph
+        extraction): it would make its model calls after the write is over, counted with whatever
+        the adapter does next. (litellm's logging worker, started on first use, runs for good.)"""
+        library = os.path.dirname(self.cognee.__file__)
+        while running := [task for task in asyncio.all_tasks() - before if runs_code_of(task, library)]:
+            await asyncio.wait(running)
 
     async def search(self, query: str, k: int) -> list[dict]:
         if not self.added:  # cognee refuses to search a dataset it has never been given
@@ -107,6 +132,12 @@ class Worker:
                 for node_id, properties in nodes]
 
 
+def runs_code_of(task: asyncio.Task, folder: str) -> bool:
+    """Whether the task is unfinished and runs a coroutine defined under `folder`."""
+    code = getattr(task.get_coro(), "cr_code", None)
+    return not task.done() and code is not None and code.co_filename.startswith(folder)
+
+
 def jsonable(value):
     return json.loads(json.dumps(value, default=str))
 
@@ -118,6 +149,7 @@ async def serve(protocol) -> None:
         configure(setup, root)
         import cognee
 
+        importlib.import_module(LLM_CLIENT)
         clock = LibraryClock(setup["scope"])
         patch_modules("cognee")
         without_waiting([m for name, m in list(sys.modules.items()) if m is not None and name.startswith("cognee")])

@@ -5,6 +5,7 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.on("simulator", lambda body: {"feedback_type": "satisfied", "text": "thanks"})
     fake.on_text(lambda body: "a reply")                 # free-text calls (no schema)
     fake.faults = [429, 503]                             # next responses are these statuses
+    fake.fault_for = lambda body: "garbage"              # a fault (or None) picked by each request's body
     fake.embedding_requests                              # POST /v1/embeddings bodies (vectors: `embedding`)
     fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
@@ -78,6 +79,9 @@ class FakeOpenAI:
         self.fault_statuses = fault_statuses
         self.retry_after = retry_after
         self.faults: list = []          # scripted next outcomes: int status, "timeout", "overflow", "garbage"
+        # The outcome of a request picked by its body, whatever its turn (None: not picked): a fault
+        # that meets one call of a library that sends several at once.
+        self.fault_for: Callable[[dict], object] | None = None
         self.handlers: dict[str, Callable[[dict], object]] = {}
         self.text_handler: Callable[[dict], str] = lambda body: "Here is a concrete plan: step one, step two."
         self.requests: list[dict] = []
@@ -154,7 +158,7 @@ class FakeOpenAI:
         refused = self.refusal(body)
         if refused is not None:
             return self._status(400, refused)
-        fault = self.next_fault()
+        fault = self.next_fault(body)
         if fault == "overflow":
             return self._status(400, {"error": {"message": "This model's maximum context length is 8192 tokens",
                                                 "code": "context_length_exceeded"}})
@@ -165,9 +169,12 @@ class FakeOpenAI:
         text = "{not json" if fault == "garbage" else self.answer(body)
         return self._status(200, self.completion(body, text))
 
-    def next_fault(self):
-        """The scripted next outcome (`faults`), else a random fault at `fault_rate`, else None."""
-        fault = self.faults.pop(0) if self.faults else None
+    def next_fault(self, body: dict):
+        """The fault `fault_for` picks for this request, else the scripted next outcome (`faults`),
+        else a random fault at `fault_rate`, else None."""
+        fault = self.fault_for(body) if self.fault_for is not None else None
+        if fault is None and self.faults:
+            fault = self.faults.pop(0)
         if fault is None and self.fault_rate and self.rng.random() < self.fault_rate:
             fault = self.rng.choice(self.fault_statuses)
         return fault
@@ -185,7 +192,7 @@ class FakeOpenAI:
         chat ("garbage": one vector short)."""
         self.embedding_requests.append(body)
         texts = [body["input"]] if isinstance(body.get("input"), str) else list(body.get("input") or [])
-        fault = self.next_fault()
+        fault = self.next_fault(body)
         if isinstance(fault, int) or fault == "timeout":
             return self.fault_reply(fault)
         rows = [{"object": "embedding", "index": i, "embedding": embedding(body.get("model"), text)}

@@ -36,17 +36,20 @@ from pathlib import Path
 
 from memaudit.errors import BadInput
 from memaudit.resources import data_dir
-from memaudit.roles import GROUPS, embedded_max_tokens, groups_of, role_group
+from memaudit.roles import GROUPS, MEMORY_STAGE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
 # here, before any client exists, so a config file's mistake names its file and field.
 BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sent as reasoning_effort
+# The role a judge panel answers: `[roles.<it>] models = [...]` names the panel, `[judges.NAME]`
+# sections give a panel judge its own endpoint (memaudit/scoring/panel.py).
+PANEL_ROLE = RECOVERY_JUDGE
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
-EMBEDDING_GROUPS = groups_of("memory")  # the role groups whose memory systems embed; each may configure its own
+EMBEDDING_GROUPS = groups_of(MEMORY_STAGE)  # the role groups whose memory systems embed; each may configure its own
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
 # The simulated user's text on the embedded model, in characters: the JSON grammar closes the string
@@ -147,10 +150,10 @@ class Settings:
     def panel_judge(self, name: str) -> "Settings":
         """The settings panel judge `name` is asked under: the recovery_judge section refined by
         `[judges.NAME]` (its endpoint, key, backend …); the model sent is `model` there, else NAME."""
-        section = {k: v for k, v in self.role_sections.get("recovery_judge", {}).items() if k != "models"}
+        section = {k: v for k, v in self.role_sections.get(PANEL_ROLE, {}).items() if k != "models"}
         own = self.judge_sections.get(name, {})
         section = {**section, **own, "model": own.get("model", name)}
-        return replace(self, role_sections={**self.role_sections, "recovery_judge": section})
+        return replace(self, role_sections={**self.role_sections, PANEL_ROLE: section})
 
     def with_embedded_url(self, url: str) -> "Settings":
         return replace(self, base_url=url, backend="llamacpp", model=EMBEDDED_MODEL)
@@ -279,7 +282,7 @@ def _read_config(path: Path) -> tuple[dict, dict, dict]:
     for name, section in roles.items():
         if name not in GROUPS:
             raise BadInput(f"unknown role {name!r}; roles are {', '.join(GROUPS)}", file=str(path), field=f"roles.{name}")
-        sections[name] = _checked(path, f"roles.{name}", section, PANEL_KEYS if name == "recovery_judge" else ROLE_KEYS)
+        sections[name] = _checked(path, f"roles.{name}", section, PANEL_KEYS if name == PANEL_ROLE else ROLE_KEYS)
     judges = data.get("judges", {})
     if not isinstance(judges, dict):
         raise BadInput("must be a table of judge sections ([judges.<name>])", file=str(path), field="judges")

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from memaudit.cli.common import console, current_settings, global_options, out, run
 from memaudit.errors import redact_url
+from memaudit.roles import AGENT
 
 
 @click.command("demo")
@@ -42,7 +43,7 @@ async def _demo(settings, users, tasks, max_turns, report_dir):
     bench = result["bench"]
     n_tasks = len(next(iter(bench.tasks.values())))
     out.print(f"\nDone in {time.monotonic() - start:.0f} s. This demo is PARTIAL: "
-              f"{size.cuts(len(bench.users), n_tasks, embedded=settings.on_embedded('agent'))}. A 135M model makes a weak assistant, simulator and "
+              f"{size.cuts(len(bench.users), n_tasks, embedded=settings.on_embedded(AGENT))}. A 135M model makes a weak assistant, simulator and "
               "judge: the numbers show the pipeline works, not how good any memory system is.", highlight=False)
     out.print(f"HTML report: {report_dir / 'index.html'}   Reproduce from the cache: memaudit --db {settings.db} replay",
               highlight=False)

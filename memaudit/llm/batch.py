@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 import orjson
 
-from memaudit.config import Settings
+from memaudit.config import PANEL_ROLE, Settings
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, Refusal, redact_url
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
@@ -41,7 +41,6 @@ MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 TERMINAL = ("completed", "expired", "cancelled", "failed")
 COMMIT_EVERY = 500
-PANEL_ROLE = "recovery_judge"  # the role whose panel judges may each have an endpoint ([judges.NAME])  # result lines applied per transaction while collecting
 
 
 class BatchPending(Exception):

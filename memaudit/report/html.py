@@ -90,6 +90,12 @@ def score_class(score: float | None) -> str:
     return f"s{round(RUBRIC.level(score).score * 100)}"
 
 
+def score_levels() -> list[list]:
+    """The rubric's levels as the report's scripts read them (window.MEMAUDIT.levels): [score, CSS
+    class] pairs, best first, so assets/user.js colours a score exactly as score_class does."""
+    return [[level.score, score_class(level.score)] for level in RUBRIC.levels]
+
+
 def dl(pairs: Iterable[tuple[str, str]]) -> str:
     """A definition list; values are already HTML."""
     return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"

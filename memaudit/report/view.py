@@ -37,7 +37,7 @@ from memaudit.report import data, evolving, judges, userdata, utilization
 from memaudit.report.columns import declared, mode_name
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (INDEX, LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, href, link, num, page,
-                                  score_class, slug, stacked_chart, table)
+                                  score_class, score_levels, slug, stacked_chart, table)
 from memaudit.store import RunConfig, Store, dumps
 from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, TABLE4_SHORT, Column, value
 from memaudit.tables.paper import DECLARED, compute_tables
@@ -372,9 +372,10 @@ def _target_list(rows_of: data.PassRows, run: dict, p: Pass, name: str, targets:
                "keys": {user: userdata.data_key(run["bench"], user) for user, _ in targets},
                "categories": list(categories), "rows": rows}
     script = orjson.dumps(listing).decode().replace("</", "<\\/")
+    levels = orjson.dumps(score_levels()).decode()
     return page(path, f"{run['run']} · {p.name} · {name}",
                 f'<p>{len(targets)} targets.</p><div id="list"><noscript>This list needs JavaScript.</noscript></div>'
-                f'<script>window.MEMAUDIT = {{"list": {script}}};</script>'
+                f'<script>window.MEMAUDIT = {{"list": {script}, "levels": {levels}}};</script>'
                 f'<script src="{href(path, USER_SCRIPT)}"></script>',
                 [(INDEX, "report"), (_run_page(run["run"]), run["run"]), (_pass_page(p), p.name)])
 
@@ -389,7 +390,8 @@ def _app_shell(summary: Summary, unwritten: int | None = None) -> str:
     `unwritten`: the user-runs whose data this report leaves out (the page then says how to get it)."""
     config = {"index": INDEX, "data": userdata.DATA_DIR, "charset": userdata.CHARSET, "ref": userdata.MEMORY_REF,
               "categories": list(CATEGORIES),
-              "marks": LABEL_MARKS, "runs": {r["run"]: _run_page(r["run"]) for r in summary.runs}}
+              "marks": LABEL_MARKS, "runs": {r["run"]: _run_page(r["run"]) for r in summary.runs},
+              "levels": score_levels()}
     if unwritten is not None:
         config["unwritten"] = (f"this report was written without its users' data ({unwritten} user-runs): serve it "
                                "with `memaudit view --serve --out DIR`, or write it with `--user-data all`")

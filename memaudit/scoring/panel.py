@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import anyio
 
+from memaudit.config import PANEL_ROLE
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
@@ -22,8 +23,6 @@ from memaudit.provenance import role_provenance
 from memaudit.roles import ROLE_SPECS
 from memaudit.ask import ask
 from memaudit.types import Reconstruction
-
-ROLE = "recovery_judge"
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ class PanelJudge:
 
 def panel_names(settings, judges: list[str] | None) -> list[str] | None:
     """The panel: `--judges` wins over `[roles.recovery_judge] models`; None = the one configured judge."""
-    names = judges if judges is not None else settings.role_sections.get(ROLE, {}).get("models")
+    names = judges if judges is not None else settings.role_sections.get(PANEL_ROLE, {}).get("models")
     if names is None:
         return None
     names = list(names)
@@ -59,7 +58,7 @@ def panel_names(settings, judges: list[str] | None) -> list[str] | None:
 def judge_client(llm: LLM, name: str) -> LLM:
     """A client whose recovery_judge calls go to panel judge `name` (config.Settings.panel_judge)."""
     settings = llm.settings.panel_judge(name)
-    if not settings.role(ROLE).base_urls and settings.cache != "replay":
+    if not settings.role(PANEL_ROLE).base_urls and settings.cache != "replay":
         raise BadInput(f"panel judge {name!r} needs an endpoint: give --base-url, a [roles.recovery_judge] "
                        f"base_url or a [judges.{name}] section in --config", field="judges")
     clone = copy.copy(llm)
@@ -85,7 +84,7 @@ class Panel:
     @classmethod
     def single(cls, llm: LLM, repeats: int = 1) -> "Panel":
         """The one configured judge as a panel (judge-check without --judges, or repeats)."""
-        return cls((PanelJudge(llm.settings.role(ROLE).model, llm),), repeats)
+        return cls((PanelJudge(llm.settings.role(PANEL_ROLE).model, llm),), repeats)
 
     @property
     def names(self) -> list[str]:
@@ -99,8 +98,8 @@ class Panel:
         (no endpoint, no key): replay rebuilds the section from it. A judge without one is the
         recovery judge's recorded settings under its own model name, so it records nothing (and
         passes recorded before this stay byte-identical under replay and merge)."""
-        spec = ROLE_SPECS[ROLE]
-        return {j.name: role_provenance(j.llm.settings, ROLE, spec.temperature, spec.max_tokens) for j in self.judges
+        spec = ROLE_SPECS[PANEL_ROLE]
+        return {j.name: role_provenance(j.llm.settings, PANEL_ROLE, spec.temperature, spec.max_tokens) for j in self.judges
                 if j.name in j.llm.settings.judge_sections}
 
     async def judge(self, recon: Reconstruction, prompt: Prompt) -> Reconstruction:
@@ -137,7 +136,7 @@ async def ask_judge(judge: PanelJudge, prompt: Prompt, seed_parts: tuple, repeat
     re-ask adds its repeat number to the seed."""
     parts = seed_parts if repeat == 0 else (*seed_parts, f"repeat:{repeat}")
     try:
-        answer = await ask(judge.llm, ROLE, prompt=prompt, seed_parts=parts, **values)
+        answer = await ask(judge.llm, PANEL_ROLE, prompt=prompt, seed_parts=parts, **values)
     except (ContextOverflow, InvalidOutput) as exc:
         return Verdict(judge.name, repeat, None, None, "failed", failure_note(exc))
     return Verdict(judge.name, repeat, float(answer.data["score"]), answer.data["reason"], "ok")

@@ -31,7 +31,7 @@ from memaudit.llm.client import LLM
 from memaudit.llm.tokens import counting
 from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
-from memaudit.roles import ROLE_SPECS, role_group
+from memaudit.roles import RECOVERY_JUDGE, ROLE_SPECS, SLOT_FILL, role_group
 from memaudit.runtime import Runtime
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
 from memaudit.shards import WHOLE, Shard
@@ -49,7 +49,7 @@ MEMORY_JSON = "indent2-native-order"
 EMPTY_MEMORY = dumps_indented([])
 EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
 # The calls `score --batch` sends in batches (the memory systems' own calls, made by retrieve, stay live).
-BATCH_ROLES = ("slot_fill", "recovery_judge")
+BATCH_ROLES = (SLOT_FILL, RECOVERY_JUDGE)
 
 
 # -- running many jobs -----------------------------------------------------------------------
@@ -132,23 +132,23 @@ class Scorer:
     @classmethod
     def configured(cls, llm: LLM, panel: "Panel | None" = None) -> "Scorer":
         prompts_dir = llm.settings.prompts_dir
-        return cls(llm, llm, load_prompt(ROLE_SPECS["slot_fill"].prompt, prompts_dir),
-                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir), category_guides(prompts_dir),
+        return cls(llm, llm, load_prompt(ROLE_SPECS[SLOT_FILL].prompt, prompts_dir),
+                   load_prompt(ROLE_SPECS[RECOVERY_JUDGE].prompt, prompts_dir), category_guides(prompts_dir),
                    panel)
 
     def describe(self) -> dict:
-        reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
+        reader, judge = ROLE_SPECS[SLOT_FILL], ROLE_SPECS[RECOVERY_JUDGE]
         panel = {} if self.panel is None else self.panel.describe()
         judges = {} if self.panel is None else self.panel.provenance()
-        return {**panel, "reader_model": self.reader.settings.role("slot_fill").model,
+        return {**panel, "reader_model": self.reader.settings.role(SLOT_FILL).model,
                 "reader_prompt": self.reader_prompt.sha256,
-                "judge_model": self.judge.settings.role("recovery_judge").model,
+                "judge_model": self.judge.settings.role(RECOVERY_JUDGE).model,
                 "judge_prompt": self.judge_prompt.sha256,
                 "prompts": prompts_provenance(self.reader.settings.prompts_dir),
                 "provenance": {"protocol": PROTOCOL_VERSION, "memory_json": MEMORY_JSON, "roles": {
-                    "slot_fill": role_provenance(self.reader.settings, "slot_fill", reader.temperature,
+                    SLOT_FILL: role_provenance(self.reader.settings, SLOT_FILL, reader.temperature,
                                                  reader.max_tokens),
-                    "recovery_judge": role_provenance(self.judge.settings, "recovery_judge", judge.temperature,
+                    RECOVERY_JUDGE: role_provenance(self.judge.settings, RECOVERY_JUDGE, judge.temperature,
                                                       judge.max_tokens)},
                     **({"judges": judges} if judges else {})}}
 
@@ -197,7 +197,7 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
 # -- one target ------------------------------------------------------------------------------
 def reader_window(rt: Runtime, context_window: int | None) -> int | None:
     """The reader's context window: `--context-window`, else the slot_fill role's configured one."""
-    return context_window if context_window is not None else rt.settings.role("slot_fill").context_window
+    return context_window if context_window is not None else rt.settings.role(SLOT_FILL).context_window
 
 
 async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str,
@@ -209,12 +209,12 @@ async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str
     values = {"memory": memory_text, "category": recon.category,
               "definition": scorer.guides[recon.category], "dimension": recon.dimension}
     if window:  # the server's own count; without one, the server's context-length error decides
-        tokens = await scorer.reader.count_tokens("slot_fill", scorer.reader_prompt.render(**values))
+        tokens = await scorer.reader.count_tokens(SLOT_FILL, scorer.reader_prompt.render(**values))
         if tokens is not None and tokens > window:
             return replace(recon, score=0.0, status="overflow",
-                           error=failure_note(ContextOverflow("slot_fill", tokens, window)))
+                           error=failure_note(ContextOverflow(SLOT_FILL, tokens, window)))
     try:
-        fill = await ask(scorer.reader, "slot_fill", prompt=scorer.reader_prompt,
+        fill = await ask(scorer.reader, SLOT_FILL, prompt=scorer.reader_prompt,
                          seed_parts=(recon.user_id, recon.dimension), **values)
     except ContextOverflow as exc:
         return replace(recon, score=0.0, status="overflow", error=failure_note(exc))
@@ -230,7 +230,7 @@ async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
     if scorer.panel is not None:
         return await scorer.panel.judge(recon, scorer.judge_prompt)
     try:
-        verdict = await ask(scorer.judge, "recovery_judge", prompt=scorer.judge_prompt,
+        verdict = await ask(scorer.judge, RECOVERY_JUDGE, prompt=scorer.judge_prompt,
                             seed_parts=(recon.user_id, recon.dimension), dimension=recon.dimension,
                             explanation=recon.explanation, ground_truth=recon.ground_truth, prediction=recon.label)
     except (ContextOverflow, InvalidOutput) as exc:
@@ -327,7 +327,7 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
     window = reader_window(rt, context_window)
     described = scorer.describe()
     if window:  # what measures a prompt against the window (memaudit/llm/tokens.py)
-        described["overflow_count"] = counting(rt.settings.role("slot_fill").model)
+        described["overflow_count"] = counting(rt.settings.role(SLOT_FILL).model)
     for mode, k in passes:
         await rt.store.scores.record_pass(run_id, mode, k, variant,
                                           PassConfig(context_window, window, dims, rescore, described))

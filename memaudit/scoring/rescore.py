@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from memaudit.errors import BadInput
 from memaudit.prompts import load_prompt
+from memaudit.roles import RECOVERY_JUDGE, SLOT_FILL
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import Scorer, judge, plan_scoring, run_all, save_reconstruction, with_model
 from memaudit.store import Rescore
@@ -31,8 +32,8 @@ def variant_scorer(rt: Runtime, *, judge_model: str | None, judge_prompt: str | 
         if not path.is_file():
             raise BadInput("judge prompt file not found", file=str(path))
         prompt = load_prompt(path.stem, path.parent)
-    return replace(scorer, reader=with_model(rt.llm, "slot_fill", reader_model),
-                   judge=with_model(rt.llm, "recovery_judge", judge_model), judge_prompt=prompt)
+    return replace(scorer, reader=with_model(rt.llm, SLOT_FILL, reader_model),
+                   judge=with_model(rt.llm, RECOVERY_JUDGE, judge_model), judge_prompt=prompt)
 
 
 async def _rejudge(rt: Runtime, scorer: Scorer, recon: Reconstruction) -> None:

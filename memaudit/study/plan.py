@@ -15,23 +15,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memaudit.errors import BadInput
+from memaudit.roles import AGENT, DISCLOSURE, ELICITATION, MEMORY, ORACLE, PREF_JUDGE, RECOVERY_JUDGE, SIMULATOR, SLOT_FILL
 from memaudit.study.cost import Priced, PriceList, Usage, call_role, stage_of
 
-# Per unit of its stage: (calls, prompt tokens per call, completion tokens per call). Rough figures
+# The commands whose calls a plan estimates, each per unit of its work (an episode, a target); the
+# recorded plan and `cost` report them as stages (`by_stage`).
+PLANNED_COMMANDS = ("rollout", "score", "attribute")
+# Per unit of its command: (calls, prompt tokens per call, completion tokens per call). Rough figures
 # for a first estimate without a pilot: the published study's C ≈ 2.5 assistant replies per episode
 # (one simulator and one preference-judge call each), prompts the size of a mid-length dialogue, and
 # attribution asked for the ≈ 45 % of targets scored below 0.75. A pilot store replaces all of them.
 DEFAULT_RATES = {
-    "rollout": {"agent": (2.5, 1500, 350), "simulator": (2.5, 2200, 120), "pref_judge": (2.5, 700, 80)},
-    "score": {"slot_fill": (1.0, 2000, 40), "recovery_judge": (1.0, 350, 40)},
-    "attribute": {"oracle": (0.45, 500, 60), "disclosure": (0.4, 6000, 80), "elicitation": (0.2, 6000, 80)},
+    "rollout": {AGENT: (2.5, 1500, 350), SIMULATOR: (2.5, 2200, 120), PREF_JUDGE: (2.5, 700, 80)},
+    "score": {SLOT_FILL: (1.0, 2000, 40), RECOVERY_JUDGE: (1.0, 350, 40)},
+    "attribute": {ORACLE: (0.45, 500, 60), DISCLOSURE: (0.4, 6000, 80), ELICITATION: (0.2, 6000, 80)},
 }
 # Memory calls per episode by system (their prompt and completion sizes: DEFAULT_MEMORY): systems that
 # write verbatim call no model; A-Mem analyses and evolves each note, Mem0 extracts then decides,
 # Mem-T forms and updates its collections.
 DEFAULT_MEMORY_CALLS = {"nomem": 0.0, "longctx_full": 0.0, "bm25": 0.0, "amem": 6.0, "mem0": 5.0, "memt": 12.0}
 DEFAULT_MEMORY = (3.0, 1200, 200)
-STAGES = ("rollout", "score", "attribute")
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def default_rates(system: str) -> dict[str, dict[str, Rate]]:
     rates = {stage: {role: Rate(c, p, 0.0, o) for role, (c, p, o) in roles.items()}
              for stage, roles in DEFAULT_RATES.items()}
     calls, prompt, completion = DEFAULT_MEMORY
-    rates["rollout"]["memory"] = Rate(DEFAULT_MEMORY_CALLS.get(system, calls), prompt, 0.0, completion)
+    rates["rollout"][MEMORY] = Rate(DEFAULT_MEMORY_CALLS.get(system, calls), prompt, 0.0, completion)
     return rates
 
 
@@ -90,10 +93,10 @@ def rates_for(system: str, pilot: dict) -> tuple[dict[str, dict[str, Rate]], str
         return rates, "pilot"
     if not pilot:
         return rates, "defaults"
-    for stage in STAGES:  # the pilot's mean over its systems, the memory calls excepted
-        measured = [p[stage] for p in pilot.values() if stage in p]
-        for role in {r for m in measured for r in m} - {"memory"}:
-            rates[stage][role] = _mean([m[role] for m in measured if role in m], len(measured))
+    for command in PLANNED_COMMANDS:  # the pilot's mean over its systems, the memory calls excepted
+        measured = [p[command] for p in pilot.values() if command in p]
+        for role in {r for m in measured for r in m} - {MEMORY}:
+            rates[command][role] = _mean([m[role] for m in measured if role in m], len(measured))
     return rates, "pilot (other systems) + default memory calls"
 
 
@@ -120,13 +123,13 @@ def study_units(bench, users: int, tasks: int | None, passes: int) -> dict[str, 
 def estimate(units: dict[str, float], rates: dict, models: dict[str, list[str]], prices: PriceList) -> dict:
     """Calls, tokens and USD of one run: by stage and role, and in all."""
     whole, by_stage = Priced(), {}
-    for stage in STAGES:
-        for role, rate in sorted(rates.get(stage, {}).items()):
+    for command in PLANNED_COMMANDS:
+        for role, rate in sorted(rates.get(command, {}).items()):
             for model in models.get(role) or ["?"]:
-                usage = rate.usage(units.get(stage, 0.0))
+                usage = rate.usage(units.get(command, 0.0))
                 if usage.calls == 0:
                     continue
-                by_stage.setdefault(stage, {}).setdefault(role, Priced()).add(model, usage, prices)
+                by_stage.setdefault(command, {}).setdefault(role, Priced()).add(model, usage, prices)
                 whole.add(model, usage, prices)
     return {**whole.to_json(), "units": {k: round(v, 2) for k, v in units.items()},
             "by_stage": {s: {r: p.to_json() for r, p in roles.items()} for s, roles in by_stage.items()}}
@@ -149,7 +152,7 @@ async def plan_study(store, settings, bench, systems: list[str], *, users: int, 
         rates, basis = rates_for(system, measured)
         models = {role: [settings.role(role).model] for stage in rates.values() for role in stage}
         if judges:
-            models["recovery_judge"] = list(judges)
+            models[RECOVERY_JUDGE] = list(judges)
         found = estimate(study_units(bench, users, tasks, passes), rates, models, prices)
         out[run_id(system, tag)] = {"system": system, "basis": basis, "users": users, "prices": prices.describe(),
                                     **found}

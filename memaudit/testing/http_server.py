@@ -25,6 +25,7 @@ import time
 from contextlib import contextmanager
 
 from memaudit.llm.http1 import read_request, send_json, write_body
+from memaudit.roles import PREF_JUDGE
 from memaudit.testing.fake_batches import FakeBatchAPI
 from memaudit.testing.fake_openai import FakeOpenAI, schema_of
 
@@ -48,7 +49,7 @@ def scripted_fake() -> FakeOpenAI:
     shape (deterministic in the prompt), ratings for every preference line, and a plain reply for
     the assistant; the Files and Batches endpoints too (`--batch`: a batch completes on the second
     look). Instant and free; its numbers mean nothing."""
-    return (FakeBatchAPI().on("pref_judge", rate_every_preference)
+    return (FakeBatchAPI().on(PREF_JUDGE, rate_every_preference)
             .on_text(lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages."))
 
 

@@ -20,6 +20,10 @@ in the config file (`[roles.<name>]`) refines the global values for that role on
     embed_model = "BAAI/bge-m3"    # embeddings of the memt system (default: the global embed_model)
     embed_base_url = "http://gpu-a:8001/v1"   # optional: an OpenAI-compatible /v1/embeddings endpoint
 
+    [roles.slot_fill]
+    rpm = 500                      # requests per minute this role's endpoint takes (and `tpm`: tokens);
+                                   # every role sending to that endpoint shares it, shards their share of it
+
     [roles.recovery_judge]
     reasoning_effort = "low"       # sent to reasoning models (none|minimal|low|medium|high|xhigh)
     models = ["judge-a", "judge-b", "judge-c"]   # a judge panel (odd size; see memaudit/scoring/panel.py)
@@ -61,6 +65,7 @@ EMBEDDED_SIMULATOR_TEXT_CHARS = 400
 # cap again (on the demo, failed calls and their repairs took 247 of 1,025 s; perf/demo.py).
 # Configured endpoints keep `repair_attempts`.
 EMBEDDED_REPAIR_ATTEMPTS = 0
+RATE_MAX = 1e12  # --rpm/--tpm: far above any provider's limit
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,11 @@ class Settings:
     memt_prompts: Path | None = None
     # `[judges.NAME]` sections: the endpoint (and settings) of a panel judge (memaudit/scoring/panel.py).
     judge_sections: dict = field(default_factory=dict)
+    # Requests and tokens per minute of every endpoint (`--rpm`, `--tpm`; a section's `rpm`/`tpm` for
+    # its own), shared out among the `rate_share` processes of a sharded study (memaudit/llm/ratelimit.py).
+    rpm: float | None = None
+    tpm: float | None = None
+    rate_share: int = 1
 
     def embedding(self, group: str) -> tuple[str, str | None, str | None]:
         """(model, endpoint or None for a local model, api key) of a role group's embeddings."""
@@ -155,8 +165,26 @@ class Settings:
         section = {**section, **own, "model": own.get("model", name)}
         return replace(self, role_sections={**self.role_sections, PANEL_ROLE: section})
 
+    def rate_limits(self) -> dict[str | None, tuple[float | None, float | None]]:
+        """(requests, tokens) per minute this process may send to each endpoint URL (None: to any
+        other endpoint). A section's `rpm`/`tpm` is the budget of its endpoint (its own base URL,
+        else the global one) for every role that sends there; set differently by two sections, an
+        endpoint gets the smaller."""
+        limits: dict = {None: (self.rpm, self.tpm)}
+        for section in [*self.role_sections.values(), *self.judge_sections.values()]:
+            if "rpm" not in section and "tpm" not in section:
+                continue
+            own = (section.get("rpm", self.rpm), section.get("tpm", self.tpm))
+            for url in _urls(section.get("base_url")) or _urls(self.base_url):
+                limits[url] = tuple(_smaller(a, b) for a, b in zip(limits.get(url, (None, None)), own))
+        return {url: tuple(v / self.rate_share if v else None for v in pair) for url, pair in limits.items()}
+
     def with_embedded_url(self, url: str) -> "Settings":
         return replace(self, base_url=url, backend="llamacpp", model=EMBEDDED_MODEL)
+
+
+def _smaller(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _urls(value) -> tuple[str, ...]:
@@ -169,7 +197,7 @@ def _urls(value) -> tuple[str, ...]:
 
 def load_settings(*, db=None, base_url=None, model=None, backend=None, config=None, concurrency=None,
                   cache=None, seed=None, prompts_dir=None, context_window=None, embed_model=None,
-                  memt_prompts=None, timeout=None, env: dict | None = None) -> Settings:
+                  memt_prompts=None, timeout=None, rpm=None, tpm=None, env: dict | None = None) -> Settings:
     """Resolve settings from flags (keyword arguments), the environment and the config file."""
     env = os.environ if env is None else env
     config = config or env.get("MEMAUDIT_CONFIG")
@@ -211,6 +239,8 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
     if conc < 1:
         raise BadInput("concurrency must be at least 1", field="concurrency")
     seconds = _timeout(pick(timeout, ("MEMAUDIT_TIMEOUT",), "timeout", Settings.timeout))
+    per_minute = {name: _per_minute(name, pick(flag, (f"MEMAUDIT_{name.upper()}",), name, None))
+                  for name, flag in (("rpm", rpm), ("tpm", tpm))}
     key_env = file_default.get("api_key_env")
     api_key = env.get("MEMAUDIT_API_KEY") or env.get("OPENAI_API_KEY") or (env.get(key_env) if key_env else None)
     window = context_window if context_window is not None else file_default.get("context_window")
@@ -235,6 +265,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
         memt_prompts=Path(memt_dir) if memt_dir is not None else None,
         timeout=seconds,
         judge_sections=judges,
+        **per_minute,
     )
 
 
@@ -247,6 +278,19 @@ def _timeout(value) -> float:
         raise BadInput(f"the timeout is seconds per request attempt, more than 0 and at most 86400; got {value!r}",
                        field="timeout")
     return seconds
+
+
+def _per_minute(name: str, value) -> float | None:
+    """`--rpm`/`--tpm`: a number of requests (tokens) per minute, at least 1; None: no budget."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = 0.0
+    if not 1 <= number <= RATE_MAX:
+        raise BadInput(f"--{name} is per minute, from 1 to {RATE_MAX:g}; got {value!r}", field=name)
+    return number
 
 
 def _with_defaults(sections: dict, default: dict) -> dict:
@@ -337,6 +381,7 @@ ROLE_KEYS = {
     "temperature": _number(0, 2), "max_tokens": _number(1, 10_000_000, whole=True),
     "context_window": _number(1, 100_000_000, whole=True), "api_key_env": _text,
     "reasoning_effort": _one_of(REASONING_EFFORTS), "embed_model": _text, "embed_base_url": _text,
+    "rpm": _number(1, RATE_MAX), "tpm": _number(1, RATE_MAX),
 }
 DEFAULT_KEYS = {
     **ROLE_KEYS, "db": _text, "concurrency": _number(1, 100_000, whole=True), "cache": _one_of(CACHE_MODES),

@@ -6,7 +6,7 @@ process exits while the command runs, the command fails at once naming its exit 
 from __future__ import annotations
 
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from memaudit.config import Settings
@@ -35,7 +35,9 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
                        embedder: Embedder | None = None, create: bool = True, shard: Shard | None = None):
     """`create=False`: the command works on what a store holds (score, attribute): no store at
     settings.db is a one-line error, and no file is made. `shard`: only these (system, user) cells
-    (None: all of them)."""
+    (None: all of them); its requests and tokens per minute are the shard's share of the budget."""
+    if shard is not None:
+        settings = replace(settings, rate_share=shard.count)
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings.db, create=create))
 

@@ -6,12 +6,17 @@ attributions and Know/Act cases. A cell belongs to shard I of N when sha256("sys
 as a number is I-1 modulo N: stable across machines, processes and Python versions (no `hash()`),
 and independent of the order of users or systems, so every shard of every stage agrees on it.
 A shard records its runs exactly as an unsharded study does (the run config names every user of
-the study), so the merged store is the one an unsharded run would have made."""
+the study), so the merged store is the one an unsharded run would have made.
+
+`--shard auto` reads the shard from the scheduler that started the process (`from_scheduler`): a Slurm
+job array, a Kubernetes Indexed Job or a launcher that sets RANK and WORLD_SIZE."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
+from typing import Mapping
 
 from memaudit.errors import BadInput
 
@@ -39,14 +44,63 @@ def cell_shard(system: str, user_id: str, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count + 1
 
 
-def parse_shard(text: str | None) -> Shard:
-    """`3/16` -> Shard(3, 16); None -> WHOLE; anything else a one-line error."""
+def parse_shard(text: str | None, env: Mapping[str, str] | None = None) -> Shard:
+    """`3/16` -> Shard(3, 16); `auto` -> the scheduler's (`from_scheduler`); None -> WHOLE; anything
+    else a one-line error."""
     if text is None:
         return WHOLE
+    if text.strip() == "auto":
+        return from_scheduler(os.environ if env is None else env)
     match = _SPEC.fullmatch(text)
     if match is None:
-        raise BadInput(f"--shard expects I/N such as 3/16 (1-based), got {text!r}", field="shard")
+        raise BadInput(f"--shard expects I/N such as 3/16 (1-based) or auto, got {text!r}", field="shard")
     index, count = int(match[1]), int(match[2])
     if count < 1 or not 1 <= index <= count:
         raise BadInput(f"--shard {text}: I must be between 1 and N (N at least 1)", field="shard")
+    return Shard(index, count)
+
+
+# What `--shard auto` reads, in this order: the first scheduler whose index variable is set decides.
+# Slurm: the task's id in an array of any start and step (`--array=10-12`, `--array=0-30:10`).
+SLURM = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT")
+# Kubernetes Indexed Job: the 0-based completion index; the count is ours to give (the pod is not told).
+KUBERNETES = ("JOB_COMPLETION_INDEX", "MEMAUDIT_SHARDS")
+# torchrun, mpirun-style launchers: a 0-based rank of WORLD_SIZE.
+LAUNCHER = ("RANK", "WORLD_SIZE")
+SCHEDULERS = (SLURM, KUBERNETES, LAUNCHER)
+
+
+def from_scheduler(env: Mapping[str, str]) -> Shard:
+    """The shard of this process from its scheduler's variables; none set: a one-line error naming
+    every variable looked for."""
+    names = next((names for names in SCHEDULERS if env.get(names[0])), None)
+    if names is None:
+        looked = "; ".join("/".join(names) for names in SCHEDULERS)
+        raise BadInput(f"--shard auto: no scheduler variables set (looked for {looked}); give --shard I/N",
+                       field="shard")
+    missing = [name for name in names if not env.get(name)]
+    if missing:
+        raise BadInput(f"--shard auto: {names[0]} is set but {', '.join(missing)} is not", field="shard")
+    if names is SLURM:
+        task, first, count = (_whole(env, name) for name in SLURM)
+        step = _whole(env, "SLURM_ARRAY_TASK_STEP") if env.get("SLURM_ARRAY_TASK_STEP") else 1
+        if step < 1 or (task - first) % step:
+            raise BadInput(f"--shard auto: Slurm array task {task} is not on the array's grid (start {first}, "
+                           f"step {step}); give the array as a range such as --array=1-{count}", field="shard")
+        return _checked(f"Slurm array task {task} (array start {first})", (task - first) // step + 1, count)
+    index, count = names
+    return _checked(f"{index}={env[index]}", _whole(env, index) + 1, _whole(env, count))
+
+
+def _whole(env: Mapping[str, str], name: str) -> int:
+    value = env.get(name, "")
+    try:
+        return int(value)
+    except ValueError:
+        raise BadInput(f"--shard auto: {name} must be a whole number, got {value!r}", field="shard") from None
+
+
+def _checked(where: str, index: int, count: int) -> Shard:
+    if count < 1 or not 1 <= index <= count:
+        raise BadInput(f"--shard auto: {where} gives shard {index} of {count}, outside 1..{count}", field="shard")
     return Shard(index, count)

@@ -113,6 +113,13 @@ class Version:
     explanation: str = ""
 
 
+def versions_until(history: tuple[Version, ...], task_index: int) -> tuple[Version, ...]:
+    """The versions of a history that have taken effect by a task: a prefix (versions are in task
+    order), so each keeps its position. The one rule of "valid at a task" (memaudit/bench/history.py),
+    here so that tables and the report read it too."""
+    return tuple(v for v in history if v.valid_from_task <= task_index)
+
+
 @dataclass(frozen=True)
 class BankEntry:
     category: str

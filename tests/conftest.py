@@ -1,4 +1,5 @@
-"""Every test runs in its own temp dir with memaudit's environment variables cleared."""
+"""Every test runs in its own temp dir with memaudit's environment variables cleared (and a
+scheduler's, which `--shard auto` reads: a suite run inside a Slurm job tests as anywhere else)."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ FAKE_URL = "http://fake.test/v1"
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     for name in list(os.environ):
-        if name.startswith(("MEMAUDIT_", "OPENAI_")):
+        if name.startswith(("MEMAUDIT_", "OPENAI_", "SLURM_")) or name in ("JOB_COMPLETION_INDEX", "RANK", "WORLD_SIZE"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     yield tmp_path

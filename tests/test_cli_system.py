@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from memaudit.cli import main
-from memaudit.cli.system_cmds import serve_command
+from memaudit.llm.dialects import DIALECTS
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.store import open_store
@@ -108,7 +108,7 @@ def test_serve_builds_the_llamacpp_command(tmp_path):
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     pytest.importorskip("llama_cpp")
-    cmd = serve_command("llamacpp", port=8123, threads=3, model_path=gguf, model=None)
+    cmd = DIALECTS["llamacpp"].engine_command(port=8123, threads=3, model_path=gguf, model=None)
     assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
     assert cmd[cmd.index("--port") + 1] == "8123" and cmd[cmd.index("--n_threads") + 1] == "3"
     assert cmd[cmd.index("--model") + 1] == str(gguf) and cmd[cmd.index("--host") + 1] == "127.0.0.1"
@@ -119,11 +119,11 @@ def test_serve_vllm_hands_over_or_explains(monkeypatch, tmp_path, capsys):
     code, _, err = cli(capsys, "serve", "--engine", "vllm", "--model", "Qwen/Qwen3-4B")
     assert code == 2 and "vLLM is not installed" in err
     with pytest.raises(BadInput, match="--model"):
-        serve_command("vllm", port=1, threads=1, model_path=None, model=None)
+        DIALECTS["vllm"].engine_command(port=1, threads=1, model_path=None, model=None)
     fake_vllm = tmp_path / "vllm"
     fake_vllm.write_text("#!/bin/sh\necho \"$@\" > args.txt\n")
     fake_vllm.chmod(0o755)
-    cmd = serve_command("vllm", port=8000, threads=2, model_path=None, model="Qwen/Qwen3-4B")
+    cmd = DIALECTS["vllm"].engine_command(port=8000, threads=2, model_path=None, model="Qwen/Qwen3-4B")
     assert cmd[:3] == [str(fake_vllm), "serve", "Qwen/Qwen3-4B"]
     code, _, _ = cli(capsys, "serve", "--engine", "vllm", "--model", "Qwen/Qwen3-4B", "--port", "8001")
     assert code == 0 and "serve Qwen/Qwen3-4B --host 127.0.0.1 --port 8001" in (tmp_path / "args.txt").read_text()

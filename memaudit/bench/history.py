@@ -5,13 +5,14 @@ value is the last version, and a `delete` means the entry is no longer true.
 
 This module is the one place that knows what a history means: reading it from the release
 layout, checking it, the value valid at a task, the bank as the simulated user holds it at a
-task, and the changes a rollout must disclose. An entry without a history is static, and every
-function here leaves static entries and users exactly as they are."""
+task, the targets of a run that stopped at a task, and the changes a rollout must disclose. An
+entry without a history is static, and every function here leaves static entries and users exactly
+as they are."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from memaudit.types import VERSION_OPS, BankEntry, User, Version
+from memaudit.types import VERSION_OPS, BankEntry, User, Version, versions_until
 
 
 @dataclass(frozen=True)
@@ -96,19 +97,15 @@ def value_at(entry: BankEntry, task_index: int) -> Version | None:
     value is its own short and explanation."""
     if not entry.history:
         return Version(entry.short, 1, "add", entry.explanation)
-    valid = [v for v in entry.history if v.valid_from_task <= task_index]
+    valid = versions_until(entry.history, task_index)
     return valid[-1] if valid else None
 
 
 def entry_at(entry: BankEntry, task_index: int) -> BankEntry | None:
     """The entry as the person holds it at a task: the valid version's short and explanation (the
     entry's own explanation when the version has none), no history; None before it exists."""
-    if not entry.history:
-        return entry
-    v = value_at(entry, task_index)
-    if v is None:
-        return None
-    return replace(entry, short=v.short, explanation=v.explanation or entry.explanation, history=())
+    found = entry_for_run(entry, task_index)
+    return found if found is None or not found.history else replace(found, history=())
 
 
 def user_at(user: User, task_index: int) -> User:
@@ -116,6 +113,32 @@ def user_at(user: User, task_index: int) -> User:
     if not any(e.history for e in user.bank):
         return user
     bank = tuple(e for e in (entry_at(e, task_index) for e in user.bank) if e is not None)
+    return replace(user, bank=bank)
+
+
+def entry_for_run(entry: BankEntry, last_task: int) -> BankEntry | None:
+    """The entry as a target of a run whose last played task is `last_task`: its truth is the
+    version valid then, and its superseded values are the versions before it. A version that takes
+    effect after the run's end is no target of that run (its truth is not yet true, its predecessor
+    not yet stale). An entry that did not change inside the run is a static target (no history);
+    one not yet true at the run's end is no target (None). A static entry is returned as it is."""
+    if not entry.history:
+        return entry
+    valid = versions_until(entry.history, last_task)
+    if not valid:
+        return None
+    now = valid[-1]
+    changed = any(v.valid_from_task > 1 for v in valid)
+    return replace(entry, short=now.short, explanation=now.explanation or entry.explanation,
+                   history=valid if changed else ())
+
+
+def user_for_run(user: User, last_task: int) -> User:
+    """The user with the bank a run that played to `last_task` targets (the same object for a
+    static bank)."""
+    if not any(e.history for e in user.bank):
+        return user
+    bank = tuple(e for e in (entry_for_run(e, last_task) for e in user.bank) if e is not None)
     return replace(user, bank=bank)
 
 

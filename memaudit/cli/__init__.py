@@ -44,8 +44,8 @@ COMMANDS = {
     "memory": ("memory_cmds", "Work with dumped memory stores."),
     "merge": ("study_cmds", "Merge the stores of a sharded study (SHARD.db...) into one study store, all or "
                             "nothing."),
-    "plan": ("study_cmds", "Estimate the calls, tokens and cost of a study before it runs; recorded in the store "
-                           "for `cost`."),
+    "plan": ("study_cmds", "Estimate the calls, tokens and cost of a study from the flags its commands take; "
+                           "recorded in the store for `cost`."),
     "prompts": ("prompts_cmds", "Prompt directories: build the published pack; list the prompts in effect."),
     "replay": ("score_cmds", "Re-execute the recorded runs from the call cache only and compare every artifact. "
                              "The model settings are the ones the runs recorded: no model option is needed, no "

@@ -45,13 +45,15 @@ async def batched(rt, roles, use_batch: bool, batch_file: Path | None):
 
 
 async def _say_waiting(store, keys: list[str], files: bool) -> None:
+    from memaudit.llm.batch import FILE_RUNNER
+
     if not keys:
         click.echo("memaudit: batch: nothing to wait for: every call of this stage is in the cache", err=True)
         return
     for name, status, batch_id, n in await store.batches.waiting(keys):
         where = "waiting to be sent" if name is None else f"in {batch_id or name} ({status})"
         click.echo(f"memaudit: batch: waiting for {n} results {where}", err=True)
-    then = ("run vLLM's batch runner on each file written, then `memaudit batch collect --from OUTPUT`" if files
+    then = (f"run `{FILE_RUNNER}` on each file written, then `memaudit batch collect --from OUTPUT`" if files
             else "run `memaudit batch status`; once done, `memaudit batch collect`")
     click.echo(f"memaudit: batch: {then}, then this command again", err=True)
 

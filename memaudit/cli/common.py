@@ -55,9 +55,14 @@ GLOBAL_OPTIONS = [
                  help="seconds to wait for one model response before retrying it (default 600) [MEMAUDIT_TIMEOUT]"),
     click.option("--memt-prompts", type=click.Path(path_type=Path, file_okay=False), default=None,
                  help="a Mem-T checkout: drive memt with Mem-T's own templates [MEMAUDIT_MEMT_PROMPTS]"),
+    click.option("--rpm", type=float, default=None,
+                 help="requests per minute each endpoint takes, shared out across --shard's shards (default: "
+                      "no limit; a config section's rpm for its own endpoint) [MEMAUDIT_RPM]"),
+    click.option("--tpm", type=float, default=None,
+                 help="tokens per minute each endpoint takes, shared out like --rpm [MEMAUDIT_TPM]"),
 ]
 OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir",
-                "embed_model", "memt_prompts", "timeout")
+                "embed_model", "memt_prompts", "timeout", "rpm", "tpm")
 
 
 def global_options(fn):
@@ -83,7 +88,8 @@ def settings_from(ctx_obj: dict, **extra):
     return load_settings(db=o.get("db"), base_url=o.get("base_url"), model=o.get("model"), backend=o.get("backend"),
                          config=o.get("config_file"), concurrency=o.get("concurrency"), cache=o.get("cache"),
                          seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), embed_model=o.get("embed_model"),
-                         memt_prompts=o.get("memt_prompts"), timeout=o.get("timeout"), **extra)
+                         memt_prompts=o.get("memt_prompts"), timeout=o.get("timeout"), rpm=o.get("rpm"),
+                         tpm=o.get("tpm"), **extra)
 
 
 def current_settings(**extra):
@@ -91,14 +97,16 @@ def current_settings(**extra):
 
 
 def shard_option(fn):
-    """`--shard I/N` (memaudit/shards.py): parsed before anything runs, so a bad spec is one line."""
+    """`--shard I/N` or `--shard auto` (memaudit/shards.py): parsed before anything runs, so a bad
+    spec, or `auto` outside a scheduler, is one line."""
     def parse(ctx, param, value):
         from memaudit.shards import parse_shard
         return parse_shard(value)
 
-    return click.option("--shard", default=None, metavar="I/N", callback=parse,
-                        help="only the (system, user) cells of shard I of N (1-based), e.g. "
-                             "$SLURM_ARRAY_TASK_ID/16; join the shards' stores with `memaudit merge`")(fn)
+    return click.option("--shard", default=None, metavar="I/N|auto", callback=parse,
+                        help="only the (system, user) cells of shard I of N (1-based); auto: from the scheduler "
+                             "(SLURM_ARRAY_TASK_ID/_MIN/_COUNT, JOB_COMPLETION_INDEX + MEMAUDIT_SHARDS, or "
+                             "RANK/WORLD_SIZE); join the shards' stores with `memaudit merge`")(fn)
 
 
 def split_list(text: str | None) -> list[str] | None:

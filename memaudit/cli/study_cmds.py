@@ -8,6 +8,9 @@ import click
 import orjson
 
 from memaudit.cli.common import current_settings, global_options, run, split_list
+from memaudit.cli.score_cmds import panel_options
+from memaudit.errors import BadInput
+from memaudit.study.plan import STUDY_COMMANDS, Study, study_panel
 
 
 @click.command("merge")
@@ -98,41 +101,71 @@ def _estimates(runs: list[dict]) -> list[str]:
 @click.command("plan")
 @click.option("--bench", "bench_ref", required=True, help="`sample`, a release-layout path, or an imported name")
 @click.option("--systems", required=True, help="comma-separated memory systems")
-@click.option("--users", type=click.IntRange(min=1), required=True,
-              help="users of the study (more than the benchmark has: users shaped like its average)")
+@click.option("--users", default=None,
+              help="as rollout's: `3` = the first three users, or `user_001,user_004` (default: all); a count "
+                   "beyond the benchmark's plans users shaped like its average")
 @click.option("--tasks", type=click.IntRange(min=1), default=None, help="only the first N tasks of each user")
+@click.option("--max-turns", type=click.IntRange(1, 1_000_000), default=25, show_default=True,
+              help="assistant replies per episode, as rollout's")
+@click.option("--tag", default=None, help="the --tag the study's rollout will use (run ids <system>_<tag>)")
 @click.option("--mode", type=click.Choice(["dump_all", "retrieve", "both"]), default="both", show_default=True,
               help="the read operator(s) to be scored and attributed")
 @click.option("--k", "k_text", default="5", show_default=True, help="top-k of retrieve; `1,3,5` plans a sweep")
-@click.option("--judges", default=None, help="comma-separated judge models (one recovery judge call each)")
+@click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
+              help="as score's: targeted = only the bank entries whose task ran")
+@panel_options
+@click.option("--stages", default=",".join(STUDY_COMMANDS), show_default=True,
+              help="the commands the study runs, of rollout, score, attribute")
 @click.option("--from", "pilot_db", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-              help="a pilot store whose per-role averages to use (default: documented defaults)")
-@click.option("--tag", default=None, help="the --tag the study's rollout will use (run ids <system>_<tag>)")
+              help="a pilot store made with the same flags, whose per-role averages to use (default: documented "
+                   "defaults)")
 @click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="TOML price list replacing the bundled one model by model")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 @global_options
-def plan(bench_ref, systems, users, tasks, mode, k_text, judges, pilot_db, tag, prices_file, fmt):
-    """Estimate the calls, tokens and cost of a study before it runs; recorded in the store for `cost`."""
+def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, judges, repeats, stages, pilot_db,
+         prices_file, fmt):
+    """Estimate the calls, tokens and cost of a study from the flags its commands take; recorded in
+    the store for `cost`."""
     from memaudit.cli.score_cmds import _ks, _modes
 
-    found = run(_plan, current_settings(), bench_ref, split_list(systems) or [], users, tasks, _modes(mode),
-                _ks(k_text), split_list(judges), pilot_db, tag, prices_file)
+    study = Study(bench_ref, tuple(split_list(systems) or ()), users, tasks, max_turns, tag, tuple(_modes(mode)),
+                  _ks(k_text), dims, tuple(split_list(judges)) if judges else None, repeats, _stages(stages))
+    settings = current_settings()
+    study_panel(settings, study)  # an even panel is refused before any store is opened
+    found = run(_plan, settings, study, pilot_db, prices_file)
+    differs = sorted({d for e in found.values() for d in e["pilot_differs"]})
+    if differs:
+        click.echo(f"memaudit: the pilot was made with {', '.join(differs)}, not the study's flags: its rates "
+                   "may not be the study's", err=True)
     if fmt == "json":
         click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
         return
-    click.echo("| run | basis | calls | prompt tokens | completion tokens | on demand | batch |\n"
-               "|---|---|---:|---:|---:|---:|---:|")
+    click.echo(_plan_markdown(found))
+
+
+def _stages(text: str) -> tuple[str, ...]:
+    chosen = split_list(text) or []
+    unknown = [s for s in chosen if s not in STUDY_COMMANDS]
+    if unknown or not chosen:
+        raise BadInput(f"--stages takes {', '.join(STUDY_COMMANDS)}; got {text!r}", field="stages")
+    return tuple(s for s in STUDY_COMMANDS if s in chosen)
+
+
+def _plan_markdown(found: dict) -> str:
+    lines = ["| run | basis | calls | prompt tokens | completion tokens | on demand | batch |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for run_name, e in found.items():
-        click.echo(f"| {run_name} | {e['basis']} | {e['calls']:,} | {e['prompt_tokens']:,} | "
-                   f"{e['completion_tokens']:,} | {_usd(e['usd_on_demand'])} | {_usd(e['usd_batch'])} |")
+        lines.append(f"| {run_name} | {e['basis']} | {e['calls']:,} | {e['prompt_tokens']:,} | "
+                     f"{e['completion_tokens']:,} | {_usd(e['usd_on_demand'])} | {_usd(e['usd_batch'])} |")
     unpriced = sorted({m for e in found.values() for m in e["unpriced"]})
     if unpriced:
-        click.echo(f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their prices "
-                   "with --prices FILE.")
+        lines.append(f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their prices "
+                     "with --prices FILE.")
+    return "\n".join(lines)
 
 
-async def _plan(settings, bench_ref, systems, users, tasks, modes, ks, judges, pilot_db, tag, prices_file):
+async def _plan(settings, study, pilot_db, prices_file):
     from contextlib import AsyncExitStack
 
     from memaudit.bench.instances import resolve_bench
@@ -144,9 +177,8 @@ async def _plan(settings, bench_ref, systems, users, tasks, modes, ks, judges, p
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings.db))
         pilot = await stack.enter_async_context(open_store(pilot_db)) if pilot_db else None
-        bench = await resolve_bench(store, bench_ref)
-        return await plan_study(store, settings, bench, systems, users=users, tasks=tasks, modes=modes, ks=ks,
-                                judges=judges, pilot=pilot, prices=prices, tag=tag)
+        bench = await resolve_bench(store, study.bench)
+        return await plan_study(store, settings, bench, study, pilot=pilot, prices=prices)
 
 
 COMMANDS = [merge, cost, plan]

@@ -1,7 +1,6 @@
 """Commands: serve (the embedded model server in the foreground) and cache stats / merge."""
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import sys
@@ -13,24 +12,11 @@ from rich.table import Table
 
 from memaudit.cli.common import console, current_settings, global_options, out, run
 from memaudit.errors import BadInput, MemauditError
+from memaudit.llm.dialects import DIALECTS, ENGINES
 
 
 class SmokeFailed(MemauditError):
     """The bundled model did not load or answer."""
-
-
-def serve_command(engine: str, *, port: int, threads: int, model_path: Path | None, model: str | None) -> list[str]:
-    """The server process to run: llama.cpp with the bundled model, or a hand-over to `vllm serve`."""
-    if engine == "vllm":
-        if not model:
-            raise BadInput("--engine vllm needs --model NAME (the model vLLM should load)", field="model")
-        vllm = shutil.which("vllm")
-        if vllm is None:
-            raise BadInput("vLLM is not installed here (it needs a GPU machine: pip install vllm); "
-                           "use --engine llamacpp for the embedded model", field="engine")
-        return [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", model]
-    from memaudit.llm.server import server_command
-    return server_command(port, threads=threads, model_path=model_path)
 
 
 def check_port_free(port: int) -> None:
@@ -66,7 +52,8 @@ def serve_fake(port: int) -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True, help="CPU threads for llama.cpp")
 @click.option("--model-path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="another GGUF instead of the bundled SmolLM2-135M-Instruct")
-@click.option("--engine", type=click.Choice(["llamacpp", "vllm"]), default="llamacpp", show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default="llamacpp", show_default=True,
+              help="the kind of server to start (its --backend name)")
 @click.option("--smoke", is_flag=True, help="start the embedded model, ask it one short question, stop it "
               "(what `make install` ends with); exits non-zero naming the log when it fails")
 @click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -92,10 +79,10 @@ def serve(port, threads, model_path, engine, smoke, log_path, fake):
     model = (click.get_current_context().obj or {}).get("model")
     if model_path is not None:
         check_gguf(model_path)
-    cmd = serve_command(engine, port=port, threads=threads, model_path=model_path, model=model)
+    cmd = DIALECTS[engine].engine_command(port=port, threads=threads, model_path=model_path, model=model)
     check_port_free(port)
     console.print(f"serving on http://127.0.0.1:{port}/v1  (use --base-url http://127.0.0.1:{port}/v1"
-                  f"{' --backend llamacpp' if engine == 'llamacpp' else ' --backend vllm'})", highlight=False)
+                  f" --backend {engine})", highlight=False)
     proc = subprocess.Popen(cmd)
     try:
         code = proc.wait()

@@ -32,7 +32,7 @@ from memaudit.config import PANEL_ROLE, Settings
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, Refusal, redact_url
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
-from memaudit.llm.dialects import BATCH_CHAT_URL, ParameterRefused, Refusals, answer_error, request_body
+from memaudit.llm.dialects import BATCH_CHAT_URL, DIALECTS, ParameterRefused, Refusals, answer_error, request_body
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 TERMINAL = ("completed", "expired", "cancelled", "failed")
-COMMIT_EVERY = 500
+COMMIT_EVERY = 500  # result lines applied per transaction while collecting
+# `--batch-file` writes input files for vLLM's offline batch runner (the dialect's `batch_runner`).
+FILE_RUNNER = DIALECTS["vllm"].batch_runner.format(input="FILE", output="OUTPUT", model="MODEL")
 
 
 class BatchPending(Exception):
@@ -363,7 +365,7 @@ async def collect(collector: Collector) -> list[str]:
     for b in await store.batches.batches(open_only=True):
         if b["batch_id"] is None:
             if b["status"] == "written":
-                said.append(f"{b['name']}: written to {b['input_file']}: run vLLM's batch runner on it, then "
+                said.append(f"{b['name']}: written to {b['input_file']}: run `{FILE_RUNNER}` on it, then "
                             "`memaudit batch collect --from OUTPUT`")
             else:
                 said.append(f"{b['name']}: its submit was interrupted: `memaudit batch resubmit` finishes it")

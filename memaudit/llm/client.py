@@ -17,9 +17,10 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
-from memaudit.llm.dialects import (CHAT_PATH, REFUSABLE, ParameterRefused, Refusals, parse_choice, request_body,
-                                   sampling)
+from memaudit.llm.dialects import (CHAT_PATH, DIALECTS, REFUSABLE, ParameterRefused, Refusals, parse_choice,
+                                   request_body, sampling)
 from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
+from memaudit.llm.ratelimit import RateBudgets
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.tokens import SERVER_COUNT, local_count, server_count, server_root
 from memaudit.llm.transport import Transport, Unreachable
@@ -77,7 +78,8 @@ class LLM:
         self._server_lock = anyio.Lock()
         self.store = store
         self.transport = Transport(settings.concurrency, settings.max_retries, settings.backoff_base,
-                                   settings.backoff_cap, settings.timeout, mock=transport)
+                                   settings.backoff_cap, settings.timeout, mock=transport,
+                                   rates=RateBudgets.of(settings))
         self.stats: dict[str, RoleStats] = {}
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})
@@ -209,7 +211,7 @@ class LLM:
             return None, None
         endpoint = self.transport.endpoint(server_root(rc.base_urls[0]), rc.api_key)
         try:
-            count = await server_count(endpoint.session, messages)
+            count = await server_count(endpoint.session, messages, DIALECTS[rc.backend].tokenize_routes)
         except Unreachable:
             count = None
         return count, SERVER_COUNT if count is not None else None
@@ -218,10 +220,9 @@ class LLM:
         async with self._server_lock:
             if self.settings.base_url is None:
                 url = await self._start_server()
-                # llama.cpp serves one request at a time: waiting here, not in the server, keeps
-                # long queues clear of HTTP read timeouts.
-                self.transport.serial_urls.add(url)
                 self.settings = self.settings.with_embedded_url(url)
+                if DIALECTS[self.settings.backend].serial:  # waiting here keeps queues clear of read timeouts
+                    self.transport.serial_urls.add(url)
         return self.role_config(role)
 
     def _note_use(self, role: str, key: str, cached: bool) -> None:

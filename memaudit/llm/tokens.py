@@ -1,7 +1,7 @@
 """Token counts for context-window checks, from the server's own tokenizer, else the model's.
 
-llama.cpp's server tokenizes at `POST /tokenize` ({"content"}), vLLM's at the same path with
-{"prompt"}, llama-cpp-python's at `POST /extras/tokenize` ({"input"}); all answer {"tokens": [...]}. For a server with neither, the
+A server counts at the tokenize routes its dialect names (memaudit/llm/dialects/: llama.cpp's,
+vLLM's, llama-cpp-python's), all answering {"tokens": [...]}. For a server with none, the
 model's own tokenizer counts when it is on this machine (`tokenizer.json` of a local model
 directory named as the model, or of the model in the Hugging Face cache; read offline, never
 downloaded). With neither (a hosted API), the call is made and the server's context-length error
@@ -21,10 +21,6 @@ CHARS_PER_TOKEN = 3
 PER_MESSAGE = 4
 # Tokens a chat template adds around each message: the counts below tokenize the contents only.
 TEMPLATE_TOKENS_PER_MESSAGE = 4
-# (path, body): llama.cpp, vLLM (no BOS, as llama.cpp counts), llama-cpp-python; tried in turn.
-TOKENIZE_ROUTES = (("/tokenize", lambda text: {"content": text}),
-                   ("/tokenize", lambda text: {"prompt": text, "add_special_tokens": False}),
-                   ("/extras/tokenize", lambda text: {"input": text}))
 
 
 def estimate_tokens(messages: list[dict]) -> int:
@@ -37,12 +33,12 @@ def server_root(base_url: str) -> str:
     return root[:-3] if root.endswith("/v1") else root
 
 
-async def server_count(session, messages: list[dict]) -> int | None:
-    """The server's token count of the messages (contents plus the template's few tokens each), or
-    None when it has no tokenize route."""
+async def server_count(session, messages: list[dict], routes) -> int | None:
+    """The server's token count of the messages (contents plus the template's few tokens each) at
+    the first of its dialect's tokenize `routes` that answers, or None when none does."""
     text = "".join(str(m.get("content", "")) for m in messages)
-    for path, request in TOKENIZE_ROUTES:
-        status, _, body = await session.post(path, orjson.dumps(request(text)))
+    for route in routes:
+        status, _, body = await session.post(route.path, orjson.dumps(route.body(text)))
         if status == 200:
             tokens = orjson.loads(body).get("tokens")
             if isinstance(tokens, list):

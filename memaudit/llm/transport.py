@@ -30,6 +30,7 @@ from yarl import URL
 
 from memaudit.errors import EndpointError, redact_url
 from memaudit.llm.dialects import RETRYABLE, answer_error, server_message
+from memaudit.llm.ratelimit import RateBudgets
 
 JSON_HEADERS = {"content-type": "application/json"}
 
@@ -119,10 +120,12 @@ class Transport:
     mock: httpx.AsyncBaseTransport | None = None
     _endpoints: dict = field(default_factory=dict)
     retries: int = 0
-    serial_urls: set = field(default_factory=set)  # one-request-at-a-time servers (the embedded model)
+    serial_urls: set = field(default_factory=set)  # servers sent one request at a time (dialects: `serial`)
     # Servers memaudit started itself: base URL -> an async check that raises when the server's
     # process has exited, so a crash is reported at once, not after every retry (llm/server.py).
     watched: dict = field(default_factory=dict)
+    # Requests and tokens per minute per endpoint (`--rpm`/`--tpm`): memaudit/llm/ratelimit.py.
+    rates: RateBudgets = field(default_factory=RateBudgets)
 
     def endpoint(self, base_url: str, api_key: str | None) -> Endpoint:
         ident = (base_url, api_key)
@@ -159,6 +162,7 @@ class Transport:
             ep.in_flight += 1
             try:
                 async with ep.limiter:
+                    ticket = await self.rates.turn(ep.base_url, content, body)
                     start = time.perf_counter()
                     status, headers, data = await ep.session.post(path, content)
                     latency = time.perf_counter() - start
@@ -169,9 +173,12 @@ class Transport:
             else:
                 if status == 200:
                     try:
-                        return orjson.loads(data), latency
+                        answer = orjson.loads(data)
                     except orjson.JSONDecodeError:
                         last = "response body is not JSON"
+                    else:
+                        ticket.settle(answer.get("usage") if isinstance(answer, dict) else None)
+                        return answer, latency
                 else:
                     error = answer_error(status, data, role, ep.base_url, secrets)
                     if error is not None:

@@ -82,13 +82,14 @@ def payload(user: dict, runs: list[dict], passes: dict, detail: dict, snapshots:
     an attribution's stages point at in the transcript; `sections`: view -> dimension -> HTML that
     other report parts render for that view of one target (the history of an evolving entry)."""
     memories = {run["run"]: _MemoryIndex((snapshots.get(run["run"]) or {}).get("items") or []) for run in runs}
+    shorts = {e["dimension"]: e["short"] for e in user["bank"]}
     return {
         "user": user["user_id"], "persona": user["persona"],
         "bank": [{k: e[k] for k in ("category", "dimension", "short", "explanation")} for e in user["bank"]],
         "tasks": [{"idx": t["idx"], "text": t["text"], "dimension": t["target_dimension"], "rationale": t["rationale"]}
                   for t in user["tasks"]],
         "runs": [_run(run, passes.get(run["run"], []), detail, snapshots.get(run["run"])) for run in runs],
-        "recons": {dim: [_recon(r, detail, memories.get(r["run"]), citations) for r in rows]
+        "recons": {dim: [_recon(r, detail, memories.get(r["run"]), citations, shorts.get(dim)) for r in rows]
                    for dim, rows in sorted(detail["recons"].items())},
         "sections": {view: html for view, html in sections.items() if html},
     }
@@ -105,12 +106,16 @@ def _run(run: dict, passes: list[dict], detail: dict, snapshot: dict | None) -> 
             "episodes": episodes, "memory": memory}
 
 
-def _recon(r: dict, detail: dict, memory: "_MemoryIndex | None", citations) -> dict:
+def _recon(r: dict, detail: dict, memory: "_MemoryIndex | None", citations, short: str | None) -> dict:
+    """One reading of a target; `truth` only where the run's truth is not the bank's current value
+    (an evolving entry of a run that stopped before its last change)."""
     attribution = detail["attributions"].get((r["run"], r["mode"], r["k"], r["dimension"]))
     evidence = dict(r["evidence"] or {})
     if isinstance(evidence.get("items"), list) and memory is not None:
         evidence["items"] = [memory.referenced(item) for item in evidence["items"]]
     out = {k: r[k] for k in ("run", "mode", "k", "status", "error", "label", "reason", "score", "judge_reason")}
+    if r["ground_truth"] != short:
+        out["truth"] = r["ground_truth"]
     out["evidence"] = evidence
     if attribution is not None:
         out["attribution"] = {k: attribution[k] for k in ("label", "ep_index", "note", "stages")}

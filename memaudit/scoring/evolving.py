@@ -1,7 +1,9 @@
 """Scoring of evolving targets (issue 25): yes/no criteria beside the usual recovery score B.
 
-A bank entry with a history has a current value (its last version) and superseded values (every
-version before). B judges the reconstruction against the current value as for any entry. In
+A run's evolving target is an entry that changed inside the run (bench/history.py `entry_for_run`):
+its current value is the version valid at the run's last played task, its superseded values every
+version before that one; a change after the run's end is no target of that run. B judges the
+reconstruction against the current value as for any entry. In
 addition, on each reconstruction of (mode, k):
   - `current_present`: the reconstruction asserts the current value;
   - `stale_absent`, one per superseded version: the reconstruction does not assert that value;
@@ -39,6 +41,12 @@ def recovery_criteria(entry: BankEntry) -> list[tuple[str, int, str]]:
     current = len(entry.history) - 1
     return [("current_present", current, entry.history[-1].short),
             *(("stale_absent", i, v.short) for i, v in superseded(entry))]
+
+
+def criteria_keys(entry: BankEntry) -> set[tuple[str, str, int]]:
+    """(dimension, criterion, version) of every judgment an evolving target of a run has."""
+    return ({(entry.dimension, c, v) for c, v, _ in recovery_criteria(entry)}
+            | {(entry.dimension, "stale_in_store", v) for v, _ in superseded(entry)})
 
 
 def artifact_name(j: EvolvingJudgment) -> str:
@@ -122,12 +130,13 @@ async def plan_evolving(rt: Runtime, run_id: str, modes, ks, *, context_window: 
     if not any(e.history for u in bench.users for e in u.bank):
         return []
     await rt.store.write(rt.store.evolving.drop_stale_statements(run_id))
-    have = await rt.store.evolving.keys(run_id, variant)
+    ready_list = (await ready_users(rt.store, run, bench))[0]
+    have = await _drop_non_targets(rt, run_id, variant, ready_list)
     recons = {(r.mode, r.k, r.user_id, r.dimension): r for r in await rt.store.scores.load(run_id, variant=variant)}
     passes = mode_passes(run.system, modes, ks)
     window = reader_window(rt, context_window)
     jobs = []
-    for ready in (await ready_users(rt.store, run, bench))[0]:
+    for ready in ready_list:
         uid = ready.user.id
         scored = [e for e in ready.user.bank
                   if e.history and any((m, k, uid, e.dimension) in recons for m, k in passes)]
@@ -147,6 +156,18 @@ async def plan_evolving(rt: Runtime, run_id: str, modes, ks, *, context_window: 
                 if store_todo[entry.dimension]:
                     jobs.append(partial(judge_store, rt, memory, base, entry, store_todo[entry.dimension], window))
     return jobs
+
+
+async def _drop_non_targets(rt: Runtime, run_id: str, variant: str, ready: list) -> set[tuple]:
+    """Delete the judgments of criteria that are no target of the run (made when every target was
+    judged against the bank's last version, before issue 33); the keys of those kept."""
+    have = await rt.store.evolving.keys(run_id, variant)
+    targets = {(r.user.id, *key) for r in ready for e in r.user.bank if e.history for key in criteria_keys(e)}
+    users = {r.user.id for r in ready}
+    gone = [key for key in have if key[2] in users and key[2:] not in targets]
+    if gone:
+        await rt.store.write(rt.store.evolving.delete_statements(run_id, variant, gone))
+    return have - set(gone)
 
 
 async def score_evolving(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None,

@@ -25,6 +25,7 @@ from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.ask import ask
+from memaudit.bench.history import user_for_run
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
@@ -286,8 +287,8 @@ async def ready_users(store: Store, run: Run, bench: Benchmark,
                                "planned episodes finished (the rollout is still running or was stopped; score "
                                "again once it is complete)")
                 continue
-        if done:
-            ready.append(ReadyUser(user, done, final.get(user.id)))
+        if done:  # the bank its last played task makes the run's targets (an evolving bank's)
+            ready.append(ReadyUser(user_for_run(user, max(done)), done, final.get(user.id)))
     return ready, skipped
 
 

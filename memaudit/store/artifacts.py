@@ -11,9 +11,10 @@ from memaudit.store.rows import marks
 if TYPE_CHECKING:
     from memaudit.store import Store
 
-# What a scratch store starts from: the inputs and the caches, never an artifact.
+# What a scratch store starts from: the inputs and the caches, never an artifact. Human grades are
+# data a person gave (`human import`), not calls: replay carries them, it cannot remake them.
 INPUTS = ("benchmarks", "users", "bank_entries", "bank_history", "tasks", "calls", "embeddings", "param_refusals",
-          "act_scenarios", "imported_oracle")
+          "act_scenarios", "imported_oracle", "human_grades")
 # What a teacher-forced run reads of its source run (RunConfig.transcripts): copied as an input
 # when replay does not re-execute the source (an imported release, a run not asked for).
 TRANSCRIPTS = ("runs", "episodes", "turns", "turn_changes")

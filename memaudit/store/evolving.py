@@ -30,6 +30,13 @@ class Evolving:
                  "(SELECT MAX(s.task_idx) FROM snapshots s WHERE s.run=evolving_judgments.run AND "
                  "s.user_id=evolving_judgments.user_id)", (run,))]
 
+    @staticmethod
+    def delete_statements(run: str, variant: str, keys) -> list[Statement]:
+        """Delete the judgments of these (mode, k, user, dimension, criterion, version) keys."""
+        where = " AND ".join(f"{c}=?" for c in KEY[1:3] + KEY[4:])
+        return [(f"DELETE FROM evolving_judgments WHERE run=? AND variant=? AND {where}",
+                 (run, variant, *key)) for key in keys]
+
     async def keys(self, run: str, variant: str) -> set[tuple]:
         """(mode, k, user, dimension, criterion, version) of every stored judgment."""
         rows = await self.db.fetchall("SELECT mode, k, user_id, dimension, criterion, version FROM "

@@ -1,12 +1,17 @@
 """`memaudit plan`: the calls, tokens and cost of a study before it runs.
 
-A study's work comes in units: an episode (rollout), a target, i.e. a bank entry read in one mode
-(score and attribute). The plan multiplies the study's units (users × tasks, users × bank entries ×
-modes) by per-unit rates: calls of each role per unit, and tokens per call. The rates come from a
-pilot store when one is given (`--from`: its rollout runs, per memory system; a system the pilot did
-not run takes the pilot's average for the dialogue and scoring roles and the default for its memory
-calls), and from DEFAULT_RATES otherwise. Calls are priced with the models the current settings send
-each role to (`--judges` prices one recovery judge call per judge model).
+A study (`Study`) is the flags of the commands it runs: rollout's benchmark, systems, users, tasks
+and turns, score's modes, k, dims, judges and repeats, and which stages run. Its work comes in
+units: an episode (rollout), a target, i.e. a bank entry read in one mode and k (score and
+attribute). The units are counted on the benchmark's own users as the commands would choose them
+(the first T tasks of each; `--dims targeted`: only the entries those tasks target), and a count of
+users beyond the benchmark's adds users shaped like its average. The plan multiplies the units by
+per-unit rates: calls of each role per unit, and tokens per call. The rates come from a pilot store
+when one is given (`--from`: its rollout runs, per memory system; a system the pilot did not run
+takes the pilot's average for the dialogue and scoring roles and the default for its memory calls),
+and from DEFAULT_RATES otherwise. A recovery judge's rate is per judge and repeat: a pilot scored by
+a panel is measured per judge asked, and the study's panel (`--judges`, `--repeats`) multiplies it
+back. Calls are priced with the models the current settings send each role to.
 
 The estimate of each run id is recorded in the store (`plans`), so that `memaudit cost` prints it
 beside what the run used."""
@@ -15,13 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memaudit.errors import BadInput
-from memaudit.roles import AGENT, DISCLOSURE, ELICITATION, MEMORY, ORACLE, PREF_JUDGE, RECOVERY_JUDGE, SIMULATOR, SLOT_FILL
+from memaudit.roles import (AGENT, DISCLOSURE, ELICITATION, MEMORY, ORACLE, PREF_JUDGE, RECOVERY_JUDGE, SIMULATOR,
+                            SLOT_FILL)
 from memaudit.study.cost import Priced, PriceList, Usage, call_role, stage_of
+from memaudit.types import DEFAULT_VARIANT
 
-# The commands whose calls a plan estimates, each per unit of its work (an episode, a target); the
-# recorded plan and `cost` report them as stages (`by_stage`).
-PLANNED_COMMANDS = ("rollout", "score", "attribute")
-# Per unit of its command: (calls, prompt tokens per call, completion tokens per call). Rough figures
+# Per unit of its stage: (calls, prompt tokens per call, completion tokens per call). Rough figures
 # for a first estimate without a pilot: the published study's C ≈ 2.5 assistant replies per episode
 # (one simulator and one preference-judge call each), prompts the size of a mid-length dialogue, and
 # attribution asked for the ≈ 45 % of targets scored below 0.75. A pilot store replaces all of them.
@@ -35,6 +39,29 @@ DEFAULT_RATES = {
 # Mem-T forms and updates its collections.
 DEFAULT_MEMORY_CALLS = {"nomem": 0.0, "longctx_full": 0.0, "bm25": 0.0, "amem": 6.0, "mem0": 5.0, "memt": 12.0}
 DEFAULT_MEMORY = (3.0, 1200, 200)
+# The commands of a study, in order: what `plan --stages` picks, each estimated per unit of its work
+# (roles.STAGES are the pipeline stages a role belongs to, a different thing).
+STUDY_COMMANDS = ("rollout", "score", "attribute")
+DIALOGUE = (AGENT, SIMULATOR, PREF_JUDGE)  # one call each per assistant reply
+JUDGE = RECOVERY_JUDGE  # asked once per target by each panel judge, `repeats` times
+
+
+@dataclass(frozen=True)
+class Study:
+    """The flags of a study, as `rollout`, `score` and `attribute` take them (and `plan`, which
+    estimates them and writes the job scripts that run them)."""
+    bench: str
+    systems: tuple[str, ...]
+    users: str | None = None  # rollout's --users: a count (`3`) or ids (`user_001,user_004`); None: all
+    tasks: int | None = None
+    max_turns: int = 25
+    tag: str | None = None
+    modes: tuple[str, ...] = ("dump_all", "retrieve")
+    ks: tuple[int, ...] = (5,)
+    dims: str = "all"
+    judges: tuple[str, ...] | None = None
+    repeats: int = 1
+    stages: tuple[str, ...] = STUDY_COMMANDS
 
 
 @dataclass(frozen=True)
@@ -57,8 +84,10 @@ class Rate:
                      round(calls * self.completion), round(calls * self.reasoning))
 
 
-def default_rates(system: str) -> dict[str, dict[str, Rate]]:
-    rates = {stage: {role: Rate(c, p, 0.0, o) for role, (c, p, o) in roles.items()}
+def default_rates(system: str, max_turns: int = 25) -> dict[str, dict[str, Rate]]:
+    """The documented defaults; an episode has no more assistant replies than `max_turns`."""
+    rates = {stage: {role: Rate(min(c, max_turns) if role in DIALOGUE else c, p, 0.0, o)
+                     for role, (c, p, o) in roles.items()}
              for stage, roles in DEFAULT_RATES.items()}
     calls, prompt, completion = DEFAULT_MEMORY
     rates["rollout"][MEMORY] = Rate(DEFAULT_MEMORY_CALLS.get(system, calls), prompt, 0.0, completion)
@@ -66,37 +95,48 @@ def default_rates(system: str) -> dict[str, dict[str, Rate]]:
 
 
 async def pilot_rates(store) -> dict[str, dict[str, dict[str, Rate]]]:
-    """system -> stage -> role -> Rate, measured on the pilot store's rollout runs."""
+    """system -> stage -> role -> Rate, measured on the pilot store's rollout runs (the recovery
+    judge's per judge asked: `judge_asks`)."""
     usage: dict[str, dict[str, dict[str, Usage]]] = {}
     units: dict[str, dict[str, int]] = {}
+    asks: dict[str, list[int]] = {}
     for run in await store.runs.list():
         if run.origin != "rollout" or run.config.transcripts is not None:
             continue
         for stage, n in (await store.plans.units(run.run)).items():
             units.setdefault(run.system, {}).setdefault(stage, 0)
             units[run.system][stage] += n
+        asks.setdefault(run.system, []).append(await judge_asks(store, run.run))
         for r in await store.calls.run_call_usage(run.run):
             call = Usage(1, r["prompt_tokens"], r["cached_tokens"], r["completion_tokens"], r["reasoning_tokens"])
             by_stage = usage.setdefault(run.system, {}).setdefault(stage_of(r["artifact"]), {})
             by_stage.setdefault(call_role(r["role"]), Usage()).add(call)
     # A stage the pilot ran counts even without calls (nomem's reads of an empty memory call no model).
-    return {system: {stage: {role: Rate.measured(u, n) for role, u in usage.get(system, {}).get(stage, {}).items()}
+    return {system: {stage: {role: Rate.measured(u, n * (max(asks[system]) if role == JUDGE else 1))
+                             for role, u in usage.get(system, {}).get(stage, {}).items()}
                      for stage, n in stages.items() if n}
             for system, stages in units.items()}
 
 
-def rates_for(system: str, pilot: dict) -> tuple[dict[str, dict[str, Rate]], str]:
+async def judge_asks(store, run: str) -> int:
+    """Recovery judge calls per target in a run's scoring: its panel's judges times repeats (one
+    judge, once: 1)."""
+    found = [p.config.scorer for p in await store.scores.passes(run, DEFAULT_VARIANT)]
+    return max((len(s.get("judges") or [None]) * int(s.get("repeats", 1)) for s in found), default=1)
+
+
+def rates_for(system: str, pilot: dict, max_turns: int = 25) -> tuple[dict[str, dict[str, Rate]], str]:
     """The rates of one system, and where they come from."""
-    rates = default_rates(system)
+    rates = default_rates(system, max_turns)
     if system in pilot:
         rates.update(pilot[system])
         return rates, "pilot"
     if not pilot:
         return rates, "defaults"
-    for command in PLANNED_COMMANDS:  # the pilot's mean over its systems, the memory calls excepted
-        measured = [p[command] for p in pilot.values() if command in p]
+    for stage in STUDY_COMMANDS:  # the pilot's mean over its systems, the memory calls excepted
+        measured = [p[stage] for p in pilot.values() if stage in p]
         for role in {r for m in measured for r in m} - {MEMORY}:
-            rates[command][role] = _mean([m[role] for m in measured if role in m], len(measured))
+            rates[stage][role] = _mean([m[role] for m in measured if role in m], len(measured))
     return rates, "pilot (other systems) + default memory calls"
 
 
@@ -110,51 +150,105 @@ def _mean(found: list[Rate], systems: int) -> Rate:
                 per_call("completion"), per_call("reasoning"))
 
 
-def study_units(bench, users: int, tasks: int | None, passes: int) -> dict[str, float]:
-    """Units of one system's run over `users` users shaped like the benchmark's on average."""
+def study_users(bench, spec: str | None) -> tuple[list, int]:
+    """The benchmark's users a study plays (rollout's `--users`: a count, ids, or all), and how many
+    users shaped like their average a count beyond the benchmark's adds."""
     if not bench.users:
         raise BadInput(f"benchmark {bench.name!r} has no users", field="bench")
-    per_user_tasks = sum(min(len(bench.tasks.get(u.id, ())), tasks or 10**9) for u in bench.users) / len(bench.users)
-    per_user_bank = sum(len(u.bank) for u in bench.users) / len(bench.users)
-    targets = users * per_user_bank * passes
-    return {"rollout": users * per_user_tasks, "score": targets, "attribute": targets}
+    spec = (spec or "").strip()
+    if spec.isdigit():
+        count = int(spec)
+        if count < 1:
+            raise BadInput("--users must be at least 1", field="users")
+        return list(bench.users[:count]), max(0, count - len(bench.users))
+    if not spec:
+        return list(bench.users), 0
+    by_id = {u.id: u for u in bench.users}
+    ids = list(dict.fromkeys(part.strip() for part in spec.split(",") if part.strip()))
+    unknown = [u for u in ids if u not in by_id]
+    if unknown:
+        raise BadInput(f"unknown users {unknown} in benchmark {bench.name}", field="users")
+    return [by_id[u] for u in ids], 0
 
 
-def estimate(units: dict[str, float], rates: dict, models: dict[str, list[str]], prices: PriceList) -> dict:
-    """Calls, tokens and USD of one run: by stage and role, and in all."""
+def study_units(bench, study: Study, passes: int) -> dict[str, float]:
+    """Units of one system's run: the episodes and the targets of the study's users, as rollout and
+    score choose them (the first `tasks` tasks; `--dims targeted`: the entries those tasks target)."""
+    users, extra = study_users(bench, study.users)
+    episodes, targets = [], []
+    for user in users:
+        tasks = bench.tasks.get(user.id, ())[:study.tasks]
+        ran = {t.target_dimension for t in tasks}
+        episodes.append(len(tasks))
+        targets.append(len(user.bank) if study.dims == "all" else sum(e.dimension in ran for e in user.bank))
+    shaped = (len(users) + extra) / len(users)  # users beyond the benchmark's: like its average
+    target_units = sum(targets) * passes * shaped
+    return {"rollout": sum(episodes) * shaped, "score": target_units, "attribute": target_units}
+
+
+def estimate(units: dict[str, float], rates: dict, models: dict[str, list[str]], prices: PriceList,
+             factors: dict[str, float] | None = None) -> dict:
+    """Calls, tokens and USD of one run: by stage and role, and in all. Each model of a role is
+    asked at the role's rate (a panel's judges each grade every target), times the role's factor."""
     whole, by_stage = Priced(), {}
-    for command in PLANNED_COMMANDS:
-        for role, rate in sorted(rates.get(command, {}).items()):
+    for stage in STUDY_COMMANDS:
+        for role, rate in sorted(rates.get(stage, {}).items()):
             for model in models.get(role) or ["?"]:
-                usage = rate.usage(units.get(command, 0.0))
+                usage = rate.usage(units.get(stage, 0.0), (factors or {}).get(role, 1.0))
                 if usage.calls == 0:
                     continue
-                by_stage.setdefault(command, {}).setdefault(role, Priced()).add(model, usage, prices)
+                by_stage.setdefault(stage, {}).setdefault(role, Priced()).add(model, usage, prices)
                 whole.add(model, usage, prices)
     return {**whole.to_json(), "units": {k: round(v, 2) for k, v in units.items()},
             "by_stage": {s: {r: p.to_json() for r, p in roles.items()} for s, roles in by_stage.items()}}
 
 
-async def plan_study(store, settings, bench, systems: list[str], *, users: int, tasks: int | None, modes: list[str],
-                     ks: tuple[int, ...], judges: list[str] | None, pilot, prices: PriceList,
-                     tag: str | None = None) -> dict[str, dict]:
+async def plan_study(store, settings, bench, study: Study, *, pilot, prices: PriceList) -> dict[str, dict]:
     """The estimate of each run id of the study (recorded in `store`); `pilot` is a Store or None."""
     from memaudit.adapters.registry import get_adapter
     from memaudit.rollout.runner import run_id
 
-    if users < 1:
-        raise BadInput("--users must be at least 1", field="users")
+    judges = study_panel(settings, study)
     measured = await pilot_rates(pilot) if pilot is not None else {}
+    differs = await pilot_differences(pilot, study) if pilot is not None else []
     out = {}
-    for system in systems:
+    for system in study.systems:
         retrieve = get_adapter(system).supports_retrieve
-        passes = sum(len(ks) if m == "retrieve" else 1 for m in modes if m != "retrieve" or retrieve)
-        rates, basis = rates_for(system, measured)
+        passes = sum(len(study.ks) if m == "retrieve" else 1 for m in study.modes if m != "retrieve" or retrieve)
+        rates, basis = rates_for(system, measured, study.max_turns)
+        rates = {stage: roles for stage, roles in rates.items() if stage in study.stages}
         models = {role: [settings.role(role).model] for stage in rates.values() for role in stage}
         if judges:
-            models[RECOVERY_JUDGE] = list(judges)
-        found = estimate(study_units(bench, users, tasks, passes), rates, models, prices)
-        out[run_id(system, tag)] = {"system": system, "basis": basis, "users": users, "prices": prices.describe(),
-                                    **found}
+            models[JUDGE] = list(judges)
+        found = estimate(study_units(bench, study, passes), rates, models, prices, {JUDGE: study.repeats})
+        out[run_id(system, study.tag)] = {"system": system, "basis": basis, "study": study_json(study),
+                                          "pilot_differs": differs, "prices": prices.describe(), **found}
     await store.plans.save(out)
     return out
+
+
+def study_panel(settings, study: Study) -> list[str] | None:
+    """The study's judge panel (None: the one configured judge), refused as `score` refuses it."""
+    from memaudit.scoring.panel import panel_names
+
+    if study.repeats < 1:
+        raise BadInput("--repeats must be at least 1", field="repeats")
+    return panel_names(settings, list(study.judges) if study.judges is not None else None)
+
+
+async def pilot_differences(pilot, study: Study) -> list[str]:
+    """The flags that set a per-unit rate (turns per episode, which targets are scored) where the
+    pilot's runs were made otherwise than the study asks."""
+    turns, dims = set(), set()
+    for run in await pilot.runs.list():
+        if run.origin == "rollout" and run.config.transcripts is None:
+            turns.add(run.config.max_turns)
+            dims.update(p.config.dims for p in await pilot.scores.passes(run.run, DEFAULT_VARIANT))
+    found = [f"--max-turns {t}" for t in sorted(turns - {study.max_turns})]
+    found += [f"--dims {d}" for d in sorted(dims - {study.dims}) if "score" in study.stages]
+    return found
+
+
+def study_json(study: Study) -> dict:
+    """The flags a plan was made for, recorded with its estimate."""
+    return {name: list(v) if isinstance(v, tuple) else v for name, v in vars(study).items()}

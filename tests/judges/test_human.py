@@ -60,6 +60,19 @@ def test_grades_copying_a_judge_agree_exactly(settings, fake, tmp_path, capsys):
     assert per_judge["top-a"]["human"]["exact"] == 0.0
 
 
+def test_replay_after_human_import_carries_the_grades_and_is_identical(settings, fake, tmp_path, capsys):
+    """Human grades are data, not calls: replay copies them and the tables compare equal."""
+    anyio.run(scored, settings, fake)
+    targets = targets_of(anyio.run(audit, settings, tmp_path / "report"))
+    grades = tmp_path / "grades.json"
+    grades.write_text(orjson.dumps({"grader": "ana", "grades": [{"id": t["id"], "score": 0.5} for t in targets]})
+                      .decode())
+    main(["--db", str(settings.db), *FLAGS, "human", "import", str(grades)])
+    capsys.readouterr()
+    main(["--db", str(settings.db), "replay"])
+    assert "identical" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("grades, message", [
     ({"grader": "ana", "grades": [{"id": "tnothere", "score": 1}]}, "unknown target id(s) tnothere"),
     ({"grader": "ana", "grades": [{"id": "x1", "score": 0.3}]}, "invalid level for 1 grade(s): x1=0.3"),

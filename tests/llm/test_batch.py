@@ -219,7 +219,8 @@ def test_batch_files_for_vllm_and_collect_from_its_output(recorded, tmp_path, ca
             assert code == 0, err
             if "nothing to wait for" in err:
                 break
-            assert "vLLM's batch runner on each file written, then `memaudit batch collect --from OUTPUT`" in err
+            assert "`vllm run-batch -i FILE -o OUTPUT --model MODEL` on each file written, then `memaudit batch " \
+                   "collect --from OUTPUT`" in err
             written = [Path(line.split(" to ", 1)[1]) for line in err.splitlines() if "wrote" in line]
             assert written and all(p.parent == out_dir for p in written)
             for path in written:

@@ -8,8 +8,7 @@ import pytest
 
 from memaudit.config import load_settings
 from memaudit.errors import BadInput
-from memaudit.llm.dialects import REASONING_BUDGET, request_body
-from memaudit.llm.dialects.openai import is_reasoning_model
+from memaudit.llm.dialects import DIALECTS, REASONING_BUDGET, request_body
 from memaudit.testing import FakeOpenAI
 from tests.llm.test_client import MESSAGES, call, run_with_llm
 
@@ -17,13 +16,13 @@ from tests.llm.test_client import MESSAGES, call, run_with_llm
 @pytest.mark.parametrize("model", ["gpt-5", "gpt-5.4-mini", "gpt-5-nano-2025-08-07", "o1", "o3-mini", "o4-mini",
                                    "openai/gpt-5.1", "ft:gpt-5-mini:acme::abc123"])
 def test_reasoning_models_by_name(model):
-    assert is_reasoning_model(model)
+    assert DIALECTS["openai"].is_reasoning_model(model)
 
 
 @pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4.1", "omni-7b", "smollm2-135m-instruct", "Mem-T-4B",
                                    "gpt-50-turbo", "pro1-7b"])
 def test_other_models_by_name(model):
-    assert not is_reasoning_model(model)
+    assert not any(dialect.is_reasoning_model(model) for dialect in DIALECTS.values())
 
 
 def body(backend, **kw):
@@ -102,5 +101,4 @@ def test_the_backend_names_are_the_registered_dialects():
     from memaudit.llm.dialects import DIALECTS
 
     assert tuple(DIALECTS) == BACKENDS
-    for dialect in DIALECTS.values():
-        assert {"NAME", "is_reasoning_model", "max_tokens_field", "response_format"} <= set(vars(dialect))
+    assert all(name == dialect.name for name, dialect in DIALECTS.items())

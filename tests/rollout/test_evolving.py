@@ -27,7 +27,7 @@ from memaudit.scoring.recovery import score_runs
 from memaudit.store import open_store
 from memaudit.tables.evolving import fama
 from memaudit.tables.paper import compute_tables, render
-from memaudit.types import MemoryItem
+from memaudit.types import EvolvingJudgment, MemoryItem
 
 pytestmark = pytest.mark.anyio
 FACT = re.compile(r"^(\w+) = (.+)$", re.M)
@@ -196,3 +196,39 @@ async def test_a_static_benchmark_gets_no_change_no_note_and_no_evolving_table(o
     assert "evolving" not in tables and "evolving_targets" not in tables
     assert not any("Until now:" in orjson.dumps(r["messages"]).decode() for r in fake.requests)
 
+
+
+async def test_a_partial_run_targets_the_versions_valid_at_its_last_task(scripted_systems, open_rt, fake, tmp_path):
+    """user_002 played to task 15: only food_preparation_skill (changed at task 14) is an evolving
+    target; investing_… (changed at 16) is a static target whose truth is its first version, and no
+    later change is judged or counted as stale: a judgment of one (made before issue 33) is dropped."""
+    static = "investing_and_retirement_accounts_knowledge"
+    async with open_rt() as rt:
+        bench = await resolve_bench(rt.store, "sample")
+        script(fake, bench)
+        (run,) = await run_rollout(rt, bench, ["keep_all"], users=["user_002"], tasks=15, max_turns=1,
+                                   progress=False)
+        await score_runs(rt, [run], ["dump_all"])
+        old = EvolvingJudgment(run, "dump_all", 0, "default", "user_002", "knowledge_memory", static,
+                               "stale_absent", 0, True, "judged against the last version", "ok", snapshot_task=15)
+        await rt.store.write([rt.store.evolving.statement(old)])
+        await score_evolving(rt, [run], ["dump_all"])
+        judgments = await rt.store.evolving.load([run], "default")
+        recons = {r.dimension: r for r in await rt.store.scores.load(run)}
+        tables = await compute_tables(rt.store, [run], bootstrap=0)
+        await write_report(rt.store, tmp_path / "report", [run])
+    data = userdata.decode((tmp_path / "report" / userdata.data_file("sample", "user_002")).read_bytes())
+    user = next(u for u in bench.users if u.id == "user_002")
+    entries = {e.dimension: e for e in user.bank}
+    assert {j.dimension for j in judgments} == {"food_preparation_skill"}
+    assert sorted((j.mode, j.criterion, j.version) for j in judgments) == [
+        ("dump_all", "current_present", 1), ("dump_all", "stale_absent", 0), ("store", "stale_in_store", 0)]
+    assert {r["dimension"] for r in tables["evolving_targets"]} == {"food_preparation_skill"}
+    for dim in ("investing_and_retirement_accounts_knowledge", "self_view_flexibility", "response_format"):
+        assert recons[dim].ground_truth == entries[dim].history[0].short != entries[dim].short
+    assert recons["food_preparation_skill"].ground_truth == entries["food_preparation_skill"].history[1].short
+    # the report names the run's truth beside the bank's current value, and which version it is
+    assert data["recons"][static][0]["truth"] == entries[static].history[0].short
+    assert "truth" not in data["recons"]["food_preparation_skill"][0]
+    assert "the truth is version 0, a static target" in data["sections"]["target"][static]
+    assert "the truth is version 1, an evolving target" in data["sections"]["target"]["food_preparation_skill"]

@@ -1,6 +1,8 @@
 """`memaudit cost` and `memaudit plan`: tokens priced on demand and in batch from a TOML price list,
-an unpriced model named (never priced 0), and a plan from a pilot within 20% of the calls of the
-run it predicts (the fake's users differ: one user alone is too small a pilot), shown beside the actual by `cost`."""
+an unpriced model named (never priced 0), and a plan from a pilot made with the study's flags within
+25% of the calls of the run it predicts (issue 33's acceptance: a one-user pilot of 3 tasks,
+--max-turns 2, --dims targeted, for a three-user study), shown beside the actual by `cost`; the
+plan's study flags (users by id, stages, a judge panel and its repeats; an even panel refused)."""
 from __future__ import annotations
 
 import subprocess
@@ -18,7 +20,7 @@ from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
 from memaudit.store import open_store
 from memaudit.study.cost import load_prices, run_costs, stage_of
-from memaudit.study.plan import plan_study
+from memaudit.study.plan import Study, plan_study
 from tests.scoring.recorded import runtime, script
 
 PRICES = """
@@ -35,13 +37,15 @@ SYSTEMS = ["longctx_full", "nomem"]
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def sample_study(settings, fake, db, users: int):
-    """The bundled sample on the loopback fake: rollout, both modes scored, attribution."""
+async def sample_study(settings, fake, db, users: int, max_turns: int = 3, dims: str = "all", judges=None):
+    """The bundled sample on the fake: rollout, both modes scored (by a panel of `judges`), attribution."""
+    from memaudit.scoring.panel import Panel
+
     async with runtime(replace(settings, db=db), fake) as rt:
         bench = await resolve_bench(rt.store, "sample")
         runs = await run_rollout(rt, bench, SYSTEMS, users=[u.id for u in bench.users[:users]], tasks=3,
-                                 max_turns=3, progress=False)
-        await score_runs(rt, runs, ["dump_all", "retrieve"])
+                                 max_turns=max_turns, progress=False)
+        await score_runs(rt, runs, ["dump_all", "retrieve"], dims=dims, panel=Panel.build(rt.llm, judges))
         await attribute_runs(rt, runs, ["dump_all", "retrieve"])
     return runs
 
@@ -96,32 +100,87 @@ async def test_cost_prices_batch_at_the_batch_rate_and_names_an_unpriced_model(s
 
 
 @pytest.mark.anyio
-async def test_a_plan_from_a_pilot_is_within_20_percent_and_cost_shows_it_beside_the_actual(
+async def test_a_one_user_pilot_with_the_studys_flags_plans_it_within_25_percent_and_cost_shows_it(
         settings, fake, tmp_path):
     script(fake)
     pilot, study_db = tmp_path / "pilot.db", tmp_path / "study.db"
-    await sample_study(settings, fake, pilot, users=2)  # the pilot: two users of the three the study runs
+    await sample_study(settings, fake, pilot, users=1, max_turns=2, dims="targeted")
     prices_file = tmp_path / "prices.toml"
     prices_file.write_text(PRICES)
+    study = Study("sample", tuple(SYSTEMS), users="3", tasks=3, max_turns=2, dims="targeted")
     async with open_store(study_db) as store, open_store(pilot) as pilot_store:
         bench = await resolve_bench(store, "sample")
-        users = min(3, len(bench.users))
-        planned = await plan_study(store, settings, bench, SYSTEMS, users=users, tasks=3,
-                                   modes=["dump_all", "retrieve"], ks=(5,), judges=None, pilot=pilot_store,
-                                   prices=load_prices(prices_file))
-    runs = await sample_study(settings, fake, study_db, users=users)
+        planned = await plan_study(store, settings, bench, study, pilot=pilot_store, prices=load_prices(prices_file))
+    runs = await sample_study(settings, fake, study_db, users=3, max_turns=2, dims="targeted")
     async with open_store(study_db) as store:
         actual = await run_costs(store, runs, load_prices(prices_file))
     for r in actual["runs"]:
         estimate = planned[r["run"]]
         assert r["estimate"]["calls"] == estimate["calls"] and estimate["basis"] == "pilot"
-        assert abs(estimate["calls"] - r["calls"]) <= 0.2 * r["calls"], (r["run"], estimate["calls"], r["calls"])
+        assert abs(estimate["calls"] - r["calls"]) <= 0.25 * r["calls"], (r["run"], estimate["calls"], r["calls"])
     cost = [sys.executable, str(REPO / "memaudit.py"), "cost", "--db", str(study_db), "--prices", str(prices_file)]
     printed = subprocess.run(cost, capture_output=True, text=True, check=True).stdout
     assert "planned calls" in printed and "batch" in printed and "2026-01-01" in printed
     shape = orjson.loads(subprocess.run([*cost, "--format", "json"], capture_output=True, check=True).stdout)
     assert set(shape) >= {"runs", "total"}
     assert set(shape["runs"][0]) >= {"run", "usd_on_demand", "usd_batch", "by_role"}
+
+
+@pytest.mark.anyio
+async def test_the_plan_counts_the_units_the_commands_would_run(settings, tmp_path):
+    async with open_store(tmp_path / "p.db") as store:
+        bench = await resolve_bench(store, "sample")
+        ids = ",".join(u.id for u in bench.users[1:3])
+
+        async def units(**flags):
+            found = await plan_study(store, settings, bench, Study("sample", ("nomem", "bm25"), **flags), pilot=None,
+                                     prices=load_prices())
+            return {run: e["units"] for run, e in found.items()}
+
+        bank = sum(len(u.bank) for u in bench.users[1:3])
+        by_ids = await units(users=ids, tasks=3)
+        assert by_ids["nomem"] == {"rollout": 6, "score": bank, "attribute": bank}  # nomem: no retrieve
+        assert by_ids["bm25"]["score"] == 2 * bank  # dump_all and retrieve k=5
+        targeted = await units(users=ids, tasks=3, dims="targeted", ks=(1, 5))
+        assert targeted["bm25"]["score"] == 2 * 3 * 3  # 3 targeted entries per user, dump_all + two k
+        beyond = await units(users=str(2 * len(bench.users)), tasks=3)
+        assert beyond["nomem"]["rollout"] == 2 * 3 * len(bench.users)
+        only_rollout = await plan_study(store, settings, bench, Study("sample", ("nomem",), stages=("rollout",)),
+                                        pilot=None, prices=load_prices())
+        assert set(only_rollout["nomem"]["by_stage"]) == {"rollout"}
+        turns = await plan_study(store, settings, bench, Study("sample", ("nomem",), max_turns=1, tasks=2),
+                                 pilot=None, prices=load_prices())
+        assert turns["nomem"]["by_stage"]["rollout"]["agent"]["calls"] == 2 * len(bench.users)  # one reply each
+        panel = await plan_study(store, settings, bench, Study("sample", ("nomem",), judges=("a", "b", "c"),
+                                                               repeats=2), pilot=None, prices=load_prices())
+        judge = panel["nomem"]["by_stage"]["score"]["recovery_judge"]
+        assert judge["models"] == ["a", "b", "c"] and judge["calls"] == 6 * panel["nomem"]["units"]["score"]
+        with pytest.raises(BadInput, match="odd number"):
+            await plan_study(store, settings, bench, Study("sample", ("nomem",), judges=("a", "b")), pilot=None,
+                             prices=load_prices())
+        with pytest.raises(BadInput, match="user_404"):
+            await plan_study(store, settings, bench, Study("sample", ("nomem",), users="user_404"), pilot=None,
+                             prices=load_prices())
+
+
+@pytest.mark.anyio
+async def test_a_pilot_scored_by_a_panel_is_measured_per_judge_and_other_flags_are_named(settings, fake, tmp_path):
+    script(fake)
+    pilot = tmp_path / "pilot.db"
+    await sample_study(settings, fake, pilot, users=1, judges=["a", "b", "c"])
+    async with open_store(tmp_path / "p.db") as store, open_store(pilot) as pilot_store:
+        bench = await resolve_bench(store, "sample")
+        made = await run_costs(pilot_store, SYSTEMS, load_prices())
+        planned = await plan_study(store, settings, bench, Study("sample", tuple(SYSTEMS), users="1", tasks=3,
+                                                                 max_turns=2), pilot=pilot_store, prices=load_prices())
+    judged = 0
+    for r in made["runs"]:
+        by_panel = r["by_stage"].get("score", {}).get("recovery_judge", {"calls": 0})["calls"]
+        judged += by_panel
+        one_judge = planned[r["run"]]["by_stage"].get("score", {}).get("recovery_judge", {"calls": 0})["calls"]
+        assert one_judge == round(by_panel / 3)
+        assert planned[r["run"]]["pilot_differs"] == ["--max-turns 3"]
+    assert judged > 0
 
 
 def test_a_system_the_pilot_did_not_run_takes_its_mean_and_the_default_memory_calls():
@@ -136,3 +195,21 @@ def test_a_system_the_pilot_did_not_run_takes_its_mean_and_the_default_memory_ca
     assert rates["rollout"]["memory"].calls == DEFAULT_MEMORY_CALLS["amem"]
     assert rates_for("nomem", pilot) == ({**rates_for("nomem", {})[0], **pilot["nomem"]}, "pilot")
     assert rates_for("nomem", {})[1] == "defaults"
+
+
+def test_an_even_panel_is_refused_by_plan_as_score_refuses_it(tmp_path, capsys):
+    import anyio
+
+    from memaudit.cli import main
+
+    async def make_store():
+        async with open_store(tmp_path / "s.db"):
+            pass
+    anyio.run(make_store)  # score refuses a missing store first
+    said = {}
+    for command in (["score", "--mode", "dump_all"], ["plan", "--bench", "sample", "--systems", "nomem"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, "--judges", "judge-a,judge-b", "--db", str(tmp_path / "s.db")])
+        assert exit_info.value.code == 2
+        said[command[0]] = capsys.readouterr().err.strip()
+    assert said["plan"] == said["score"] and "odd number" in said["plan"]

@@ -1,6 +1,8 @@
 """`--shard I/N`: the spec, the cell hash, and the shard filter in each stage."""
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from memaudit.cli import main
@@ -37,3 +39,68 @@ def test_a_bad_shard_is_one_line_naming_the_option(command, capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and err.count("\n") == 0 and "--shard 5/4" in err
     assert not (tmp_path / "s.db").exists()  # refused before anything was opened
+
+
+SLURM_ARRAY_10_12 = {"SLURM_ARRAY_TASK_MIN": "10", "SLURM_ARRAY_TASK_MAX": "12", "SLURM_ARRAY_TASK_COUNT": "3",
+                     "SLURM_ARRAY_TASK_STEP": "1"}
+
+
+def scheduler_envs(i: int) -> dict[str, dict[str, str]]:
+    """The variables each scheduler sets for the i-th (1-based) of 3 workers."""
+    return {"slurm": {**SLURM_ARRAY_10_12, "SLURM_ARRAY_TASK_ID": str(9 + i)},
+            "kubernetes": {"JOB_COMPLETION_INDEX": str(i - 1), "MEMAUDIT_SHARDS": "3"},
+            "launcher": {"RANK": str(i - 1), "WORLD_SIZE": "3"}}
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "kubernetes", "launcher"])
+def test_auto_reads_each_scheduler_as_the_same_shard_of_three(scheduler):
+    assert [parse_shard("auto", scheduler_envs(i)[scheduler]) for i in (1, 2, 3)] == [Shard(i, 3) for i in (1, 2, 3)]
+
+
+def test_auto_takes_any_array_start_and_step_and_slurm_first():
+    stepped = {"SLURM_ARRAY_TASK_ID": "20", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4",
+               "SLURM_ARRAY_TASK_STEP": "10"}
+    assert parse_shard("auto", stepped) == Shard(3, 4)
+    both = {**scheduler_envs(2)["slurm"], **scheduler_envs(3)["launcher"]}
+    assert parse_shard("auto", both) == Shard(2, 3)
+
+
+@pytest.mark.parametrize("env, says", [
+    ({}, "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_MIN/SLURM_ARRAY_TASK_COUNT; JOB_COMPLETION_INDEX/MEMAUDIT_SHARDS; "
+         "RANK/WORLD_SIZE"),
+    ({"JOB_COMPLETION_INDEX": "0"}, "MEMAUDIT_SHARDS is not"),
+    ({"SLURM_ARRAY_TASK_ID": "3"}, "SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_COUNT is not"),
+    ({"RANK": "3", "WORLD_SIZE": "3"}, "outside 1..3"),
+    ({"RANK": "x", "WORLD_SIZE": "3"}, "RANK must be a whole number"),
+    ({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "3",
+      "SLURM_ARRAY_TASK_STEP": "2"}, "not on the array's grid"),
+])
+def test_auto_outside_a_scheduler_is_one_line_naming_what_it_looked_for(env, says):
+    with pytest.raises(BadInput, match="--shard auto") as refused:
+        parse_shard("auto", env)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "kubernetes"])
+def test_auto_plays_the_users_of_the_same_shard_i_of_3(scheduler, tmp_path, monkeypatch):
+    """The acceptance: a rollout with --shard auto under each scheduler's variables plays exactly the
+    (system, user) cells of --shard i/3."""
+    from tests.rollout.test_cli_inprocess import store_tiny_bench
+
+    def played(db, shard, env=None):
+        store_tiny_bench(db)
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        main(["rollout", "--bench", "tiny", "--systems", "nomem,longctx_full,bm25", "--base-url", url,
+              "--model", "fake", "--db", str(db), "--tasks", "1", "--max-turns", "1", "--quiet", "--shard", shard])
+        for name in env or {}:
+            monkeypatch.delenv(name)
+        with sqlite3.connect(db) as conn:
+            return sorted(conn.execute("SELECT DISTINCT run, user_id FROM episodes").fetchall())
+
+    from memaudit.testing.http_server import serve
+
+    with serve() as url:
+        for i in (1, 2, 3):
+            auto = played(tmp_path / f"auto{i}.db", "auto", scheduler_envs(i)[scheduler])
+            assert auto == played(tmp_path / f"fixed{i}.db", f"{i}/3")

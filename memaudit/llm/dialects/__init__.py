@@ -1,8 +1,9 @@
-"""The structured-output dialects, one module each (openai.py, vllm.py, llamacpp.py: how the
-output schema is asked for, what the token cap is called, which models are reasoning models),
-registered by name in DIALECTS; `--backend` and a role's `backend` name one. Here is what they
-share: the request body built from those hooks, the parameters actually sent, what an answer
-means (its text, finish reason and usage), what an error answer means (the same error shapes
+"""The dialects of the servers memaudit speaks to, one class each (base.py: a generic
+OpenAI-compatible server; openai.py, vllm.py, llamacpp.py refine it), registered by name in
+DIALECTS; `--backend` and a role's `backend` name one. A class holds every quirk of its server
+(structured output, token cap, reasoning models, tokenize routes, serial serving, engine command,
+batch runner, tool calls: base.py). Here is what they share: the parameters actually sent, what an
+answer means (its text, finish reason and usage), what an error answer means (the same error shapes
 on all three), and the embeddings request and answer (`/v1/embeddings`, alike on all three).
 
 A reasoning model is sent no sampling parameters: they are left out of the request, and so out
@@ -21,7 +22,10 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig
 from memaudit.errors import ContextOverflow, EndpointError, Refusal
-from memaudit.llm.dialects import llamacpp, openai, vllm
+from memaudit.llm.dialects.base import Dialect
+from memaudit.llm.dialects.llamacpp import LlamaCpp
+from memaudit.llm.dialects.openai import OpenAI
+from memaudit.llm.dialects.vllm import VLLM
 
 # Parameters a model may refuse (a 400 naming them): `max_tokens` is then sent under its new name
 # `max_completion_tokens`; a sampling parameter is left out (the model uses its default).
@@ -30,7 +34,10 @@ REFUSABLE = ("max_tokens", "temperature", "top_p")
 # sized for the answer alone would end most replies empty. The published runner gave reasoning
 # models 8192 completion tokens on every call; a role's `max_tokens` in the config still wins.
 REASONING_BUDGET = 8192
-DIALECTS = {dialect.NAME: dialect for dialect in (openai, vllm, llamacpp)}
+DIALECTS: dict[str, Dialect] = {dialect.name: dialect for dialect in (OpenAI(), VLLM(), LlamaCpp())}
+# The dialects whose server `memaudit serve --engine NAME` can start.
+ENGINES = tuple(name for name, dialect in DIALECTS.items()
+                if type(dialect).engine_command is not Dialect.engine_command)
 # Where a chat request goes, below the base URL (which ends in /v1), and the same endpoint as a
 # batch input line names it (OpenAI's Batch API and vLLM's batch runner both take `/v1/...`).
 CHAT_PATH = "/chat/completions"
@@ -94,23 +101,9 @@ def sampling(rc: RoleConfig, temperature: float | None, max_tokens: int | None, 
                        reasoning_effort=rc.reasoning_effort, refused=refused)
 
 
-def request_body(*, backend: str, model: str, messages: list[dict], temperature: float | None,
-                 top_p: float | None, max_tokens: int | None, seed: int, schema: dict | None, schema_name: str,
-                 reasoning_effort: str | None = None, refused: frozenset[str] = frozenset()) -> dict:
-    """The chat-completions body in the endpoint's dialect; a None field is left out."""
-    body: dict = {"model": model, "messages": messages, "seed": seed}
-    if temperature is not None:
-        body["temperature"] = temperature
-    if top_p is not None:
-        body["top_p"] = top_p
-    if max_tokens is not None:
-        body[DIALECTS[backend].max_tokens_field(refused)] = max_tokens
-    if reasoning_effort is not None:
-        body["reasoning_effort"] = reasoning_effort
-    if schema is not None:
-        name = re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64]
-        body["response_format"] = DIALECTS[backend].response_format(schema, name)
-    return body
+def request_body(*, backend: str, **fields) -> dict:
+    """The chat-completions body in the dialect `backend` (base.py `Dialect.request_body`)."""
+    return DIALECTS[backend].request_body(**fields)
 
 
 def refusal(status: int, data: bytes, message: str, url: str, secrets=()) -> EndpointError:

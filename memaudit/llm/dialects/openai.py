@@ -4,12 +4,18 @@
 Hosted reasoning models (gpt-5.x, the o-series) refuse `max_tokens` (they take
 `max_completion_tokens`, which every current hosted chat model accepts) and any `temperature` or
 `top_p` other than their default: for them the sampling parameters are left out of the request
-(memaudit/llm/dialects/__init__.py `sent_fields`)."""
+(memaudit/llm/dialects/__init__.py `sent_fields`).
+
+`--backend openai` also names any OpenAI-compatible server not otherwise declared: its prompts are
+counted at whichever known tokenize route answers."""
 from __future__ import annotations
 
 import re
 
-NAME = "openai"
+from memaudit.llm.dialects.base import Dialect
+from memaudit.llm.dialects.llamacpp import LLAMA_CPP_PYTHON_TOKENIZE, LLAMA_CPP_TOKENIZE
+from memaudit.llm.dialects.vllm import VLLM_TOKENIZE
+
 # gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5") and
 # as a fine-tune ("ft:gpt-5-mini:org::id").
 REASONING_MODEL = re.compile(r"(^|[/:])(gpt-5|o\d)([-._:]|$)", re.I)
@@ -19,17 +25,21 @@ _NOT_STRICT = ("minLength", "maxLength")
 _STRICT_MEMO: dict[int, tuple[dict, dict]] = {}
 
 
-def is_reasoning_model(model: str) -> bool:
-    return REASONING_MODEL.search(model) is not None
+class OpenAI(Dialect):
+    name = "openai"
+    # A hosted API has none; a server of unknown kind may have one of the known ones.
+    tokenize_routes = (LLAMA_CPP_TOKENIZE, VLLM_TOKENIZE, LLAMA_CPP_PYTHON_TOKENIZE)
+    native_tools = True
 
+    def is_reasoning_model(self, model: str) -> bool:
+        return REASONING_MODEL.search(model) is not None
 
-def max_tokens_field(refused: frozenset[str]) -> str:
-    # The OpenAI API took `max_tokens` as the old name; its reasoning models accept only the new one.
-    return "max_completion_tokens"
+    def max_tokens_field(self, refused: frozenset[str]) -> str:
+        # The OpenAI API took `max_tokens` as the old name; its reasoning models accept only the new one.
+        return "max_completion_tokens"
 
-
-def response_format(schema: dict, name: str) -> dict:
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
+    def response_format(self, schema: dict, name: str) -> dict:
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
 
 
 def _strict(schema: dict) -> dict:

@@ -1,18 +1,31 @@
-"""vLLM's OpenAI-compatible server: structured output as `json_schema` with a name and a schema
-(the old `guided_json` fields are silently ignored by current vLLM), `max_tokens`. A model served
-by vLLM takes the sampling parameters whatever it is called."""
+"""vLLM's OpenAI-compatible server: the base's structured output (`json_schema` with a name and a
+schema; the old `guided_json` fields are silently ignored by current vLLM) and `max_tokens`. A model
+served by vLLM takes the sampling parameters whatever it is called."""
 from __future__ import annotations
 
-NAME = "vllm"
+import shutil
+from pathlib import Path
+
+from memaudit.errors import BadInput
+from memaudit.llm.dialects.base import Dialect, TokenizeRoute
+
+# `POST /tokenize` with {"prompt"}; without the BOS token, as llama.cpp counts.
+VLLM_TOKENIZE = TokenizeRoute("/tokenize", lambda text: {"prompt": text, "add_special_tokens": False})
 
 
-def is_reasoning_model(model: str) -> bool:
-    return False
+class VLLM(Dialect):
+    name = "vllm"
+    tokenize_routes = (VLLM_TOKENIZE,)
+    batch_runner = "vllm run-batch -i {input} -o {output} --model {model}"
+    # Tool calls need a server started with --enable-auto-tool-choice and a --tool-call-parser.
+    native_tools = False
 
-
-def max_tokens_field(refused: frozenset[str]) -> str:
-    return "max_completion_tokens" if "max_tokens" in refused else "max_tokens"
-
-
-def response_format(schema: dict, name: str) -> dict:
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    def engine_command(self, *, port: int, threads: int, model_path: Path | None, model: str | None) -> list[str]:
+        """A hand-over to `vllm serve` where vLLM is installed (a GPU machine)."""
+        if not model:
+            raise BadInput("--engine vllm needs --model NAME (the model vLLM should load)", field="model")
+        vllm = shutil.which("vllm")
+        if vllm is None:
+            raise BadInput("vLLM is not installed here (it needs a GPU machine: pip install vllm); "
+                           "use --engine llamacpp for the embedded model", field="engine")
+        return [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", model]

@@ -135,7 +135,7 @@
       rows.push([`<td colspan="2" class="group" id="${cat}">${esc(cat)}</td>`,
         ...all.map((ps) => `<td class="cell group">${num((ps.categories || {})[cat])}</td>`)]);
       for (const e of user.bank.filter((e) => e.category === cat)) {
-        rows.push([a(to(p, {v: "target", d: e.dimension}), esc(e.dimension)), esc(e.short),
+        rows.push([a(to(p, {v: "target", d: e.dimension}), esc(e.dimension)), esc(e.short) + runTruths(user, e.dimension),
           ...all.map((ps) => cell(p, e.dimension, ps, recon(user, e.dimension, ps)))]);
       }
     }
@@ -148,6 +148,17 @@
       table(["dimension", "ground truth", ...all.map((ps) => `${ps.run} · ${ps.name}`)], rows, "grid") +
       `<p class="note">Cells: judge score (colour by rubric level), striped = overflow, dark = failed; letter = ` +
       `attribution label (${esc(legend)}). Each cell opens the target.</p>`, []];
+  }
+  // A run that stopped before an evolving entry's last change is judged against the value valid at
+  // its end: named beside the bank's current value, once per run.
+  function truths(user, dim) {
+    const found = new Map();
+    for (const r of user.recons[dim] || []) if ("truth" in r && !found.has(r.run)) found.set(r.run, r.truth);
+    return [...found];
+  }
+  function runTruths(user, dim) {
+    return truths(user, dim).map(([run, truth]) =>
+      `<div class="muted">at the end of ${esc(run)}: ${esc(truth)}</div>`).join("");
   }
   function cell(p, dim, ps, r) {
     if (!r) return '<td class="cell snone">—</td>';
@@ -173,6 +184,7 @@
     const tasks = user.tasks.filter((t) => t.dimension === dim);
     const head = [["dimension", esc(dim)]];
     if (entry) head.push(["category", esc(entry.category)], ["ground truth", `<b>${esc(entry.short)}</b>`],
+      ...truths(user, dim).map(([run, truth]) => [`truth at the end of ${esc(run)}`, `<b>${esc(truth)}</b>`]),
       ["explanation", esc(entry.explanation)]);
     else head.push(["bank", '<span class="muted">not in this user\'s bank</span>']);
     for (const t of tasks) {
@@ -218,6 +230,7 @@
         items.map((it) => `<li>${item(it)}</li>`).join("") + "</ol>" : "no items retrieved";
     }
     const rows = [["status", esc(r.status) + (r.error ? ` <span class="muted">${esc(r.error)}</span>` : "")],
+      ...("truth" in r ? [["judged against", `<b>${esc(r.truth)}</b> (the value at this run's end)`]] : []),
       ["memory read", shown], ["prediction", r.label !== null ? `<b>${esc(r.label)}</b>` : "—"],
       ["reader's reason", esc(r.reason)],
       ["judge score", `<span class="badge ${scoreClass(r.score)}">${num(r.score, 2)}</span>`],

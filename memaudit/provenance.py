@@ -33,11 +33,12 @@ DIALOGUE_ROLES = groups_of(DIALOGUE_STAGE)  # recorded, not called, in a teacher
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,
                     max_tokens: int | None = None) -> dict:
     """What `role` is sent when its caller asks for (temperature, max_tokens), after the role's
-    config and the dialect's rules (memaudit/llm/dialects/ `sampling`: a reasoning model is sent no temperature,
-    recorded as None). For memory roles, whose adapters choose per call, a requested None means
-    "the adapter's own value". A parameter refused by a 400 from a model not recognised by name
-    is not reflected here: it is learned during the run (param_refusals), and recording it would
-    make a resume or a replay see a change that is none; each call's key holds what was sent."""
+    config and the dialect's rules (memaudit/llm/dialects/ `sampling`: a reasoning model is given
+    the reasoning budget). For memory roles, whose adapters choose per call, a requested None means
+    "the adapter's own value". A parameter refused by the server (a 400 naming it) is not reflected
+    here: it is learned during the run (param_refusals), and recording it here would make a resume
+    or a replay see a change that is none; each call's key holds what was sent, and the run records
+    the adaptation beside its roles (`adapted_roles`)."""
     rc = settings.role(role)
     sent = sampling(rc, temperature, max_tokens)
     recorded = {"model": rc.model, "backend": rc.backend, "temperature": sent.temperature, "top_p": sent.top_p,
@@ -45,6 +46,34 @@ def role_provenance(settings: Settings, role: str, temperature: float | None = N
                 "context_window": rc.context_window}
     # The embedded model's demo setting (memaudit/config.py); a configured endpoint records none.
     return recorded if rc.repair_attempts is None else {**recorded, "repair_attempts": rc.repair_attempts}
+
+
+# Where a run's provenance records the roles whose server refused a sampling parameter: written
+# after the rollout, so it is no part of what a resume must match (memaudit/rollout/runner.py).
+ADAPTED = "adapted"
+
+
+async def adapted_roles(roles: dict[str, dict], refusals) -> dict[str, list[str]]:
+    """Per recorded role (`role_provenance`), the sampling parameters its model refused with a 400
+    (`refusals`: memaudit/llm/dialects `Refusals`), which its calls were then sent without, at the
+    model's default. Every role sends a temperature (a memory role its adapter's own), top_p only
+    when configured."""
+    adapted = {}
+    for role, recorded in roles.items():
+        refused = await refusals.of(recorded["model"], recorded["backend"])
+        params = [p for p in ("temperature", "top_p") if p in refused and
+                  (p == "temperature" or recorded.get(p) is not None)]
+        if params:
+            adapted[role] = params
+    return adapted
+
+
+def without_adapted(config: dict) -> dict:
+    """A run config without the adaptations recorded after its rollout: what a resume compares."""
+    provenance = config.get("provenance")
+    if not isinstance(provenance, dict) or ADAPTED not in provenance:
+        return config
+    return {**config, "provenance": {k: v for k, v in provenance.items() if k != ADAPTED}}
 
 
 def rollout_provenance(settings: Settings) -> dict:

@@ -131,7 +131,7 @@ def main(argv=None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except Interrupted as exc:
-        click.echo(f"memaudit: stopped by {exc}; work already finished is kept in the store", err=True)
+        click.echo(f"memaudit: stopped by {exc}; {exc.after}", err=True)
         sys.exit(128 + exc.signum)
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("memaudit: interrupted", err=True)

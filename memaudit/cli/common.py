@@ -129,9 +129,10 @@ class Interrupted(BaseException):
     """The command was stopped by a signal (SIGINT or SIGTERM). A BaseException, like
     KeyboardInterrupt: no `except Exception` on the way up may swallow it."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, after: str = "work already finished is kept in the store"):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.after = after  # what the one line says was kept or done
 
 
 def _raise_interrupted(signum, frame):

@@ -50,8 +50,11 @@ def generate(n_users, out_dir, tasks_dir, pool_path, order, hints, edits, rechec
 
 async def _generate(settings, n_users, out_dir, tasks_dir, pool_path, options):
     from memaudit.bench.generate import generate as generate_users
+    from memaudit.llm.server import require_embedded
     from memaudit.runtime import open_runtime
 
+    if not settings.db.exists():  # a new store caches no answer: the model is needed
+        require_embedded(settings)
     async with open_runtime(settings) as rt:
         return await generate_users(rt, n_users, out_dir, tasks_dir=tasks_dir, pool_path=pool_path, options=options,
                                     progress=lambda user, msg: console.print(f"{user}: {msg}", highlight=False,

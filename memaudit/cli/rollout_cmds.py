@@ -33,6 +33,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
     from memaudit.errors import BadInput
+    from memaudit.llm.server import require_embedded
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
     from memaudit.tables.metrics import memory_write_failures, total_write_failures
@@ -43,6 +44,8 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     names = split_list(systems) or []
     for name in names:
         get_adapter(name)  # an unknown or broken system is refused before a store is opened
+    if transcripts is None and not settings.db.exists():  # a new store caches no answer: the model is needed
+        require_embedded(settings)
     async with open_runtime(settings, shard=shard) as rt:
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,

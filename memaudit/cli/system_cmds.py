@@ -10,7 +10,7 @@ import click
 import orjson
 from rich.table import Table
 
-from memaudit.cli.common import console, current_settings, global_options, out, run
+from memaudit.cli.common import Interrupted, console, current_settings, global_options, out, run
 from memaudit.errors import BadInput, MemauditError
 from memaudit.llm.dialects import DIALECTS, ENGINES
 
@@ -44,7 +44,10 @@ def serve_fake(port: int) -> None:
     with serve_loopback(scripted_fake(), port=port) as url:
         click.echo(f"serving the scripted fake model on {url}  (use --base-url {url} --model fake; "
                    "Ctrl-C stops it)", err=True)
-        threading.Event().wait()
+        try:
+            threading.Event().wait()
+        except Interrupted as exc:  # it has no store: nothing was kept
+            raise Interrupted(exc.signum, "the fake model server stopped") from None
 
 
 @click.command("serve")
@@ -86,9 +89,11 @@ def serve(port, threads, model_path, engine, smoke, log_path, fake):
     proc = subprocess.Popen(cmd)
     try:
         code = proc.wait()
-    except BaseException:  # Interrupted (SIGINT, SIGTERM): the server stops with this command
+    except BaseException as exc:  # Interrupted (SIGINT, SIGTERM): the server stops with this command
         proc.terminate()
         proc.wait()
+        if isinstance(exc, Interrupted):  # a server has no store: nothing was kept
+            raise Interrupted(exc.signum, "the model server stopped") from None
         raise
     if code != 0:
         sys.exit(code)

@@ -82,7 +82,8 @@ class BatchCollector:
                                     temperature=record["temperature"], top_p=record["top_p"],
                                     max_tokens=record["max_tokens"], seed=record["seed"], schema=schema,
                                     schema_name=role, reasoning_effort=record.get("reasoning_effort"),
-                                    refused=await self.refusals.of(record["model"], record["backend"]))
+                                    refused=await self.refusals.of(record["model"], record["backend"]),
+                                    tools=record.get("tools"))
                 self.store.write_later([self.store.batches.request_statement(
                     {"key": key, "role": role, "model": record["model"], "request": request_json, "attempt": 0,
                      "body": _json(body), "usage": _json(empty_usage()), "note": ""})])
@@ -312,20 +313,22 @@ class Collector:
         sent = orjson.loads(row["body"])
         first = orjson.loads(row["first_messages"]) if row["first_messages"] else sent["messages"]
         usage = orjson.loads(row["usage"])
-        schema = orjson.loads(row["request"])["schema"]
+        request = orjson.loads(row["request"])
         try:
-            outcome = read_attempt(role, first, sent["messages"], response, schema, self.checks.get(role), usage)
+            outcome = read_attempt(role, first, sent["messages"], response, request["schema"], self.checks.get(role),
+                                   usage, request.get("tools"))
         except Refusal as exc:
             return self._failed(row, exc)
         if outcome.problem is None:
             self.tally.results += 1
-            self.store.calls.put_call(**ok_row(key, role, row["model"], row["request"], outcome.raw, usage, 0.0))
+            self.store.calls.put_call(**ok_row(key, role, row["model"], row["request"], outcome.raw, usage, 0.0,
+                                               outcome.tool_calls))
             return [self.store.batches.done_statement(key)]
         attempt = row["attempt"] + 1
         if attempt > self.settings.repair_attempts:
             return self._failed(row, InvalidOutput(role, outcome.raw, outcome.problem))
         self.tally.repairs += 1
-        seed = orjson.loads(row["request"])["seed"] + attempt  # as the live path seeds a repair
+        seed = request["seed"] + attempt  # as the live path seeds a repair
         body = {**sent, "messages": outcome.next_messages, "seed": seed}
         return [self.store.batches.next_attempt_statement(key, attempt, _json(body), _json(first), _json(usage))]
 

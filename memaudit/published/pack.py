@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,12 +27,19 @@ from memaudit.canonical import canonical_pretty
 from memaudit.config import PROMPTS_DIR
 from memaudit.errors import BadInput
 from memaudit.prompts import GUIDES_FILE, LAYOUT_FILE, PACK_FILE
-from memaudit.published.code import Shape, format_template
+from memaudit.published.code import Shape, assigned_names, format_template, module_statements
 from memaudit.published.rollout import Reader, build as build_rollout
 from memaudit.roles import DISCLOSURE, ELICITATION, ORACLE, RECOVERY_JUDGE, SLOT_FILL
 from memaudit.types import CATEGORIES
+from memaudit.userfiles import read_regular
 
 ATTRIBUTION = "failure_attribution.py"
+# The published source files are tens of kB; anything far larger is not one of them.
+MAX_SOURCE_BYTES = 2 * 1024 * 1024
+# A checkout copied without `.git` names its commit in this file (its first line).
+COMMIT_FILE = "COMMIT"
+COMMIT_ID = re.compile(r"[0-9a-f]{7,40}")
+MAX_COMMIT_BYTES = 1024
 PUBLISHED_REPO = "sora1998/MemProbe"
 STAGE_VALUES = {"dimension": "dimension", "gt_short": "ground_truth", "gt_explanation": "explanation",
                 "task_text": "task"}
@@ -63,7 +71,7 @@ GUIDES = ("scorer.py", "_CATEGORY_GUIDE")
 def import_published(src: Path, out: Path) -> dict:
     """Build the pack in `out` (created; must not hold a pack already) from the checkout `src`;
     returns the manifest written to `out/pack.json`. Nothing is written unless every check passes."""
-    src = Path(src)
+    src, out = Path(src), Path(out)
     if not src.is_dir():
         raise BadInput("not a directory: give a checkout of the published code", file=str(src))
     checkout = Checkout(src)
@@ -71,25 +79,38 @@ def import_published(src: Path, out: Path) -> dict:
     guides = _guides(checkout)
     rollout, layout, published = build_rollout(Reader(checkout.tree, checkout.constant, str(src)))
     files |= {name: Piece(role, where, system, user) for name, (role, where, system, user) in rollout.items()}
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise BadInput("output directory exists and is not empty", file=str(out))
     manifest = {"pack": "published", "repository": PUBLISHED_REPO, "commit": _commit(src),
                 "source_files": dict(sorted(checkout.sha256.items())),
                 "published": {s.prompt: f"{s.file} {s.constant}" for s in SOURCES} | published | {
                     GUIDES_FILE.removesuffix(".json"): f"{GUIDES[0]} {GUIDES[1]}"}}
-    # Written beside the target and renamed into place: never a half-written pack.
+    _check_out(out)
+    try:
+        _install(out, lambda partial: _write(partial, files, checkout.sha256, guides, layout, manifest))
+    except OSError as exc:
+        raise BadInput(f"cannot write the pack there ({exc.strerror or exc})", file=str(out)) from None
+    return manifest
+
+
+def _check_out(out: Path) -> None:
+    """`--out` must be a new or empty directory, never a link (the pack would land where it leads)."""
+    if out.is_symlink():
+        raise BadInput("output directory is a symlink; refused: give a new or empty directory", file=str(out))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BadInput("output directory exists and is not empty", file=str(out))
+
+
+def _install(out: Path, write) -> None:
+    """Written beside the target and renamed into place: never a half-written pack."""
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        _write(partial, files, checkout.sha256, guides, layout, manifest)
+        write(partial)
         if out.exists():
             out.rmdir()
         partial.rename(out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    return manifest
 
 
 @dataclass(frozen=True)
@@ -114,7 +135,9 @@ def _write(out: Path, files: dict[str, Piece], sha256: dict, guides: dict, layou
 
 # -- reading the checkout ----------------------------------------------------------------------
 class Checkout:
-    """The user's checkout, read with `ast` only; every file read has its sha256 recorded."""
+    """The user's checkout, read with `ast` only; every file read has its sha256 recorded. A file is
+    read only when it is a regular file inside the checkout and at most MAX_SOURCE_BYTES long
+    (memaudit/userfiles.py): a link out of the checkout, a FIFO or a device is refused."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -124,27 +147,35 @@ class Checkout:
     def tree(self, file: str) -> ast.Module:
         if file not in self._trees:
             path = self.root / file
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                raise BadInput("missing from the checkout", file=str(path)) from None
+            if not path.exists() and not path.is_symlink():
+                raise BadInput("missing from the checkout", file=str(path))
+            data = read_regular(path, limit=MAX_SOURCE_BYTES, root=self.root)
             self.sha256[file] = hashlib.sha256(data).hexdigest()
             try:
                 self._trees[file] = ast.parse(data, filename=str(path))
-            except SyntaxError as exc:
-                raise BadInput(f"not Python source: {exc.msg}", file=str(path)) from None
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: a NUL byte
+                raise BadInput(f"not Python source: {getattr(exc, 'msg', exc)}", file=str(path)) from None
         return self._trees[file]
 
     def constant(self, file: str, name: str):
-        """The value of the module-level literal `name = …` in `file`."""
+        """The value of the module-level literal `name = …` (or `name: type = …`) in `file`. A name
+        assigned more than once is refused: Python keeps the last value, and which one the published
+        code meant is not the pack's to guess."""
         path = str(self.root / file)
-        for node in self.tree(file).body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                try:
-                    return ast.literal_eval(node.value)
-                except ValueError:
-                    raise BadInput(f"{name} is not a literal", file=path, field=name) from None
-        raise BadInput(f"no constant {name}", file=path, field=name)
+        found = [node for node in module_statements(self.tree(file)) if name in assigned_names(node)]
+        if not found:
+            raise BadInput(f"no constant {name}", file=path, field=name)
+        if len(found) > 1:
+            lines = ", ".join(str(node.lineno) for node in found)
+            raise BadInput(f"{name} is assigned more than once (lines {lines}); refused", file=path, field=name)
+        node = found[0]
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None or \
+                not all(isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            raise BadInput(f"{name} is not assigned a literal on its own", file=path, field=name)
+        try:
+            return ast.literal_eval(node.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise BadInput(f"{name} is not a literal", file=path, field=name) from None
 
 
 def _converted(checkout: Checkout, source: Source) -> str:
@@ -170,15 +201,25 @@ def _guides(checkout: Checkout) -> dict:
 
 
 def _commit(src: Path) -> str | None:
-    """The checkout's commit, when it is a git work tree (git on PATH); else None."""
-    try:
-        done = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=False)
-    except OSError:
+    """The checkout's commit: from git when it is a git work tree of its own (git on PATH), else
+    from its `COMMIT` file (a checkout copied without `.git`: the commit id on its first line); else
+    None."""
+    if (src / ".git").exists():
+        try:
+            done = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                  check=False)
+        except OSError:
+            done = None
+        if done is not None and done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    path = src / COMMIT_FILE
+    if not path.exists() and not path.is_symlink():
         return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
+    lines = read_regular(path, limit=MAX_COMMIT_BYTES, root=src).decode(errors="replace").splitlines()
+    commit = lines[0].strip().lower() if lines else ""
+    if not COMMIT_ID.fullmatch(commit):
+        raise BadInput("the first line is not a commit id (7 to 40 hex digits)", file=str(path))
+    return commit
 
 
 def _prompt_file(piece: Piece, file_sha: str) -> str:

@@ -20,7 +20,7 @@ from memaudit.errors import BadInput, MemauditError
 from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.canonical import differences
-from memaudit.provenance import rollout_provenance
+from memaudit.provenance import ADAPTED, adapted_roles, rollout_provenance, without_adapted
 from memaudit.roles import AGENT, DIALOGUE_STAGE, prompts_of
 from memaudit.published.layout import published_prompts
 from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
@@ -77,13 +77,22 @@ async def _open_run(store: Store, run: str, system: str, bench: Benchmark, confi
         await store.runs.drop_if_empty(run)  # left by a rollout killed before its first episode
         existing = await store.runs.get(run)
     if existing is not None:
-        changed = differences({**existing.config.to_json(), "prompts": existing.prompt_hashes},
+        changed = differences({**without_adapted(existing.config.to_json()), "prompts": existing.prompt_hashes},
                               {**config, "prompts": hashes})
         if changed:
             more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
             raise BadInput(f"run {run!r} was made with a different {changed[0]}{more}; "
                            "use --tag to start a new run", field="run")
     await store.runs.ensure(run, system, bench.name, config=config, prompt_hashes=hashes)
+
+
+async def _record_adapted(rt: Runtime, runs: list[str], recorded: RunConfig) -> None:
+    """The roles whose server refused a sampling parameter during (or before) this rollout: their
+    calls went without it, at the model's default, and the runs' provenance says so."""
+    adapted = await adapted_roles((recorded.provenance or {}).get("roles", {}), rt.llm.refusals)
+    if adapted:
+        for run in runs:
+            await rt.store.runs.record_in_provenance(run, ADAPTED, adapted)
 
 
 def with_adapter_origin(config: dict, system: str) -> dict:
@@ -194,6 +203,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         try:
             await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded.to_json(), prompts, source,
                                   max_turns=max_turns, k=k, progress=progress)
+            await _record_adapted(rt, runs, recorded)
         except BaseException:
             with anyio.CancelScope(shield=True), suppress(MemauditError):
                 for run in runs:  # the failure is what the user needs to see, not a failed cleanup

@@ -4,7 +4,7 @@ from __future__ import annotations
 import fcntl
 import os
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,6 +95,13 @@ class Runs:
         await self.db.write([self.statement(run, system, bench, origin=origin, config=config,
                                             prompt_hashes=prompt_hashes)])
         return await self.get(run)
+
+    async def record_in_provenance(self, run: str, name: str, value) -> None:
+        """Set `name` in the run's recorded provenance (what a rollout learned while it ran)."""
+        config = (await self.require(run)).config
+        provenance = {**(config.provenance or {}), name: value}
+        await self.db.write([("UPDATE runs SET config=? WHERE run=?",
+                              (dumps(replace(config, provenance=provenance).to_json()), run))])
 
     def lock(self, run: str):
         """Hold `run` for this process while it writes the run's episodes: a second process asking

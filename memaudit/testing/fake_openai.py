@@ -8,7 +8,11 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.embedding_requests                              # POST /v1/embeddings bodies (vectors: `embedding`)
     fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
+    fake.ignore_tools = True                             # a server that drops `tools` and answers in text
     llm = LLM(settings, store.calls, transport=fake.transport())
+
+Tool calls are answered natively (`message.tool_calls`) and, asked through memaudit's emulation
+schema (memaudit/llm/tools.py), as the same calls in that schema's shape (`tool_calls_for`).
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from typing import Callable
 import anyio
 import httpx
 import orjson
+
+from memaudit.llm.tools import ToolRequest
 
 
 def schema_name(body: dict) -> str | None:
@@ -83,6 +89,7 @@ class FakeOpenAI:
         # form of it ({"prompt"}; a body without one is a 400); False: a server without one, like a
         # hosted API, where only the context-length error tells.
         self.tokenize: bool | str = True
+        self.ignore_tools = False  # True: answer requests offering tools as if they offered none
 
     def on(self, name: str, fn: Callable[[dict], object]) -> "FakeOpenAI":
         self.handlers[name] = fn
@@ -148,6 +155,8 @@ class FakeOpenAI:
                                                 "code": "context_length_exceeded"}})
         if fault == "timeout" or isinstance(fault, int):
             return self.fault_reply(fault)
+        if fault != "garbage" and body.get("tools") and not self.ignore_tools:
+            return self._status(200, self.completion(body, "", native_calls(body)))
         text = "{not json" if fault == "garbage" else self.answer(body)
         return self._status(200, self.completion(body, text))
 
@@ -198,9 +207,11 @@ class FakeOpenAI:
                                   "type": "invalid_request_error", "param": param, "code": "unsupported_value"}}
         return None
 
-    def completion(self, body: dict, text: str) -> dict:
+    def completion(self, body: dict, text: str, calls: list[dict] | None = None) -> dict:
         """The 200 answer; a reasoning model also reports the reasoning tokens it spent."""
-        answer = completion(body, text)
+        answer = completion(body, text, "tool_calls" if calls else "stop")
+        if calls:
+            answer["choices"][0]["message"].update(content=None, tool_calls=calls)
         if self.reasoning:
             reasoning_tokens = 16
             answer["usage"]["completion_tokens"] += reasoning_tokens
@@ -219,10 +230,90 @@ class FakeOpenAI:
             return self.text_handler(body)
         if name in self.handlers:
             out = self.handlers[name](body)
+        elif emulated_tools(schema) is not None:
+            out = emulated_answer(schema, body["messages"])
         else:
             seed = int(hashlib.sha256(orjson.dumps(body["messages"])).hexdigest()[:8], 16)
             out = example(schema, random.Random(seed))
         return out if isinstance(out, str) else orjson.dumps(out).decode()
+
+
+# -- tool calls ---------------------------------------------------------------------------------------
+
+def tool_calls_for(request: ToolRequest, messages: list[dict]) -> list[tuple[str, dict]]:
+    """(name, arguments) of the calls the fake makes: none for `tool_choice: none`; else the named
+    tool, or the offered tool with the fewest required parameters (the first of those), once, or
+    twice (in parallel) unless a tool is named or parallel calls are off. Text arguments quote the
+    last line of the latest user message, so stored memories follow the conversation."""
+    if request.mode == "none":
+        return []
+    offered = [t for t in request.tools if request.named in (None, t["function"]["name"])]
+    tool = min(offered, key=lambda t: len(_parameters(t).get("required", ())))
+    said = latest_user_line(messages)
+    count = 1 if request.named is not None or request.parallel is False else 2
+    return [(tool["function"]["name"], _arguments(_parameters(tool), said if n == 0 else f"also: {said}"))
+            for n in range(count)]
+
+
+def native_calls(body: dict) -> list[dict]:
+    request = ToolRequest.of(body)
+    digest = hashlib.sha256(orjson.dumps(body["messages"])).hexdigest()[:12]
+    return [{"id": f"call_{digest}_{n}", "type": "function",
+             "function": {"name": name, "arguments": orjson.dumps(arguments).decode()}}
+            for n, (name, arguments) in enumerate(tool_calls_for(request, body["messages"]))]
+
+
+def emulated_tools(schema: dict) -> ToolRequest | None:
+    """The tool request behind memaudit's emulation schema (memaudit/llm/tools.py), or None."""
+    calls = schema.get("properties", {}).get("tool_calls")
+    if not isinstance(calls, dict) or calls.get("type") != "array":
+        return None
+    items = calls["items"].get("anyOf", [calls["items"]])
+    if not all(isinstance(item.get("properties", {}).get("name", {}).get("enum"), list)
+               and "arguments" in item["properties"] for item in items):
+        return None  # a role's own `tool_calls` field (memt's policy), not the emulation schema
+    tools = tuple({"type": "function", "function": {"name": item["properties"]["name"]["enum"][0],
+                                                     "parameters": {**item["properties"]["arguments"],
+                                                                    "$defs": schema.get("$defs", {})}}}
+                  for item in items)
+    return ToolRequest(tools, "required" if calls.get("minItems") else None,
+                       False if calls.get("maxItems") == 1 else None)
+
+
+def emulated_answer(schema: dict, messages: list[dict]) -> dict:
+    calls = tool_calls_for(emulated_tools(schema), messages)
+    answer = {"tool_calls": [{"name": name, "arguments": arguments} for name, arguments in calls]}
+    return {"content": "", **answer} if "content" in schema["properties"] else answer
+
+
+def latest_user_line(messages: list[dict]) -> str:
+    """The last line of the latest user message that reads as prose (not markup or a rule)."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            lines = [line.strip() for line in message["content"].splitlines()]
+            prose = [line for line in lines if any(c.isalpha() for c in line) and line[:1] not in "<=#"]
+            return prose[-1] if prose else "nothing said"
+    return "nothing said"
+
+
+def _parameters(tool: dict) -> dict:
+    return tool["function"].get("parameters") or {"type": "object", "properties": {}}
+
+
+def _arguments(parameters: dict, said: str) -> dict:
+    """Arguments for a tool's parameters: text fields say `said`; the rest follow `example`."""
+    defs = parameters.get("$defs", {})
+    rng = random.Random(said)
+    out = {}
+    for name, sub in parameters.get("properties", {}).items():
+        sub = _resolved(sub, defs)
+        out[name] = said if sub.get("type") == "string" and "enum" not in sub else example(sub, rng)
+    return out
+
+
+def _resolved(schema: dict, defs: dict) -> dict:
+    ref = schema.get("$ref")
+    return defs.get(ref.rsplit("/", 1)[-1], {}) if isinstance(ref, str) else schema
 
 
 EMBEDDING_DIM = 384  # as the bundled model's: adapters may size empty matrices by it

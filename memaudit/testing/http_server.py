@@ -26,6 +26,7 @@ from contextlib import contextmanager
 
 from memaudit.llm.http1 import read_request, send_json, write_body
 from memaudit.roles import PREF_JUDGE
+from memaudit.testing import fake_generator
 from memaudit.testing.fake_batches import FakeBatchAPI
 from memaudit.testing.fake_openai import FakeOpenAI, schema_of
 
@@ -46,11 +47,14 @@ def rate_every_preference(body: dict) -> dict:
 
 def scripted_fake() -> FakeOpenAI:
     """The model `memaudit serve --fake` serves: every structured role answered in its schema's
-    shape (deterministic in the prompt), ratings for every preference line, and a plain reply for
-    the assistant; the Files and Batches endpoints too (`--batch`: a batch completes on the second
+    shape (deterministic in the prompt), ratings for every preference line, the generator's roles
+    so that their checks pass (memaudit/testing/fake_generator.py), and a plain reply for the
+    assistant; the Files and Batches endpoints too (`--batch`: a batch completes on the second
     look). Instant and free; its numbers mean nothing."""
-    return (FakeBatchAPI().on(PREF_JUDGE, rate_every_preference)
-            .on_text(lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages."))
+    fake = FakeBatchAPI().on(PREF_JUDGE, rate_every_preference)
+    for name, answer in fake_generator.HANDLERS.items():
+        fake.on(name, answer)
+    return fake.on_text(lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages.")
 
 
 class LoopbackServer:

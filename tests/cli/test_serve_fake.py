@@ -2,6 +2,7 @@
 embedded build. Started as users start it (a process), stopped with SIGTERM."""
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -25,4 +26,7 @@ def test_serve_fake_answers_every_role_in_shape():
         assert reply["choices"][0]["message"]["content"].startswith("Here is a plan")
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        _, err = server.communicate(timeout=30)
+    # it has no store, so its last line says nothing of one
+    assert server.returncode == 128 + signal.SIGTERM
+    assert err.strip() == "memaudit: stopped by SIGTERM; the fake model server stopped"

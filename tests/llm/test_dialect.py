@@ -43,13 +43,20 @@ def test_left_out_fields_are_not_sent():
     assert sent["reasoning_effort"] == "low"
 
 
-def test_a_reasoning_model_is_sent_no_sampling_and_a_reasoning_budget(settings):
+def test_a_reasoning_model_is_sent_its_temperature_and_a_reasoning_budget(settings):
+    """The name decides the budget, never the temperature (the published study's gpt-5.4-mini took it)."""
+    fake = FakeOpenAI()
+    settings = replace(settings, model="gpt-5.4-mini")
+    run_with_llm(settings, fake.transport(), lambda llm: call(llm, temperature=0.7, max_tokens=60))
+    assert fake.requests[0]["temperature"] == 0.7 and fake.requests[0]["max_completion_tokens"] == REASONING_BUDGET
+
+
+def test_a_reasoning_model_that_refuses_the_temperature_is_sent_none(settings):
     fake = FakeOpenAI(reasoning=True)
     settings = replace(settings, model="gpt-5.4-mini")
     result = run_with_llm(settings, fake.transport(), lambda llm: call(llm, temperature=0.7, max_tokens=60))
-    sent = fake.requests[0]
-    assert "temperature" not in sent and sent["max_completion_tokens"] == REASONING_BUDGET
-    assert fake.status_counts[400] == 0 and result.usage["reasoning_tokens"] == 16
+    assert [("temperature" in r) for r in fake.requests] == [True, False] and fake.status_counts[400] == 1
+    assert fake.requests[1]["max_completion_tokens"] == REASONING_BUDGET and result.usage["reasoning_tokens"] == 16
     # Another requested temperature is the same request to this model: the same key.
     again = run_with_llm(settings, fake.transport(), lambda llm: call(llm, temperature=0.0, max_tokens=60))
     assert again.cached and again.key == result.key
@@ -60,7 +67,7 @@ def test_a_configured_budget_and_effort_are_sent_as_configured(tmp_path, setting
     config.write_text('[roles.agent]\nmax_tokens = 300\nreasoning_effort = "minimal"\n')
     settings = load_settings(db=settings.db, base_url="http://fake.test/v1", model="gpt-5.4-mini",
                              config=str(config), env={})
-    fake = FakeOpenAI(reasoning=True)
+    fake = FakeOpenAI()
     with_effort = run_with_llm(settings, fake.transport(), lambda llm: call(llm))
     assert fake.requests[0]["reasoning_effort"] == "minimal" and fake.requests[0]["max_completion_tokens"] == 300
     settings = replace(settings, role_sections={"agent": {"max_tokens": 300}})

@@ -138,12 +138,12 @@ async def test_a_resume_with_another_model_protocol_or_prompt_is_refused(open_rt
 
 
 def test_provenance_records_what_a_reasoning_model_is_sent(settings):
-    """The dialect's rules apply to what provenance records: no temperature for gpt-5 (null), and
-    the reasoning budget in place of no cap, exactly what each call's key holds."""
+    """The dialect's rules apply to what provenance records: the published temperatures for gpt-5
+    (never dropped for a name), and the reasoning budget in place of no cap, as each call's key holds."""
     from dataclasses import replace
     from memaudit.llm.dialects import REASONING_BUDGET
     roles = rollout_provenance(replace(settings, model="gpt-5.4-mini"))["roles"]
-    assert roles["agent"]["temperature"] is None and roles["simulator"]["temperature"] is None
+    assert roles["agent"]["temperature"] == 0.7 and roles["simulator"]["temperature"] == 0.85
     assert roles["agent"]["max_tokens"] == REASONING_BUDGET
     assert rollout_provenance(settings)["roles"]["simulator"]["temperature"] == 0.85
 

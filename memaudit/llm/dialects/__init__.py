@@ -6,12 +6,12 @@ batch runner, tool calls: base.py). Here is what they share: the parameters actu
 answer means (its text, finish reason and usage), what an error answer means (the same error shapes
 on all three), and the embeddings request and answer (`/v1/embeddings`, alike on all three).
 
-A reasoning model is sent no sampling parameters: they are left out of the request, and so out
-of the cache key: the key and the run record hold what was sent, so a replay is exact
-and a table can say that a role ran at the model's default temperature. A model that is not
-recognised by its name but answers a 400 naming one of these parameters is asked again without it
-and remembered as refusing it, in the store (`param_refusals`), so every later call, process and
-replay keys its requests the same way."""
+Every role is sent its temperature, whatever the model's name (the published runner sent one on
+every call, and the study's gpt-5.4-mini took them). A model that answers a 400 naming one of
+these parameters is asked again without it and remembered as refusing it, in the store
+(`param_refusals`), so every later call, process and replay keys its requests the same way; the
+key and the call record hold what was sent (a left-out temperature is null: the model's default),
+and a rollout records the adaptation in its run's provenance (memaudit/provenance.py `adapted`)."""
 from __future__ import annotations
 
 import re
@@ -75,13 +75,14 @@ def sent_fields(*, model: str, backend: str, temperature: float | None, top_p: f
                 max_tokens: int | None, budget_configured: bool, reasoning_effort: str | None,
                 refused: frozenset[str]) -> Sent:
     """The fields a call to `model` sends, given what the role asks for and what the model refuses.
-    Whether a model is a reasoning model is the dialect's call (recognised by name on `openai`)."""
-    reasoning = DIALECTS[backend].is_reasoning_model(model)
-    if reasoning and not budget_configured:
+    A sampling parameter is left out only when the model refused it, never for its name; the
+    reasoning budget goes by name (the dialect's call: recognised by name on `openai`), as the
+    published runner's did."""
+    if DIALECTS[backend].is_reasoning_model(model) and not budget_configured:
         max_tokens = max(max_tokens or 0, REASONING_BUDGET)
-    if reasoning or "temperature" in refused:
+    if "temperature" in refused:
         temperature = None
-    if reasoning or "top_p" in refused:
+    if "top_p" in refused:
         top_p = None
     return Sent(temperature, top_p, max_tokens, reasoning_effort)
 
@@ -90,8 +91,8 @@ def sampling(rc: RoleConfig, temperature: float | None, max_tokens: int | None, 
              refused: frozenset[str] = frozenset()) -> Sent:
     """What a call of a role configured as `rc` asking for (temperature, max_tokens) sends: the
     role's configured values win, the embedded model's cap applies unless max_tokens was
-    configured, then this dialect's rules for the model (a reasoning model gets no temperature or
-    top_p and the reasoning budget; `refused` are the parameters this model answered a 400 for)."""
+    configured, then this dialect's rules for the model (a reasoning model gets the reasoning
+    budget; `refused` are the parameters this model answered a 400 for, left out)."""
     temperature = rc.temperature if rc.temperature is not None else temperature
     max_tokens = rc.max_tokens if rc.max_tokens is not None else max_tokens
     if rc.max_tokens_cap is not None and rc.max_tokens is None:

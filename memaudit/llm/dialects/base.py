@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from memaudit.llm.tools import EMULATED, NATIVE
+
 
 @dataclass(frozen=True)
 class TokenizeRoute:
@@ -42,11 +44,16 @@ class Dialect:
     # {output} and {model}; None: this kind of server has none.
     batch_runner: str | None = None
     # Whether the server takes `tools` in a chat request natively; where it does not, tool calls
-    # are emulated by structured output (the recording proxy, memaudit/llm/proxy.py).
+    # are emulated by structured output (the recording proxy, memaudit/llm/proxy.py; llm/tools.py).
     native_tools: bool = False
 
+    @property
+    def tool_calls(self) -> str:
+        """How a request offering tools is answered on this kind of server: native | emulated."""
+        return NATIVE if self.native_tools else EMULATED
+
     def is_reasoning_model(self, model: str) -> bool:
-        """A reasoning model is sent no sampling parameters (dialects/__init__.py `sent_fields`)."""
+        """A reasoning model is given the reasoning budget (dialects/__init__.py `sent_fields`)."""
         return False
 
     def max_tokens_field(self, refused: frozenset[str]) -> str:
@@ -62,8 +69,10 @@ class Dialect:
 
     def request_body(self, *, model: str, messages: list[dict], temperature: float | None, top_p: float | None,
                      max_tokens: int | None, seed: int, schema: dict | None, schema_name: str,
-                     reasoning_effort: str | None = None, refused: frozenset[str] = frozenset()) -> dict:
-        """The chat-completions body in this dialect; a None field is left out."""
+                     reasoning_effort: str | None = None, refused: frozenset[str] = frozenset(),
+                     tools: dict | None = None) -> dict:
+        """The chat-completions body in this dialect; a None field is left out. `tools`: a request's
+        tool fields, sent as the library sent them (native tool calls: memaudit/llm/tools.py)."""
         body: dict = {"model": model, "messages": messages, "seed": seed}
         if temperature is not None:
             body["temperature"] = temperature
@@ -75,4 +84,4 @@ class Dialect:
             body["reasoning_effort"] = reasoning_effort
         if schema is not None:
             body["response_format"] = self.response_format(schema, re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64])
-        return body
+        return {**body, **(tools or {})}

@@ -2,9 +2,10 @@
 `max_completion_tokens`, and reasoning models recognised by name.
 
 Hosted reasoning models (gpt-5.x, the o-series) refuse `max_tokens` (they take
-`max_completion_tokens`, which every current hosted chat model accepts) and any `temperature` or
-`top_p` other than their default: for them the sampling parameters are left out of the request
-(memaudit/llm/dialects/__init__.py `sent_fields`).
+`max_completion_tokens`, which every current hosted chat model accepts). Some of them also refuse a
+`temperature` or `top_p` other than their default, others take it (the published study's
+gpt-5.4-mini took 0, 0.7 and 0.85): the name decides only the reasoning budget; a refused
+parameter is learned from the server's 400 (memaudit/llm/dialects/__init__.py `sent_fields`).
 
 `--backend openai` also names any OpenAI-compatible server not otherwise declared: its prompts are
 counted at whichever known tokenize route answers."""

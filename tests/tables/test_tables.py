@@ -11,7 +11,8 @@ import pytest
 from memaudit.cli import main
 from memaudit.store import Store, dumps
 from memaudit.store.scores import Scores
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render
 from memaudit.tables.robustness import compare_variants
 from memaudit.testing.synthetic_scores import (attribution_row, bench_rows, call_rows, call_use_row, dimensions,
                                                episode_row, insert, recon_row, run_row, snapshot_row, turn_row)

@@ -142,7 +142,8 @@ def render_csv_section(rows: list[dict]) -> str:
 
 
 def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
-    """(name, rows) of every table present; robustness splits into its summary and per-mode rows."""
+    """(name, rows) of every table present; robustness splits into its summary, per-mode and per-run
+    rows."""
     sections = []
     tables = as_data(tables, "csv")
     for name in SECTIONS:
@@ -150,8 +151,9 @@ def csv_sections(tables: dict) -> list[tuple[str, list[dict]]]:
         if rows is None:
             continue
         if name == "robustness":
-            sections.append((name, [{k: v for k, v in rows.items() if k != "modes"}]))
+            sections.append((name, [{k: v for k, v in rows.items() if k not in ("modes", "runs")}]))
             sections.append(("robustness_modes", rows["modes"]))
+            sections.append(("robustness_runs", rows["runs"]))
         elif name == "judges":
             sections.append(("judges", rows["per_judge"]))
             sections.append(("judges_pairs", (rows["agreement"] or {}).get("pairs") or []))

@@ -25,6 +25,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from memaudit.roles import RECOVERY_JUDGE, SLOT_FILL  # noqa: E402
+
 FAKE = "memaudit.testing.fake_batches:FakeBatchAPI"
 FINISHED = ("completed", "expired", "failed", "cancelled")
 
@@ -53,7 +55,7 @@ def memaudit(url: str, db: Path, *args: str) -> tuple[float, str, str]:
 
 def responses(db: Path) -> dict:
     with sqlite3.connect(db) as conn:
-        return dict(conn.execute("SELECT key, response FROM calls WHERE role IN ('slot_fill', 'recovery_judge')"))
+        return dict(conn.execute("SELECT key, response FROM calls WHERE role IN (?, ?)", (SLOT_FILL, RECOVERY_JUDGE)))
 
 
 def batch_cycle(url: str, db: Path) -> dict:

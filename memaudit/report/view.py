@@ -40,7 +40,8 @@ from memaudit.report.html import (INDEX, LABEL_COLOURS, STYLESHEET, bar_chart, d
                                   score_class, score_levels, slug, stacked_chart, table)
 from memaudit.store import RunConfig, Store, dumps
 from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, TABLE4_SHORT, Column, value
-from memaudit.tables.paper import DECLARED, compute_tables
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import DECLARED
 from memaudit.tables.stats import release_resamples
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
 

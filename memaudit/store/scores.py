@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.store.rows import Row, Statement, dumps, loads, marks
 from memaudit.types import DEFAULT_VARIANT, Reconstruction
 
 if TYPE_CHECKING:
@@ -64,9 +64,41 @@ class ScorePass:
     config: PassConfig
 
 
-RECONSTRUCTION_COLUMNS = ("run", "mode", "k", "variant", "user_id", "category", "dimension", "explanation",
-                          "ground_truth", "evidence", "label", "reason", "score", "judge_reason", "status", "error",
-                          "snapshot_task")
+@dataclass(frozen=True)
+class ScorePassRow(Row):
+    TABLE = "score_passes"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"config": lambda config: dumps(config.to_json())}
+    run: str
+    mode: str
+    k: int
+    variant: str
+    config: PassConfig
+
+
+@dataclass(frozen=True)
+class ReconstructionRow(Row):
+    """A reconstruction (types.Reconstruction, field for field) as stored."""
+    TABLE = "reconstructions"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"evidence": dumps}
+    run: str
+    mode: str
+    k: int
+    variant: str
+    user_id: str
+    category: str
+    dimension: str
+    explanation: str
+    ground_truth: str
+    evidence: dict | None
+    label: str | None
+    reason: str | None
+    score: float | None
+    judge_reason: str | None
+    status: str
+    error: str | None
+    snapshot_task: int | None
 
 
 class Scores:
@@ -75,8 +107,7 @@ class Scores:
 
     # -- passes ----------------------------------------------------------------------------
     async def record_pass(self, run: str, mode: str, k: int, variant: str, config: PassConfig) -> None:
-        await self.db.write([("INSERT OR REPLACE INTO score_passes VALUES (?,?,?,?,?)",
-                              (run, mode, k, variant, dumps(config.to_json())))])
+        await self.db.write([ScorePassRow(run, mode, k, variant, config).statement()])
 
     async def passes(self, run: str, variant: str | None = None) -> list[ScorePass]:
         sql, params = "SELECT * FROM score_passes WHERE run=?", [run]
@@ -96,11 +127,9 @@ class Scores:
     @staticmethod
     def reconstruction_statement(r: Reconstruction, *, replace: bool = True) -> Statement:
         """`replace=False` makes a second row for the same key an IntegrityError (an import's damage)."""
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
-        return (f"{verb} INTO reconstructions({', '.join(RECONSTRUCTION_COLUMNS)}) "
-                f"VALUES ({marks(RECONSTRUCTION_COLUMNS)})",
-                (r.run, r.mode, r.k, r.variant, r.user_id, r.category, r.dimension, r.explanation, r.ground_truth,
-                 dumps(r.evidence), r.label, r.reason, r.score, r.judge_reason, r.status, r.error, r.snapshot_task))
+        return ReconstructionRow(r.run, r.mode, r.k, r.variant, r.user_id, r.category, r.dimension, r.explanation,
+                                 r.ground_truth, r.evidence, r.label, r.reason, r.score, r.judge_reason, r.status,
+                                 r.error, r.snapshot_task).statement(None if replace else "INSERT")
 
     async def load(self, run: str, mode: str | None = None, *, k: int | None = None,
                    variant: str = DEFAULT_VARIANT, user_id: str | None = None) -> list[Reconstruction]:

@@ -2,12 +2,61 @@
 pass per (run, k) with what it ran with, and one case per (run, k, user, bank entry)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import Statement, dumps, loads
+from memaudit.store.rows import Row, Statement, dumps, loads, optional_int
 
 if TYPE_CHECKING:
     from memaudit.store import Store
+
+
+@dataclass(frozen=True)
+class ActScenarioRow(Row):
+    TABLE = "act_scenarios"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"review": dumps}
+    bench: str
+    user_id: str
+    dimension: str
+    category: str
+    text: str
+    rationale: str
+    review: dict
+
+
+@dataclass(frozen=True)
+class UtilizationPassRow(Row):
+    TABLE = "utilization_passes"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"config": dumps}
+    run: str
+    k: int
+    config: dict
+
+
+@dataclass(frozen=True)
+class ActCaseRow(Row):
+    """One Know/Act case (memaudit/utilization/act.py ActCase)."""
+    TABLE = "act_cases"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"know": optional_int, "verdicts": dumps, "oracle_steps": dumps}
+    run: str
+    k: int
+    user_id: str
+    category: str
+    dimension: str
+    know_score: float | None
+    know: bool | None
+    scenario: str
+    answer: str | None
+    baseline: str | None
+    verdicts: list
+    act: str | None
+    oracle: str | None
+    oracle_steps: list
+    status: str
+    error: str | None
 
 
 class Utilization:
@@ -17,8 +66,7 @@ class Utilization:
     @staticmethod
     def scenario_statement(bench: str, user_id: str, dimension: str, category: str, text: str, rationale: str,
                            review: dict) -> Statement:
-        return ("INSERT OR REPLACE INTO act_scenarios(bench, user_id, dimension, category, text, rationale, review) "
-                "VALUES (?,?,?,?,?,?,?)", (bench, user_id, dimension, category, text, rationale, dumps(review)))
+        return ActScenarioRow(bench, user_id, dimension, category, text, rationale, review).statement()
 
     async def scenario_rows(self, bench: str) -> list[dict]:
         """Every stored Act scenario of the benchmark, review decoded, by user and dimension."""
@@ -36,14 +84,7 @@ class Utilization:
 
     @staticmethod
     def pass_statement(run: str, k: int, config: dict) -> Statement:
-        return ("INSERT OR REPLACE INTO utilization_passes(run, k, config) VALUES (?,?,?)", (run, k, dumps(config)))
-
-    @staticmethod
-    def case_statement(values: tuple) -> Statement:
-        """`values` in the column order of act_cases (db/006_utilization.sql), JSON fields encoded."""
-        return ("INSERT OR REPLACE INTO act_cases(run, k, user_id, category, dimension, know_score, know, scenario, "
-                "answer, baseline, verdicts, act, oracle, oracle_steps, status, error) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+        return UtilizationPassRow(run, k, config).statement()
 
     async def case_keys(self, run: str, k: int) -> set[tuple[str, str]]:
         """(user, dimension) of every stored case: what a resumed pass skips."""

@@ -33,8 +33,8 @@ from memaudit.roles import ACT_JUDGE, AGENT, ROLE_SPECS, UTILIZATION_STAGE, prom
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import open_memory, run_all
-from memaudit.store import Run, dumps
-from memaudit.store.utilization import Utilization
+from memaudit.store import Run
+from memaudit.store.utilization import ActCaseRow, Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 
 KNOW_THRESHOLD = RUBRIC.recovered  # known = what attribution calls recovered
@@ -70,10 +70,7 @@ class ActCase:
     error: str | None = None
 
     def statement(self):
-        return Utilization.case_statement(
-                (self.run, self.k, self.user_id, self.category, self.dimension, self.know_score,
-                 None if self.know is None else int(self.know), self.scenario, self.answer, self.baseline,
-                 dumps(self.verdicts), self.act, self.oracle, dumps(self.oracle_steps), self.status, self.error))
+        return ActCaseRow(**vars(self)).statement()  # the same fields, in the table's order
 
 
 def know_of(recon: Reconstruction, threshold: float) -> tuple[float | None, bool | None]:

@@ -26,7 +26,8 @@ from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import score_runs
 from memaudit.store import open_store
 from memaudit.tables.evolving import fama
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render
 from memaudit.types import EvolvingJudgment, MemoryItem
 
 pytestmark = pytest.mark.anyio

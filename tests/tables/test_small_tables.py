@@ -18,7 +18,7 @@ from memaudit.tables.carryover import CARRYOVER
 from memaudit.tables.columns import shown
 from memaudit.tables.evolving import EVOLVING, EVOLVING_TARGETS
 from memaudit.tables.judges_render import PER_JUDGE, SUMMARY, check_tables
-from memaudit.tables.paper import DECLARED, _md_table, render
+from memaudit.tables.paper_render import DECLARED, md_table, render
 from memaudit.tables.utilization import COUNTS, UTILIZATION
 
 DATA = Path(__file__).parent / "data"
@@ -39,7 +39,7 @@ def test_json_carries_every_value_of_the_smaller_tables():
 
 
 def test_the_judge_check_report_prints_as_pinned():
-    text = "\n\n".join(_md_table(*table) for table in check_tables(saved("judge_check.json"))) + "\n"
+    text = "\n\n".join(md_table(*table) for table in check_tables(saved("judge_check.json"))) + "\n"
     assert text == (DATA / "judge_check.md").read_text(encoding="utf-8")
 
 

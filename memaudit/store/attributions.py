@@ -12,24 +12,11 @@ if TYPE_CHECKING:
     from memaudit.store import Store
 
 
-@dataclass(frozen=True)
-class AttributionRow(Row):
-    """An attribution (types.Attribution, field for field) as stored."""
+@dataclass
+class AttributionRow(Attribution, Row):
     TABLE = "attributions"
     VERB = "INSERT OR REPLACE"
     ENCODE = {"stages": dumps}
-    run: str
-    mode: str
-    k: int
-    variant: str
-    user_id: str
-    category: str
-    dimension: str
-    label: str
-    score: float | None
-    stages: list
-    ep_index: int | None
-    note: str | None
 
 
 @dataclass(frozen=True)
@@ -71,8 +58,7 @@ class Attributions:
     @staticmethod
     def statement(a: Attribution, *, replace: bool = True) -> Statement:
         """`replace=False` makes a second row for the same key an IntegrityError (an import's damage)."""
-        return AttributionRow(a.run, a.mode, a.k, a.variant, a.user_id, a.category, a.dimension, a.label, a.score,
-                              a.stages, a.ep_index, a.note).statement(None if replace else "INSERT")
+        return AttributionRow.of(a).statement(None if replace else "INSERT")
 
     async def load(self, run: str, mode: str | None = None, *, variant: str = DEFAULT_VARIANT,
                    user_id: str | None = None, label: str | None = None) -> list[Attribution]:

@@ -13,25 +13,11 @@ if TYPE_CHECKING:
 KEY = ("run", "mode", "k", "variant", "user_id", "dimension", "criterion", "version")
 
 
-@dataclass(frozen=True)
-class EvolvingJudgmentRow(Row):
+@dataclass
+class EvolvingJudgmentRow(EvolvingJudgment, Row):
     TABLE = "evolving_judgments"
     VERB = "INSERT OR REPLACE"
     ENCODE = {"verdict": optional_int}
-    run: str
-    mode: str
-    k: int
-    variant: str
-    user_id: str
-    category: str
-    dimension: str
-    criterion: str
-    version: int
-    verdict: bool | None
-    reason: str | None
-    status: str
-    error: str | None
-    snapshot_task: int | None
 
 
 class Evolving:
@@ -40,8 +26,7 @@ class Evolving:
 
     @staticmethod
     def statement(j: EvolvingJudgment) -> Statement:
-        return EvolvingJudgmentRow(j.run, j.mode, j.k, j.variant, j.user_id, j.category, j.dimension, j.criterion,
-                                   j.version, j.verdict, j.reason, j.status, j.error, j.snapshot_task).statement()
+        return EvolvingJudgmentRow.of(j).statement()
 
     @staticmethod
     def drop_stale_statements(run: str) -> list[Statement]:

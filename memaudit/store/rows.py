@@ -26,12 +26,20 @@ def marks(values) -> str:
 
 
 class Row:
-    """A typed row of one table (a frozen dataclass, fields = the table's columns in order, held
-    against the schema by tests/store/test_rows.py): the one place a repository spells its INSERT.
-    JSON columns hold Python values, encoded by ENCODE on write (booleans too: ENCODE int)."""
+    """A typed row of one table (a dataclass, fields = the table's columns in order, held against the
+    schema by tests/store/test_rows.py): the one place a repository spells its INSERT. A domain
+    record stored field for field is its table's row by inheritance (`class AttributionRow(Attribution,
+    Row)`), its fields then spelled once; NOT_STORED names fields that are not columns. JSON columns
+    hold Python values, encoded by ENCODE on write (booleans too: ENCODE int)."""
     TABLE: ClassVar[str]
     VERB: ClassVar[str] = "INSERT"
     ENCODE: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+    NOT_STORED: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def of(cls, record) -> "Row":
+        """The row of a domain record whose fields it inherits."""
+        return cls(**{f.name: getattr(record, f.name) for f in fields(cls)})
 
     def values(self) -> tuple:
         enc = self.ENCODE
@@ -50,7 +58,7 @@ class Row:
 
 @cache
 def _columns(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    return tuple(f.name for f in fields(cls) if f.name not in cls.NOT_STORED)
 
 
 @cache

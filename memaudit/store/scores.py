@@ -56,16 +56,8 @@ class PassConfig:
 
 
 @dataclass(frozen=True)
-class ScorePass:
-    run: str
-    mode: str
-    k: int
-    variant: str
-    config: PassConfig
-
-
-@dataclass(frozen=True)
-class ScorePassRow(Row):
+class ScorePass(Row):
+    """A scoring pass and what it ran with."""
     TABLE = "score_passes"
     VERB = "INSERT OR REPLACE"
     ENCODE = {"config": lambda config: dumps(config.to_json())}
@@ -76,29 +68,12 @@ class ScorePassRow(Row):
     config: PassConfig
 
 
-@dataclass(frozen=True)
-class ReconstructionRow(Row):
-    """A reconstruction (types.Reconstruction, field for field) as stored."""
+@dataclass
+class ReconstructionRow(Reconstruction, Row):
     TABLE = "reconstructions"
     VERB = "INSERT OR REPLACE"
     ENCODE = {"evidence": dumps}
-    run: str
-    mode: str
-    k: int
-    variant: str
-    user_id: str
-    category: str
-    dimension: str
-    explanation: str
-    ground_truth: str
-    evidence: dict | None
-    label: str | None
-    reason: str | None
-    score: float | None
-    judge_reason: str | None
-    status: str
-    error: str | None
-    snapshot_task: int | None
+    NOT_STORED = ("verdicts",)  # a panel's verdicts have their own table (store/judges.py)
 
 
 class Scores:
@@ -107,7 +82,7 @@ class Scores:
 
     # -- passes ----------------------------------------------------------------------------
     async def record_pass(self, run: str, mode: str, k: int, variant: str, config: PassConfig) -> None:
-        await self.db.write([ScorePassRow(run, mode, k, variant, config).statement()])
+        await self.db.write([ScorePass(run, mode, k, variant, config).statement()])
 
     async def passes(self, run: str, variant: str | None = None) -> list[ScorePass]:
         sql, params = "SELECT * FROM score_passes WHERE run=?", [run]
@@ -127,9 +102,7 @@ class Scores:
     @staticmethod
     def reconstruction_statement(r: Reconstruction, *, replace: bool = True) -> Statement:
         """`replace=False` makes a second row for the same key an IntegrityError (an import's damage)."""
-        return ReconstructionRow(r.run, r.mode, r.k, r.variant, r.user_id, r.category, r.dimension, r.explanation,
-                                 r.ground_truth, r.evidence, r.label, r.reason, r.score, r.judge_reason, r.status,
-                                 r.error, r.snapshot_task).statement(None if replace else "INSERT")
+        return ReconstructionRow.of(r).statement(None if replace else "INSERT")
 
     async def load(self, run: str, mode: str | None = None, *, k: int | None = None,
                    variant: str = DEFAULT_VARIANT, user_id: str | None = None) -> list[Reconstruction]:

@@ -2,7 +2,7 @@
 pass per (run, k) with what it ran with, and one case per (run, k, user, bank entry)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memaudit.store.rows import Row, Statement, dumps, loads, optional_int
@@ -35,9 +35,11 @@ class UtilizationPassRow(Row):
     config: dict
 
 
-@dataclass(frozen=True)
-class ActCaseRow(Row):
-    """One Know/Act case (memaudit/utilization/act.py ActCase)."""
+@dataclass
+class ActCase(Row):
+    """One Know/Act case of a target, as memaudit/utilization/act.py fills it in and stores it: Know
+    from the recovery score, the answers with and without memory, the pairwise verdicts, and why a
+    known entry was not used (the oracle steps)."""
     TABLE = "act_cases"
     VERB = "INSERT OR REPLACE"
     ENCODE = {"know": optional_int, "verdicts": dumps, "oracle_steps": dumps}
@@ -49,14 +51,14 @@ class ActCaseRow(Row):
     know_score: float | None
     know: bool | None
     scenario: str
-    answer: str | None
-    baseline: str | None
-    verdicts: list
-    act: str | None
-    oracle: str | None
-    oracle_steps: list
-    status: str
-    error: str | None
+    answer: str | None = None
+    baseline: str | None = None
+    verdicts: list = field(default_factory=list)
+    act: str | None = None
+    oracle: str | None = None
+    oracle_steps: list = field(default_factory=list)
+    status: str = "failed"
+    error: str | None = None
 
 
 class Utilization:

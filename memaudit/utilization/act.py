@@ -20,7 +20,7 @@ per (run, k, user, entry), written with the calls it used; existing rows are ski
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 from memaudit.adapters.base import AgentContext
@@ -34,7 +34,7 @@ from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
 from memaudit.scoring.recovery import open_memory, run_all
 from memaudit.store import Run
-from memaudit.store.utilization import ActCaseRow, Utilization
+from memaudit.store.utilization import ActCase, Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 
 KNOW_THRESHOLD = RUBRIC.recovered  # known = what attribution calls recovered
@@ -48,29 +48,6 @@ IDENTICAL = "the two answers are identical: nothing can be shaped by the entry i
 
 class CaseFailed(Exception):
     """A model call of the case failed after the client's retries: the case is recorded as failed."""
-
-
-@dataclass
-class ActCase:
-    run: str
-    k: int
-    user_id: str
-    category: str
-    dimension: str
-    know_score: float | None
-    know: bool | None
-    scenario: str
-    answer: str | None = None
-    baseline: str | None = None
-    verdicts: list = field(default_factory=list)
-    act: str | None = None
-    oracle: str | None = None
-    oracle_steps: list = field(default_factory=list)
-    status: str = "failed"
-    error: str | None = None
-
-    def statement(self):
-        return ActCaseRow(**vars(self)).statement()  # the same fields, in the table's order
 
 
 def know_of(recon: Reconstruction, threshold: float) -> tuple[float | None, bool | None]:

@@ -41,7 +41,7 @@ def test_every_row_spells_its_tables_columns_in_order():
     tables = schema()
     for cls in rows():
         assert cls.TABLE in tables, f"{cls.__name__} writes {cls.TABLE}, which no migration creates"
-        assert [f.name for f in fields(cls)] == tables[cls.TABLE], cls.__name__
+        assert [f.name for f in fields(cls) if f.name not in cls.NOT_STORED] == tables[cls.TABLE], cls.__name__
 
 
 def test_every_table_has_its_row():

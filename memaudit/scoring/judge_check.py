@@ -25,10 +25,10 @@ from memaudit.provenance import role_provenance
 from memaudit.ask import ask
 from memaudit.roles import CONTROL_WRITER, GENERATOR, RECOVERY_JUDGE, ROLE_SPECS
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import run_all
+from memaudit.scoring.jobs import run_all
 from memaudit.types import CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, User
 
-BATCH_ROLES = (CONTROL_WRITER, RECOVERY_JUDGE)  # the calls `judge-check --batch` sends in batches
+ROLES_CALLED = (CONTROL_WRITER, RECOVERY_JUDGE)  # the roles judge-check calls
 WRITTEN = {"paraphrase": "paraphrase", "non_answer": "non_answer", "reversed": "reversed"}  # kind -> writer field
 PER_CATEGORY = 10
 

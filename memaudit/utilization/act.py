@@ -32,7 +32,8 @@ from memaudit.prompts import prompt_hashes
 from memaudit.roles import ACT_JUDGE, AGENT, ROLE_SPECS, UTILIZATION_STAGE, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import open_memory, run_all
+from memaudit.scoring.jobs import run_all
+from memaudit.scoring.recovery import open_memory
 from memaudit.store import Run
 from memaudit.store.utilization import ActCase, Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction

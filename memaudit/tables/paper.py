@@ -15,6 +15,7 @@ from memaudit.errors import BadInput
 from memaudit.tables.judges import judges_section
 from memaudit.store import Run, Store, select_runs
 from memaudit.tables import carryover, evolving, metrics, stats, utilization
+from memaudit.tables.columns import COMPARISONS, FOOTPRINT, GAP, PROMPTS, TABLE2, TABLE3, TABLE4, TOKENS
 from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
 
@@ -75,7 +76,16 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
     }
     # Evolving banks only (issue 25): a store without evolving targets gets no such section.
     tables.update(await evolving.evolving_sections(store, [r.run for r in selected], boot, variant))
+    mark_partial(tables, {d.run: d.partial for d in data})
     return tables
+
+
+def mark_partial(tables: dict, partial: dict[str, bool]) -> None:
+    """Every row of a run carries whether the run is partial, so each table marks it (columns.RUN)."""
+    for name in DECLARED:
+        for row in tables.get(name) or []:
+            if "run" in row:
+                row["partial"] = partial.get(row["run"], False)
 
 
 async def prompt_rows(store: Store, info: Run, variant: str) -> list[dict]:
@@ -295,3 +305,9 @@ def _compare(mode: str, a: str, b: str, values_a: dict, values_b: dict, boot: Bo
         return None
     ci, p = boot.paired(diffs)
     return {"mode": mode, "a": a, "b": b, "users": len(users), "diff": float(diffs.mean()), "ci95": ci, "p": p}
+
+
+# Every table of rows, by its section name, as declared (memaudit/tables/columns.py and beside its maths).
+DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4, "footprint": FOOTPRINT, "gap": GAP, "tokens": TOKENS,
+            "comparisons": COMPARISONS, "utilization": utilization.UTILIZATION, "carryover": carryover.CARRYOVER,
+            "prompts": PROMPTS, "evolving": evolving.EVOLVING, "evolving_targets": evolving.EVOLVING_TARGETS}

@@ -38,9 +38,10 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, redact_url
 from memaudit.resources import data_dir
 from memaudit.roles import GROUPS, MEMORY_STAGE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
+from memaudit.userfiles import read_regular
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
 # here, before any client exists, so a config file's mistake names its file and field.
@@ -51,6 +52,7 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sen
 # sections give a panel judge its own endpoint (memaudit/scoring/panel.py).
 PANEL_ROLE = RECOVERY_JUDGE
 EMBEDDED_MODEL = "smollm2-135m-instruct"
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few kB
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
 EMBEDDING_GROUPS = groups_of(MEMORY_STAGE)  # the role groups whose memory systems embed; each may configure its own
@@ -195,6 +197,16 @@ def _urls(value) -> tuple[str, ...]:
     return tuple(p.strip().rstrip("/") for p in parts if p.strip())
 
 
+def url_problem(url: str) -> str | None:
+    """What makes a base URL one memaudit cannot send requests to (None: an http(s) URL with a host)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return "a base URL must start with http:// or https://"
+    if not rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]:
+        return "a base URL needs a host"
+    return None
+
+
 # -- the kinds of value a setting takes --------------------------------------------------------
 class Kind:
     """How a setting's value is written: `check` says what is wrong with a config file's value (TOML
@@ -215,8 +227,8 @@ class Kind:
         except (TypeError, ValueError):
             typed = None  # not even of the right type: check() says what was expected
         problem = self.check(typed)
-        if problem:
-            raise BadInput(f"{problem}, got {value!r}", field=where)
+        if problem:  # a URL's credentials never reach the message
+            raise BadInput(f"{problem}, got {redact_url(repr(value))}", field=where)
         return typed
 
 
@@ -227,6 +239,9 @@ class Text(Kind):
 class Url(Kind):
     """One endpoint URL (a trailing slash dropped)."""
 
+    def check(self, value) -> str | None:
+        return Kind.check(self, value) or url_problem(value)
+
     def convert(self, value):
         return str(value).rstrip("/")
 
@@ -236,11 +251,16 @@ class Urls(Kind):
     commas (split by `_urls`)."""
 
     def check(self, value) -> str | None:
-        if isinstance(value, list) and value and all(not Kind.check(self, v) for v in value):
-            return None
-        return Kind.check(self, value) and "expected a URL or a list of URLs"
+        if isinstance(value, list) and value and all(not Kind.check(self, v) for v in value) \
+                or not Kind.check(self, value):
+            return next(filter(None, map(url_problem, _urls(value))), None)
+        return "expected a URL or a list of URLs"
 
     def parse(self, value, where: str):
+        for url in _urls(value):
+            problem = url_problem(url)
+            if problem:
+                raise BadInput(f"{problem}, got {redact_url(url)!r}", field=where)
         return ",".join(_urls(value)) or None  # empty: no endpoint (the embedded model)
 
 
@@ -398,11 +418,9 @@ def _with_defaults(sections: dict, default: dict) -> dict:
 def _read_config(path: Path) -> tuple[dict, dict, dict]:
     import tomllib  # here: most commands run without a config file, and every start-up counts
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput("config file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read the config file: {exc}", file=str(path)) from None
+        data = tomllib.loads(read_regular(path, limit=MAX_CONFIG_BYTES).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"cannot read the config file: not UTF-8 text (byte {exc.start})", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"invalid TOML: {exc}", file=str(path)) from None
     for key in data:
@@ -439,8 +457,8 @@ def _checked(path: Path, where: str, section, allowed: dict) -> dict:
             raise BadInput(f"unknown key {key!r}; known keys: {', '.join(sorted(allowed))}", file=str(path),
                            field=field_name)
         problem = allowed[key](value)
-        if problem:
-            raise BadInput(f"{problem}, got {value!r}", file=str(path), field=field_name)
+        if problem:  # a URL's credentials never reach the message
+            raise BadInput(f"{problem}, got {redact_url(repr(value))}", file=str(path), field=field_name)
     return dict(section)
 
 

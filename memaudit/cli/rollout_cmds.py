@@ -36,6 +36,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.llm.server import require_embedded
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
+    from memaudit.shards import WHOLE
     from memaudit.tables.metrics import memory_write_failures, total_write_failures
 
     if transcripts is not None and max_turns is not None:
@@ -52,13 +53,21 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
                                  max_turns=25 if max_turns is None else max_turns, tag=tag, k=k,
                                  progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts)
         forced = f" (teacher-forced on the transcripts of {transcripts})" if transcripts else ""
+        elsewhere = []
         for run_name in runs:
             row = await rt.store.episodes.outcomes(run_name)
+            if not row["episodes"] and rt.shard != WHOLE:  # every cell of this run is another shard's (its run is
+                # opened all the same: the study's later sharded commands name it)
+                elsewhere.append(run_name)
+                continue
             lost = total_write_failures((await memory_write_failures(rt.store, run_name)).values())
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
                       f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks, "
                       f"{row['judge_failures']} preference-judge failures"
                       + ("" if lost is None else f", {lost} memory write failures") + forced, highlight=False)
+        if elsewhere:
+            out.print(f"shard {rt.shard}: no (system, user) cell of {', '.join(elsewhere)} falls in this shard",
+                      highlight=False)
 
 
 COMMANDS = [rollout]

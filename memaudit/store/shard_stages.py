@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ShardStageRow(Row):
     TABLE = "shard_stages"
-    VERB = "INSERT OR IGNORE"
+    VERB = "INSERT OR IGNORE"  # a shard's command run again records nothing new
     stage: str  # the command that ran to its end
     shard: int  # I, 1-based
     shards: int  # N

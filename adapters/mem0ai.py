@@ -118,6 +118,7 @@ Memory = _import_library()
 
 class Mem0AI(MemoryAdapter):
     name = "mem0ai"
+    library = "mem0ai"
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -18,7 +18,7 @@ from memaudit.config import PROMPTS_DIR, Settings
 from memaudit.errors import BadInput, CacheMiss
 from memaudit.tables.judge_checks import Thresholds
 from memaudit.scoring.judge_check import run_judge_check
-from memaudit.scoring.panel import Panel
+from memaudit.scoring.panel import Panel, recorded_fields
 from memaudit.provenance import NOT_REPLAYED, merge_roles, recorded_embeddings, recorded_settings
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
@@ -151,13 +151,13 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         modes, ks, window, dims, prompts, panel = loads(signature)
         scoring_rt = with_prompts(rt, prompts)
         await score_runs(scoring_rt, group, modes, ks=tuple(ks), context_window=window, dims=dims,
-                         panel=_panel(scoring_rt, panel))
+                         panel=Panel.recorded(scoring_rt.llm, panel))
         await score_evolving(scoring_rt, group, modes, ks=tuple(ks), context_window=window)
     for run, found in passes.items():
         variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
             await rescore_runs(rt, [run], variant, judge_model=change.judge_model, judge_prompt=change.judge_prompt,
-                               reader_model=change.reader_model, panel=_panel(rt, change.panel))
+                               reader_model=change.reader_model, panel=Panel.recorded(rt.llm, change.panel))
 
     attribution: dict[str, list[str]] = {}
     for run in runs:
@@ -183,15 +183,9 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         cfg, bench = check["config"], check["bench"]
         # the cells the store checked: a shard's store (`judge-check --shard`) holds only its own
         cells = {(bench, user) for user, _, _ in await recorded.judges.controls(bench)}
-        await run_judge_check(rt, [bench], _panel(rt, cfg), per_category=check["per_category"], seed=check["seed"],
-                              thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]), cells=cells)
-
-
-def _panel(rt: Runtime, recorded: dict | None) -> Panel | None:
-    """The judge panel a pass recorded ({"judges", "repeats"}), or None for the one judge."""
-    if not recorded or not recorded.get("judges"):
-        return None
-    return Panel.build(rt.llm, recorded["judges"], recorded.get("repeats", 1))
+        await run_judge_check(rt, [bench], Panel.recorded(rt.llm, cfg), per_category=check["per_category"],
+                              seed=check["seed"], thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]),
+                              cells=cells)
 
 
 def recorded_dir(prompts: dict | None) -> str | None:
@@ -208,8 +202,8 @@ def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:
     out: dict[tuple, list[ScorePass]] = {}
     for p in passes:
         prompts = recorded_dir(p.config.scorer.get("prompts"))
-        panel = {k: p.config.scorer[k] for k in ("judges", "repeats") if k in p.config.scorer}
-        out.setdefault((p.config.context_window, p.config.dims, prompts, dumps(panel)), []).append(p)
+        panel = dumps(recorded_fields(p.config.scorer))
+        out.setdefault((p.config.context_window, p.config.dims, prompts, panel), []).append(p)
     return out
 
 

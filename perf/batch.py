@@ -6,8 +6,9 @@ loopback fake of the chat, Files and Batches endpoints in its own process.
 A finished `longctx_full` rollout of the bundled sample (3 users x 31 tasks) is prepared. Then on
 two copies of it: live `score --mode dump_all`, and the batch cycle (`score --batch`, `batch
 status` until done, `batch collect`, once per dependent round, then `score`). Printed: the calls
-and batch rounds, the wall time of each batch command kind, whether the tables and every stored
-response equal live scoring's, and `replay` on the batch store.
+and batch rounds, the live completions the `--batch` rounds made (counted at the fake: 0, the
+sample's evolving criteria included, issue 33), the wall time of each batch command kind, whether the
+tables and every stored response equal live scoring's, and `replay` on the batch store.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import anyio
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 FAKE = "memaudit.testing.fake_batches:FakeBatchAPI"
 FINISHED = ("completed", "expired", "failed", "cancelled")
+SCORING_ROLES = ("slot_fill", "recovery_judge", "recovery_judge:asserts", "recovery_judge:store")
 
 
 def server_process():
@@ -53,12 +56,21 @@ def memaudit(url: str, db: Path, *args: str) -> tuple[float, str, str]:
 
 def responses(db: Path) -> dict:
     with sqlite3.connect(db) as conn:
-        return dict(conn.execute("SELECT key, response FROM calls WHERE role IN ('slot_fill', 'recovery_judge')"))
+        marks = ",".join("?" * len(SCORING_ROLES))
+        return dict(conn.execute(f"SELECT key, response FROM calls WHERE role IN ({marks})", SCORING_ROLES))
+
+
+def live_completions(url: str) -> int:
+    """The chat completions the fake answered over HTTP (a batch's lines are answered inside it)."""
+    from memaudit.testing.http_server import stats_url
+
+    with urllib.request.urlopen(stats_url(url), timeout=30) as answer:
+        return orjson.loads(answer.read())["completions"]
 
 
 def batch_cycle(url: str, db: Path) -> dict:
     times: dict[str, list[float]] = {"score --batch": [], "batch status": [], "batch collect": []}
-    rounds = 0
+    rounds, before = 0, live_completions(url)
     while True:
         took, _, err = memaudit(url, db, "score", "--mode", "dump_all", "--batch")
         times["score --batch"].append(took)
@@ -73,8 +85,9 @@ def batch_cycle(url: str, db: Path) -> dict:
                 break
         took, _, _ = memaudit(url, db, "batch", "collect")
         times["batch collect"].append(took)
+    live = live_completions(url) - before
     times["score (finish)"] = [memaudit(url, db, "score", "--mode", "dump_all")[0]]
-    return {"rounds": rounds, "times": times}
+    return {"rounds": rounds, "times": times, "live": live}
 
 
 async def main() -> None:
@@ -98,6 +111,7 @@ async def main() -> None:
             proc.wait(timeout=10)
         live, batched = responses(live_db), responses(batch_db)
     print(f"calls: {len(live)} live, {len(batched)} from batches, in {cycle['rounds']} batch rounds")
+    print(f"live completions made by the --batch rounds: {cycle['live']}")
     print(f"live score --mode dump_all: {live_s:.2f} s")
     for name, values in cycle["times"].items():
         print(f"{name}: {len(values)} runs, {sum(values) / len(values):.2f} s each (CLI process, start-up included)")

@@ -1,6 +1,6 @@
 """Commands: batch status | collect | resubmit, and the `--batch` / `--batch-file DIR` options of
-the stages whose calls can wait (score, attribute, judge-check): the calls go through the OpenAI
-Batch API or vLLM's batch runner instead of being made live (memaudit/llm/batch.py)."""
+the stages whose calls can wait (score, rescore, attribute, judge-check): every call goes through
+the OpenAI Batch API or vLLM's batch runner instead of being made live (memaudit/llm/batch.py)."""
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
@@ -24,8 +24,9 @@ def batch_options(fn):
 
 @asynccontextmanager
 async def batched(rt, roles, use_batch: bool, batch_file: Path | None):
-    """Run a stage with its `roles` collected into batches (`--batch`), then send what it recorded
-    and say what the stage waits for; without --batch, run it as it is."""
+    """Run a stage with every call it makes collected into batches (`--batch`; the Batch API needs an
+    endpoint for each of its `roles`), then send what it recorded and say what the stage waits for;
+    without --batch, run it as it is."""
     if not use_batch and batch_file is None:
         yield
         return
@@ -37,7 +38,7 @@ async def batched(rt, roles, use_batch: bool, batch_file: Path | None):
     if batch_file is None:
         for role in roles:
             endpoint_of(rt.settings, role)
-    with rt.llm.batching(BatchCollector(rt.store, frozenset(roles), rt.llm.refusals)) as collector:
+    with rt.llm.batching(BatchCollector(rt.store, rt.llm.refusals)) as collector:
         yield
     for line in await submit(rt.store, rt.settings, batch_file):
         click.echo(f"memaudit: batch: {line}", err=True)

@@ -43,14 +43,14 @@ async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, j
     import orjson
 
     from memaudit.tables.judge_checks import check_summary, no_checks
-    from memaudit.scoring.judge_check import BATCH_ROLES, run_judge_check
+    from memaudit.scoring.judge_check import ROLES_CALLED, run_judge_check
     from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
 
     async with open_runtime(settings, create=False, shard=shard) as rt:
-        panel = Panel.build(rt.llm, judges, repeats) or Panel.single(rt.llm)
+        panel = Panel.build(rt.llm, judges, repeats)
         chosen = await _benches(rt.store, runs, benches)
-        async with batched(rt, BATCH_ROLES, use_batch, batch_file):
+        async with batched(rt, ROLES_CALLED, use_batch, batch_file):
             await run_judge_check(rt, chosen, panel, per_category=per_category, thresholds=thresholds)
         # None: no verdict stored yet (under --batch every one may still wait for a batch)
         summary = await check_summary(rt.store, chosen, thresholds) or no_checks(thresholds)

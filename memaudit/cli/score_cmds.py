@@ -81,17 +81,16 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
                  judges=None, repeats=1):
     from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
-    from memaudit.scoring.evolving import score_evolving
-    from memaudit.scoring.recovery import BATCH_ROLES, pass_variant, score_runs
+    from memaudit.scoring import evolving, recovery
 
     async with open_runtime(settings, create=False, shard=shard) as rt:
         panel = Panel.build(rt.llm, judges, repeats)
         chosen = await _chosen_runs(rt.store, runs)
-        async with batched(rt, BATCH_ROLES, use_batch, batch_file):
-            skipped = await score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims,
-                                       panel=panel)
-        # evolving targets only (a static run makes no call here); judged on the rows scored so far
-        await score_evolving(rt, chosen, modes, ks=ks, context_window=context_window)
+        async with batched(rt, (*recovery.ROLES_CALLED, *evolving.ROLES_CALLED), use_batch, batch_file):
+            skipped = await recovery.score_runs(rt, chosen, modes, ks=ks, context_window=context_window, dims=dims,
+                                                panel=panel)
+            # evolving targets only (a static run makes no call here); judged on the rows scored so far
+            await evolving.score_evolving(rt, chosen, modes, ks=ks, context_window=context_window)
         for line in skipped:
             click.echo(f"memaudit: {line}", err=True)
         for role, counter in sorted(rt.llm.counted_by.items()):
@@ -100,7 +99,7 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
                            f"server has no /tokenize and its tokenizer is not on this machine); overflow is "
                            f"decided by the server's context-length error", err=True)
         for run_id in chosen:
-            await _print_scores(rt.store, [run_id], await pass_variant(rt, run_id))
+            await _print_scores(rt.store, [run_id], await recovery.pass_variant(rt, run_id))
 
 
 @click.command("attribute", help=ATTRIBUTE_HELP)
@@ -115,12 +114,12 @@ def attribute(mode, runs, use_batch, batch_file, shard):
 
 async def _attribute(settings, modes, runs, use_batch=False, batch_file=None, shard=None):
     from memaudit.runtime import open_runtime
-    from memaudit.scoring.attribution import BATCH_ROLES, attribute_runs
+    from memaudit.scoring.attribution import ROLES_CALLED, attribute_runs
     from memaudit.scoring.recovery import pass_variant
 
     async with open_runtime(settings, create=False, shard=shard) as rt:
         chosen = await _chosen_runs(rt.store, runs)
-        async with batched(rt, BATCH_ROLES, use_batch, batch_file):
+        async with batched(rt, ROLES_CALLED, use_batch, batch_file):
             await attribute_runs(rt, chosen, modes)
         for run_id in chosen:
             counts: dict = {}
@@ -138,24 +137,28 @@ async def _attribute(settings, modes, runs, use_batch=False, batch_file=None, sh
               help="another prompt file for the recovery judge (same placeholders)")
 @click.option("--reader-model", default=None, help="model for the slot-filling reader (slots are filled again)")
 @click.option("--runs", default=None, help=RUNS_HELP)
+@batch_options
 @panel_options
 @global_options
-def rescore(variant, judge_model, judge_prompt, reader_model, runs, judges, repeats):
+def rescore(variant, judge_model, judge_prompt, reader_model, runs, use_batch, batch_file, judges, repeats):
     """Frozen rescoring: re-judge the default predictions (or re-fill them) as a new variant."""
     run(_rescore, current_settings(), variant, judge_model, str(judge_prompt) if judge_prompt else None,
-        reader_model, split_list(runs), split_list(judges), repeats)
+        reader_model, split_list(runs), split_list(judges), repeats, use_batch, batch_file)
 
 
-async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, runs, judges, repeats):
+async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, runs, judges, repeats,
+                   use_batch=False, batch_file=None):
     from memaudit.scoring.panel import Panel
     from memaudit.runtime import open_runtime
+    from memaudit.scoring.recovery import ROLES_CALLED
     from memaudit.scoring.rescore import rescore_runs
 
     async with open_runtime(settings, create=False) as rt:
         panel = Panel.build(rt.llm, judges, repeats)
         chosen = await _chosen_runs(rt.store, runs) if runs is not None else await rt.store.scores.scored_runs()
-        await rescore_runs(rt, chosen, variant, judge_model=judge_model, judge_prompt=judge_prompt,
-                           reader_model=reader_model, panel=panel)
+        async with batched(rt, ROLES_CALLED, use_batch, batch_file):
+            await rescore_runs(rt, chosen, variant, judge_model=judge_model, judge_prompt=judge_prompt,
+                               reader_model=reader_model, panel=panel)
         await _print_scores(rt.store, chosen, variant)
 
 

@@ -1,9 +1,9 @@
 """Batch scoring: the calls of a stage go through the OpenAI Batch API (or files for vLLM's batch
 runner) instead of being made live, at the batch price, and come back into the call cache.
 
-    score --batch     the client collects: a cache miss of a batched role records the exact body the
-                      live path would POST (`batch_requests`) and raises BatchPending, which the
-                      stage treats as "not yet available" (no row, no failure). Then the recorded
+    score --batch     the client collects: a cache miss of any call the command makes records the exact
+                      body the live path would POST (`batch_requests`) and raises BatchPending, which
+                      the stage treats as "not yet available" (no row, no failure). Then the recorded
                       requests are sent: JSONL input files (custom_id = the cache key), uploaded and
                       made batches, one model per file, split at 50,000 requests or 200 MB.
     batch collect     downloads output and error files and stores every result in the call cache as
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Callable
 import orjson
 
 from memaudit.config import Settings
-from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, Refusal, redact_url
+from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError, Refusal, redact_url
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
 from memaudit.llm.dialects import BATCH_CHAT_URL, DIALECTS, ParameterRefused, Refusals, answer_error, request_body
@@ -46,9 +46,10 @@ PANEL_ROLE = "recovery_judge"  # the role whose panel judges may each have an en
 FILE_RUNNER = DIALECTS["vllm"].batch_runner.format(input="FILE", output="OUTPUT", model="MODEL")
 
 
-class BatchPending(Exception):
+class BatchPending(MemauditError):
     """The call's result is not in yet: it waits for a batch. Not a failure: the stage writes no
-    row for the target and scores it on a later run."""
+    row for the target and scores it on a later run. A MemauditError, so that it passes a memory
+    system's boundary (adapters/boundary.py) as itself when the system's own call waits."""
 
     def __init__(self, role: str, key: str):
         super().__init__(f"role {role}: waiting for a batch result (key {key})")
@@ -67,9 +68,9 @@ def _json(obj) -> str:
 
 @dataclass
 class BatchCollector:
-    """The client's batch mode (`llm.batching`): misses of `roles` are recorded, not called."""
+    """The client's batch mode (`llm.batching`): every call that misses the cache is recorded, not
+    made: a command under --batch makes no live completion."""
     store: Store
-    roles: frozenset[str]
     refusals: Refusals
     new: set[str] = field(default_factory=set)      # keys this command recorded
     waiting: set[str] = field(default_factory=set)  # keys already recorded earlier

@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 # results from them records which calls it used (token accounting per run and role, traceability).
 _collector: contextvars.ContextVar[list | None] = contextvars.ContextVar("memaudit_calls", default=None)
 
-# Inside `llm.batching(collector)`, misses of the collector's roles are recorded for a batch instead
-# of called (memaudit/llm/batch.py). A context variable, like the collector above, so every client
-# of the command (a judge panel's per-model clones too) and every task it starts follows it.
+# Inside `llm.batching(collector)`, every call that misses the cache is recorded for a batch instead
+# of made (memaudit/llm/batch.py). A context variable, like the collector above, so every client of
+# the command (a judge panel's per-model clones, a memory system's proxy too) and every task it
+# starts follows it.
 _batching: contextvars.ContextVar = contextvars.ContextVar("memaudit_batching", default=None)
 
 REPAIR_MESSAGE = ("Your previous answer could not be used: {problem}. Answer again with only a JSON object "
@@ -122,7 +123,7 @@ class LLM:
 
     @contextmanager
     def batching(self, collector):
-        """Record the calls of `collector.roles` that miss the cache for a batch (`--batch`)."""
+        """Record the calls that miss the cache for a batch instead of making them (`--batch`)."""
         token = _batching.set(collector)
         try:
             yield collector
@@ -289,7 +290,7 @@ class LLM:
         if mode == "replay":
             raise CacheMiss(role, key)
         batch = _batching.get()
-        if batch is not None and role in batch.roles:
+        if batch is not None:
             # Batch collecting (memaudit/llm/batch.py): the request is sent in a batch, not now.
             raise await batch.pending(role, record, key, request_json, schema)
         if not rc.base_urls and self._start_server is not None:

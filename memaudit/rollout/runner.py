@@ -96,12 +96,17 @@ async def _record_adapted(rt: Runtime, runs: list[str], recorded: RunConfig) -> 
 
 
 def with_adapter_origin(config: dict, system: str) -> dict:
-    """A plugin's package and version go into the run's provenance, so a resume under another
-    version is refused like a model change (a built-in's version is memaudit's: the protocol)."""
+    """A plugin's package and version, and a deployed library's, go into the run's provenance, so
+    a resume under another version is refused like a model change (a built-in's version is
+    memaudit's: the protocol)."""
     origin = origin_of(system)
-    if origin == BUILTIN_ORIGIN:
+    recorded = {} if origin == BUILTIN_ORIGIN else {"adapter": origin}
+    release = get_adapter(system).library_release()
+    if release is not None:
+        recorded["library"] = release
+    if not recorded:
         return config
-    return {**config, "provenance": {**config.get("provenance", {}), "adapter": origin}}
+    return {**config, "provenance": {**config.get("provenance", {}), **recorded}}
 
 
 def episode_artifact(ep: Episode) -> str:

@@ -32,12 +32,13 @@ from memaudit.llm.keys import text_hash
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import check_options, pass_variant, run_all
+from memaudit.scoring.jobs import run_all
+from memaudit.scoring.recovery import check_options, pass_variant
 from memaudit.types import RUBRIC, Attribution, Episode, Reconstruction, Task
 
 STAGE_ROLES = ("oracle", "disclosure", "elicitation")
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
-BATCH_ROLES = STAGE_ROLES  # the calls `attribute --batch` sends in batches
+ROLES_CALLED = STAGE_ROLES  # the roles attribution calls
 
 
 class StageFailed(Exception):

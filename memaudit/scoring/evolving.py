@@ -25,13 +25,15 @@ from memaudit.errors import ContextOverflow, InvalidOutput, failure_note
 from memaudit.prompts import load_prompt
 from memaudit.roles import BOOL, REASON, RoleSpec, obj
 from memaudit.runtime import Runtime
+from memaudit.scoring.jobs import each_recorded, run_all
 from memaudit.scoring.recovery import (EMPTY_MEMORY, is_unknown, mode_passes, open_memory, ready_users,
-                                       reader_window, run_all)
+                                       reader_window)
 from memaudit.types import DEFAULT_VARIANT, STORE_MODE, BankEntry, EvolvingJudgment, Reconstruction
 
 ASSERTS = RoleSpec("evolving_asserts", obj(asserts=BOOL, reason=REASON), 0.0, 160)
 STORE = RoleSpec("evolving_store", obj(holds=BOOL, reason=REASON), 0.0, 160)
 ASSERTS_ROLE, STORE_ROLE = "recovery_judge:asserts", "recovery_judge:store"
+ROLES_CALLED = (ASSERTS_ROLE, STORE_ROLE)
 NOTHING_ASSERTED = "the reader answered unknown: it asserts no value (no judge call)"
 NOTHING_STORED = "the memory is empty: it holds no value (no judge call)"
 
@@ -55,16 +57,17 @@ def artifact_name(j: EvolvingJudgment) -> str:
 
 async def judge_reconstruction(rt: Runtime, recon: Reconstruction, entry: BankEntry, todo: set) -> None:
     """The `current_present` and `stale_absent` criteria of one reconstruction (those in `todo`)."""
-    for criterion, version, value in recovery_criteria(entry):
-        if (criterion, version) not in todo:
-            continue
-        row = EvolvingJudgment(recon.run, recon.mode, recon.k, recon.variant, recon.user_id, recon.category,
-                               recon.dimension, criterion, version, None, "", "failed",
-                               snapshot_task=recon.snapshot_task)
-        with rt.llm.collect() as uses:
-            row = await _asserts(rt, recon, row, value)
-        _save(rt, row, uses)
+    await each_recorded(partial(_judge_criterion, rt, recon, criterion, version, value)
+                        for criterion, version, value in recovery_criteria(entry) if (criterion, version) in todo)
     await rt.store.maybe_flush()
+
+
+async def _judge_criterion(rt: Runtime, recon: Reconstruction, criterion: str, version: int, value: str) -> None:
+    row = EvolvingJudgment(recon.run, recon.mode, recon.k, recon.variant, recon.user_id, recon.category,
+                           recon.dimension, criterion, version, None, "", "failed", snapshot_task=recon.snapshot_task)
+    with rt.llm.collect() as uses:
+        row = await _asserts(rt, recon, row, value)
+    _save(rt, row, uses)
 
 
 async def _asserts(rt: Runtime, recon: Reconstruction, row: EvolvingJudgment, value: str) -> EvolvingJudgment:
@@ -87,15 +90,17 @@ async def _asserts(rt: Runtime, recon: Reconstruction, row: EvolvingJudgment, va
 async def judge_store(rt: Runtime, memory, base: EvolvingJudgment, entry: BankEntry, versions: list[int],
                       window: int | None) -> None:
     """`stale_in_store` for the superseded `versions` of one entry, on the full final store."""
-    current = entry.history[-1].short
-    for version in versions:
-        row = replace(base, version=version)
-        values = {"memory": memory.block, "category": entry.category, "dimension": entry.dimension,
-                  "stale": entry.history[version].short, "current": current}
-        with rt.llm.collect() as uses:
-            row = await _holds(rt, row, values, window)
-        _save(rt, row, uses)
+    await each_recorded(partial(_judge_version, rt, memory, replace(base, version=version), entry, window)
+                        for version in versions)
     await rt.store.maybe_flush()
+
+
+async def _judge_version(rt: Runtime, memory, row: EvolvingJudgment, entry: BankEntry, window: int | None) -> None:
+    values = {"memory": memory.block, "category": entry.category, "dimension": entry.dimension,
+              "stale": entry.history[row.version].short, "current": entry.history[-1].short}
+    with rt.llm.collect() as uses:
+        row = await _holds(rt, row, values, window)
+    _save(rt, row, uses)
 
 
 async def _holds(rt: Runtime, row: EvolvingJudgment, values: dict, window: int | None) -> EvolvingJudgment:

@@ -25,10 +25,10 @@ from memaudit.provenance import role_provenance
 from memaudit.ask import ask
 from memaudit.roles import ROLE_SPECS
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import run_all
+from memaudit.scoring.jobs import run_all
 from memaudit.types import CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, User
 
-BATCH_ROLES = ("control_writer", "recovery_judge")  # the calls `judge-check --batch` sends in batches
+ROLES_CALLED = ("control_writer", "recovery_judge")  # the roles judge-check calls
 WRITTEN = {"paraphrase": "paraphrase", "non_answer": "non_answer", "reversed": "reversed"}  # kind -> writer field
 PER_CATEGORY = 10
 

@@ -1,6 +1,13 @@
 """A judge panel: every target is graded by every panel judge (and, for test-retest, re-asked
 with distinct seeds); the target's score is the median of the valid repeat-0 scores.
 
+The one configured judge is a panel of one (`Panel.single`): the same call, the same key. Asked
+once, it grades as a single judge always has: its verdict is the row's score and reason, and
+neither verdict rows nor a panel are recorded for it, so stores scored before panels existed
+replay identical. The panel settings are read here: from the command line (`--judges`,
+`--repeats`), the config (`[roles.recovery_judge] models`; a judge's endpoint is a `[judges.NAME]`
+section, config.Settings.panel_judge) and a recorded pass (`RECORDED`, what replay rebuilds).
+
 An even panel is refused: its median could fall between two rubric levels. A judge that stays
 invalid after the client's repair attempts is dropped for that target (its verdict is stored as
 `failed`); when valid scores are left in an even number, the lower median keeps the score on the
@@ -24,6 +31,7 @@ from memaudit.ask import ask
 from memaudit.types import Reconstruction
 
 ROLE = "recovery_judge"
+RECORDED = ("judges", "repeats")  # what a pass or a judge-check records of its panel
 
 
 @dataclass(frozen=True)
@@ -71,27 +79,47 @@ def judge_client(llm: LLM, name: str) -> LLM:
 class Panel:
     judges: tuple[PanelJudge, ...]
     repeats: int = 1
+    named: bool = True  # False: the one configured judge (`single`), not a panel asked for by name
 
     @classmethod
-    def build(cls, llm: LLM, judges: list[str] | None, repeats: int = 1) -> "Panel | None":
-        """None when scoring stays the classic single-judge path (no panel, no repeats)."""
+    def build(cls, llm: LLM, judges: list[str] | None, repeats: int = 1) -> "Panel":
+        """The panel named by `judges` (else by the config), or the one configured judge."""
         if repeats < 1:
             raise BadInput("--repeats must be at least 1", field="repeats")
         names = panel_names(llm.settings, judges)
         if names is None:
-            return None if repeats == 1 else cls.single(llm, repeats)
+            return cls.single(llm, repeats)
         return cls(tuple(PanelJudge(n, judge_client(llm, n)) for n in names), repeats)
 
     @classmethod
     def single(cls, llm: LLM, repeats: int = 1) -> "Panel":
-        """The one configured judge as a panel (judge-check without --judges, or repeats)."""
-        return cls((PanelJudge(llm.settings.role(ROLE).model, llm),), repeats)
+        """The one configured judge of `llm` as a panel of one."""
+        return cls((PanelJudge(llm.settings.role(ROLE).model, llm),), repeats, named=False)
+
+    @classmethod
+    def recorded(cls, llm: LLM, config: dict | None) -> "Panel":
+        """The panel a scoring pass or judge-check recorded in its config (none: the one judge)."""
+        found = recorded_fields(config or {})
+        if not found.get("judges"):
+            return cls.single(llm)
+        return cls.build(llm, found["judges"], found.get("repeats", 1))
+
+    def asking(self, judge: LLM) -> "Panel":
+        """This panel with the one configured judge asked through `judge` (rescoring with another
+        judge model); a panel of named judges is unchanged."""
+        return self if self.named else Panel.single(judge, self.repeats)
+
+    @property
+    def solo(self) -> bool:
+        """The one configured judge asked once: graded and recorded as a single judge."""
+        return not self.named and self.repeats == 1
 
     @property
     def names(self) -> list[str]:
         return [j.name for j in self.judges]
 
     def describe(self) -> dict:
+        """What a pass or a judge-check records of its panel (RECORDED)."""
         return {"judges": self.names, "repeats": self.repeats}
 
     def provenance(self) -> dict:
@@ -104,10 +132,14 @@ class Panel:
                 if j.name in j.llm.settings.judge_sections}
 
     async def judge(self, recon: Reconstruction, prompt: Prompt) -> Reconstruction:
-        """The row graded by the panel: the median score, and every verdict kept with the row."""
+        """The row graded by the panel: the median score, and every verdict kept with the row (the
+        one judge asked once: its verdict, and no verdict rows)."""
         verdicts = await self.verdicts(prompt, (recon.user_id, recon.dimension), dimension=recon.dimension,
                                        explanation=recon.explanation, ground_truth=recon.ground_truth,
                                        prediction=recon.label)
+        if self.solo:
+            only = verdicts[0]
+            return replace(recon, score=only.score, judge_reason=only.reason, status=only.status, error=only.error)
         score, reason, error = panel_score(verdicts)
         return replace(recon, score=score, judge_reason=reason, status="ok" if error is None else "failed",
                        error=error, verdicts=tuple(verdicts))
@@ -141,6 +173,11 @@ async def ask_judge(judge: PanelJudge, prompt: Prompt, seed_parts: tuple, repeat
     except (ContextOverflow, InvalidOutput) as exc:
         return Verdict(judge.name, repeat, None, None, "failed", failure_note(exc))
     return Verdict(judge.name, repeat, float(answer.data["score"]), answer.data["reason"], "ok")
+
+
+def recorded_fields(config: dict) -> dict:
+    """The panel fields of a recorded config (none for the one judge)."""
+    return {name: config[name] for name in RECORDED if name in config}
 
 
 def panel_score(verdicts: list[Verdict]) -> tuple[float | None, str | None, str | None]:

@@ -17,29 +17,23 @@ import copy
 from pathlib import Path
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Awaitable, Callable
-
-import anyio
-
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.ask import ask
 from memaudit.bench.history import user_for_run
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, MemauditError, failure_note
-from memaudit.llm.batch import BatchPending
+from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.llm.client import LLM
 from memaudit.llm.tokens import counting
 from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS, role_group
 from memaudit.runtime import Runtime
+from memaudit.scoring.jobs import run_all
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
+from memaudit.scoring.panel import Panel
 from memaudit.shards import WHOLE, Shard
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
-
-if TYPE_CHECKING:
-    from memaudit.scoring.panel import Panel
 
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
@@ -49,47 +43,9 @@ UNKNOWN_REASON = "the reader answered unknown: scored 0 without a judge call"
 MEMORY_JSON = "indent2-native-order"
 EMPTY_MEMORY = dumps_indented([])
 EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
-# The calls `score --batch` sends in batches (the memory systems' own calls, made by retrieve, stay live).
-BATCH_ROLES = ("slot_fill", "recovery_judge")
-
-
-# -- running many jobs -----------------------------------------------------------------------
-async def run_all(store: Store, jobs: list[Callable[[], Awaitable[None]]]) -> None:
-    """Run the jobs of every pass of a command (runs, modes, k values) in one task group: they share
-    the client's pool of in-flight calls. Then commit what they queued. A MemauditError in any job
-    (e.g. a cache miss under replay) is raised as itself, not wrapped in an exception group."""
-    try:
-        async with anyio.create_task_group() as tg:
-            for job in jobs:
-                tg.start_soon(_unless_pending, job)
-    except BaseExceptionGroup as group:
-        first = _first_memaudit_error(group)
-        if first is None:
-            raise
-        raise first from None
-    finally:
-        with anyio.CancelScope(shield=True):  # finished rows are kept even when the command fails
-            await store.flush()
-
-
-async def _unless_pending(job: Callable[[], Awaitable[None]]) -> None:
-    """Under `--batch` a job whose call waits for a batch result writes nothing: it is not a
-    failure, and a later run scores the target from the cache (memaudit/llm/batch.py)."""
-    try:
-        await job()
-    except BatchPending:
-        pass
-
-
-def _first_memaudit_error(group: BaseExceptionGroup) -> MemauditError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, MemauditError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup):
-            found = _first_memaudit_error(exc)
-            if found is not None:
-                return found
-    return None
+# The roles a scoring pass calls, besides a memory system's own calls during retrieve (under --batch
+# every one goes through the batch path: memaudit/llm/batch.py).
+ROLES_CALLED = ("slot_fill", "recovery_judge")
 
 
 def with_model(llm: LLM, role: str, model: str | None) -> LLM:
@@ -121,26 +77,30 @@ def with_prompts(rt: Runtime, prompts_dir: str | None) -> Runtime:
 # -- who reads and who judges ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Scorer:
-    """The reader and the judge of a scoring pass: clients (models), prompt files and the category
-    guides of the reader's prompt directory."""
+    """The reader and the judges of a scoring pass: clients (models), prompt files and the category
+    guides of the reader's prompt directory. The panel grades (memaudit/scoring/panel.py): named
+    judges, or the configured judge (`judge`) as a panel of one."""
     reader: LLM
     judge: LLM
     reader_prompt: Prompt
     judge_prompt: Prompt
     guides: dict
-    panel: "Panel | None" = None  # a judge panel grades instead of the one judge (memaudit/scoring/panel.py)
+    panel: Panel
 
     @classmethod
-    def configured(cls, llm: LLM, panel: "Panel | None" = None) -> "Scorer":
+    def configured(cls, llm: LLM, panel: Panel | None = None, *, judge: LLM | None = None) -> "Scorer":
+        """`llm` reads; `panel` grades (None: the configured judge alone), asking the configured judge
+        through `judge` (default `llm`)."""
+        judge = judge or llm
         prompts_dir = llm.settings.prompts_dir
-        return cls(llm, llm, load_prompt(ROLE_SPECS["slot_fill"].prompt, prompts_dir),
+        return cls(llm, judge, load_prompt(ROLE_SPECS["slot_fill"].prompt, prompts_dir),
                    load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir), category_guides(prompts_dir),
-                   panel)
+                   (panel or Panel.single(judge)).asking(judge))
 
     def describe(self) -> dict:
         reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
-        panel = {} if self.panel is None else self.panel.describe()
-        judges = {} if self.panel is None else self.panel.provenance()
+        panel = {} if self.panel.solo else self.panel.describe()
+        judges = {} if self.panel.solo else self.panel.provenance()
         return {**panel, "reader_model": self.reader.settings.role("slot_fill").model,
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role("recovery_judge").model,
@@ -228,16 +188,7 @@ async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
     """Grade the row's label against its ground truth on the five-level rubric."""
     if is_unknown(recon.label):
         return replace(recon, score=0.0, judge_reason=UNKNOWN_REASON, status="ok", error=None)
-    if scorer.panel is not None:
-        return await scorer.panel.judge(recon, scorer.judge_prompt)
-    try:
-        verdict = await ask(scorer.judge, "recovery_judge", prompt=scorer.judge_prompt,
-                            seed_parts=(recon.user_id, recon.dimension), dimension=recon.dimension,
-                            explanation=recon.explanation, ground_truth=recon.ground_truth, prediction=recon.label)
-    except (ContextOverflow, InvalidOutput) as exc:
-        return replace(recon, score=None, judge_reason=None, status="failed", error=failure_note(exc))
-    return replace(recon, score=float(verdict.data["score"]), judge_reason=verdict.data["reason"], status="ok",
-                   error=None)
+    return await scorer.panel.judge(recon, scorer.judge_prompt)
 
 
 def artifact_name(recon: Reconstruction) -> str:
@@ -390,11 +341,11 @@ async def pass_variant(rt: Runtime, run_id: str) -> str:
 
 
 async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None, dims: str = "all",
-                     variant: str | None = None, panel: "Panel | None" = None) -> list[str]:
+                     variant: str | None = None, panel: Panel | None = None) -> list[str]:
     """Score every target of every ready user of every run in every mode (and every k of
     retrieve), all in parallel; returns one line per user skipped because it was not ready.
-    `variant` None: each run's `pass_variant`. With a `panel`, every panel judge grades every
-    target (memaudit/scoring/panel.py)."""
+    `variant` None: each run's `pass_variant`. Every judge of the `panel` (None: the configured
+    judge alone) grades every target (memaudit/scoring/panel.py)."""
     check_options(modes, dims)
     scorer = Scorer.configured(rt.llm, panel)
     jobs, skipped = [], []

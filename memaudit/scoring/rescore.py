@@ -9,30 +9,26 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from memaudit.errors import BadInput
 from memaudit.prompts import load_prompt
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import Scorer, judge, plan_scoring, run_all, save_reconstruction, with_model
+from memaudit.scoring.jobs import run_all
+from memaudit.scoring.panel import Panel
+from memaudit.scoring.recovery import Scorer, judge, plan_scoring, save_reconstruction, with_model
 from memaudit.store import Rescore
 from memaudit.types import DEFAULT_VARIANT, Reconstruction
 
-if TYPE_CHECKING:
-    from memaudit.scoring.panel import Panel
-
 
 def variant_scorer(rt: Runtime, *, judge_model: str | None, judge_prompt: str | None,
-                   reader_model: str | None, panel: "Panel | None" = None) -> Scorer:
-    scorer = Scorer.configured(rt.llm, panel)
+                   reader_model: str | None, panel: Panel | None = None) -> Scorer:
+    scorer = Scorer.configured(rt.llm, panel, judge=with_model(rt.llm, "recovery_judge", judge_model))
     prompt = scorer.judge_prompt
     if judge_prompt is not None:
         path = Path(judge_prompt)
         if not path.is_file():
             raise BadInput("judge prompt file not found", file=str(path))
         prompt = load_prompt(path.stem, path.parent)
-    return replace(scorer, reader=with_model(rt.llm, "slot_fill", reader_model),
-                   judge=with_model(rt.llm, "recovery_judge", judge_model), judge_prompt=prompt)
+    return replace(scorer, reader=with_model(rt.llm, "slot_fill", reader_model), judge_prompt=prompt)
 
 
 async def _rejudge(rt: Runtime, scorer: Scorer, recon: Reconstruction) -> None:
@@ -45,19 +41,20 @@ async def _rejudge(rt: Runtime, scorer: Scorer, recon: Reconstruction) -> None:
 
 async def rescore_runs(rt: Runtime, runs, variant: str, *, judge_model: str | None = None,
                        judge_prompt: str | None = None, reader_model: str | None = None,
-                       panel: "Panel | None" = None) -> None:
+                       panel: Panel | None = None) -> None:
     """Score every default pass of the runs again as `variant`, with the given changes (a judge
-    `panel` grades instead of the one judge)."""
+    `panel` grades instead of the configured judge alone)."""
     if variant == DEFAULT_VARIANT:
         raise BadInput(f"a rescoring variant needs its own name, not {DEFAULT_VARIANT!r}", field="variant")
-    if judge_model is None and judge_prompt is None and reader_model is None and panel is None:
+    alone = panel is None or panel.solo
+    if judge_model is None and judge_prompt is None and reader_model is None and alone:
         raise BadInput("nothing to change: give --judge-model, --judge-prompt, --reader-model or --judges",
                        field="variant")
     if judge_prompt is not None:  # recorded absolute, so replay finds it from any directory
         judge_prompt = str(Path(judge_prompt).resolve())
     scorer = variant_scorer(rt, judge_model=judge_model, judge_prompt=judge_prompt, reader_model=reader_model,
                             panel=panel)
-    rescore = Rescore(judge_model, judge_prompt, reader_model, panel=None if panel is None else panel.describe())
+    rescore = Rescore(judge_model, judge_prompt, reader_model, panel=None if alone else panel.describe())
     jobs = []
     for run_id in runs:
         await rt.store.runs.require(run_id)

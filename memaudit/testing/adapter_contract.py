@@ -14,6 +14,7 @@ with the one line a rollout would print."""
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 import tempfile
 from contextlib import asynccontextmanager
@@ -27,7 +28,7 @@ from memaudit.adapters.boundary import open_adapter
 from memaudit.config import Settings
 from memaudit.errors import MemauditError
 from memaudit.llm.embed import DIM, Embedder
-from memaudit.testing.fake_openai import FakeOpenAI
+from memaudit.testing.fake_openai import FakeOpenAI, example, schema_of
 
 QUERIES = ["knee injury from running", "how does the user like answers", "Python data analysis", "Munich"]
 
@@ -103,6 +104,41 @@ def mem0ai_keep_the_message(body):
                         "linked_memory_ids": []}]}
 
 
+def llamaindex_fact_of_each_message(default):
+    """LlamaIndex's fact block (a plain completion): one `<fact>` per flushed message, its first
+    words; every other free-text call keeps `default`."""
+    def answer(body):
+        if "<existing_facts>" not in str(body["messages"][-1].get("content")):
+            return default(body)
+        said = [str(m.get("content")) for m in body["messages"][:-1] if m.get("role") == "user"]
+        return "<facts>" + "".join(f"<fact>{text[:60]}</fact>" for text in said) + "</facts>"
+    return answer
+
+
+def graphiti_graph_of_each_message(body):
+    """Graphiti's calls, told apart by their output schema: the user and the message's first long
+    word as entities, one fact between them (the message's first words), no duplicates, no
+    contradictions, no summary updates; other calls answered from their schema."""
+    schema = schema_of(body) or {}
+    wanted = set(schema.get("properties", {}))
+    prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+    said = prompt.rsplit("user: ", 1)[-1].split("\n", 1)[0] if "user: " in prompt else "something"
+    topic = next((w.strip(".,;:!?").capitalize() for w in said.split() if len(w) > 5), "Topic")
+    answer = {}
+    if "extracted_entities" in wanted:
+        answer["extracted_entities"] = [{"name": name, "entity_type_id": 0, "episode_indices": [0]}
+                                        for name in ("User", topic)]
+    if "edges" in wanted:
+        answer["edges"] = [{"source_entity_name": "User", "target_entity_name": topic, "relation_type": "MENTIONED",
+                            "fact": f"User said: {said[:80]}", "valid_at": None, "invalid_at": None,
+                            "episode_indices": [0]}]
+    for name in wanted & {"entity_resolutions", "duplicate_facts", "contradicted_facts", "summaries", "timestamps"}:
+        answer[name] = []
+    if answer:
+        return answer
+    return example(schema, random.Random(len(prompt)))
+
+
 def script(fake):
     """Memory-side answers that make every system write; other roles keep the fake's defaults."""
     fake.on("memory_mem0_extract", lambda body: {"facts": [body["messages"][-1]["content"].rsplit("\n", 1)[-1]]})
@@ -111,6 +147,8 @@ def script(fake):
     fake.on("memt_policy_update", lambda body: {"operations": [{"op": "add", "target": -1, "content": ""}]})
     fake.on("memt_policy_search", memt_search_facts_once)
     fake.on("memory_mem0ai", mem0ai_keep_the_message)
+    fake.on("memory_graphiti", graphiti_graph_of_each_message)
+    fake.on_text(llamaindex_fact_of_each_message(fake.text_handler))
     return fake
 
 

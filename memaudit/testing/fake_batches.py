@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from email.parser import BytesParser
 from email.policy import HTTP
+from pathlib import Path
 from typing import Callable
 
 import orjson
@@ -139,3 +140,16 @@ class FakeBatchAPI(FakeOpenAI):
         if self.before_content is not None:
             self.before_content(file_id)
         return self._status(200, self.files[file_id][1])
+
+
+def run_batch_file(fake: FakeOpenAI, input_path: Path, output_path: Path) -> None:
+    """What vLLM's batch runner (`vllm run-batch`) does with an input file of `--batch-file`: `fake`
+    answers each line; one output line per request, for `batch collect --from`."""
+    lines = []
+    for raw in input_path.read_bytes().splitlines():
+        line = orjson.loads(raw)
+        status, payload, _ = fake.reply(line["url"], None, orjson.dumps(line["body"]))
+        lines.append({"id": f"vllm-{line['custom_id'][-8:]}", "custom_id": line["custom_id"],
+                      "response": {"status_code": status, "request_id": "vllm-batch", "body": payload},
+                      "error": None})
+    output_path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))

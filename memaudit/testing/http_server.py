@@ -63,12 +63,13 @@ class LoopbackServer:
         self.fake = fake
         self.latency = latency
         self.requests = 0
+        self.completions = 0  # live chat completions (a batch's lines are answered inside the fake)
         self.in_flight = 0
         self.max_in_flight = 0
 
     def stats(self) -> dict:
-        return {"requests": self.requests, "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
-                "cpu_seconds": time.process_time()}
+        return {"requests": self.requests, "completions": self.completions, "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight, "cpu_seconds": time.process_time()}
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -89,6 +90,7 @@ class LoopbackServer:
             send_json(writer, 200, self.stats())
             return True
         self.requests += 1
+        self.completions += method == "POST" and path.split("?")[0].rstrip("/").endswith("/chat/completions")
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

@@ -32,7 +32,8 @@ from memaudit.prompts import prompt_hashes
 from memaudit.roles import ROLE_SPECS, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
-from memaudit.scoring.recovery import open_memory, run_all
+from memaudit.scoring.jobs import run_all
+from memaudit.scoring.recovery import open_memory
 from memaudit.store import Run, dumps
 from memaudit.store.utilization import Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction

@@ -15,14 +15,27 @@ from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_e
                                                script)
 
 
-# The mem0ai system needs its optional extra (installed by `make install` and in CI).
-HAS_MEM0AI = importlib.util.find_spec("mem0") is not None
-needs_mem0ai = pytest.mark.skipif(not HAS_MEM0AI, reason="the mem0ai extra is not installed")
+# The deployed libraries need their optional extras (installed by `make install` and in CI).
+LIBRARY_MODULES = {"mem0ai": "mem0", "graphiti": "graphiti_core", "llamaindex": "llama_index.core"}
+
+
+def installed(system: str) -> bool:
+    """False for a deployed library whose extra is not installed; True for every other system."""
+    module = LIBRARY_MODULES.get(system)
+    return module is None or importlib.util.find_spec(module.split(".")[0]) is not None
+
+
+def needs_library(system: str):
+    """Skip where the system's library is missing."""
+    return pytest.mark.skipif(not installed(system), reason=f"the {system} extra is not installed")
+
+
+needs_mem0ai = needs_library("mem0ai")
 
 
 def system_params(names) -> list:
-    """Systems as test parameters; mem0ai is skipped where its library is missing."""
-    return [pytest.param(name, marks=needs_mem0ai) if name == "mem0ai" else name for name in names]
+    """Systems as test parameters; a deployed library is skipped where it is missing."""
+    return [pytest.param(name, marks=needs_library(name)) if name in LIBRARY_MODULES else name for name in names]
 
 
 @asynccontextmanager

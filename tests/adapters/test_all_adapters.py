@@ -70,9 +70,14 @@ def test_snapshot_restore_round_trip(system, settings, fake):
 
 
 WITHOUT_MODEL_CALLS = ("nomem", "simple_rag", "bm25", "longctx_full")
+# Writes into a short-term queue first: one message calls no model (tests/adapters/test_llamaindex.py
+# counts its failures once the queue flushes).
+QUEUED_WRITES = ("llamaindex",)
+# A graph the library builds from its inputs with the model: a dumped store does not load into it.
+BUILT_FROM_INPUTS = ("graphiti",)
 
 
-@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in WITHOUT_MODEL_CALLS))
+@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in WITHOUT_MODEL_CALLS + QUEUED_WRITES))
 def test_failed_memory_call_is_counted_not_fatal(system, settings, fake):
     """A memory-side call that stays invalid after the repair budget skips that write."""
     async def main():
@@ -87,7 +92,7 @@ def test_failed_memory_call_is_counted_not_fatal(system, settings, fake):
     anyio.run(main)
 
 
-@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s != "nomem"))
+@pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in ("nomem", *BUILT_FROM_INPUTS)))
 def test_load_items_from_a_published_dump(system, settings, fake):
     """A dumped store with only some native fields loads and searches; our own dump reloads as is."""
     minimal = [{"id": f"m{n}", "content": text, "tags": ["x"], "category": "facts", "score": 0.3}

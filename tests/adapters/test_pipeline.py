@@ -7,10 +7,10 @@ import orjson
 
 from memaudit.adapters.registry import builtin_names
 from memaudit.scoring.recovery import score_runs
-from tests.adapters.conftest import HAS_MEM0AI, script as script_memory
+from tests.adapters.conftest import installed, script as script_memory
 from tests.scoring.recorded import record, runtime, script
 
-SYSTEMS = sorted(s for s in builtin_names() if s != "mem0ai" or HAS_MEM0AI)
+SYSTEMS = sorted(s for s in builtin_names() if installed(s))
 
 
 def test_rollout_and_scoring_for_every_system(settings, fake):

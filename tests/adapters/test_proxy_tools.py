@@ -170,7 +170,7 @@ def test_a_batched_call_keeps_its_tools_and_its_answer_is_the_live_one(settings,
         model = FakeOpenAI()
         batch_settings = replace(settings, db=tmp_path / "batch.db")
         async with open_runtime(batch_settings, transport=model.transport()) as rt:
-            with rt.llm.batching(BatchCollector(rt.store, frozenset({ROLE}), rt.llm.refusals)):
+            with rt.llm.batching(BatchCollector(rt.store, rt.llm.refusals)):
                 with pytest.raises(BatchPending):
                     await rt.llm.call(ROLE, messages, tools=request.fields())
             for line in await submit(rt.store, batch_settings, tmp_path / "files"):

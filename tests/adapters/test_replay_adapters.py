@@ -6,10 +6,10 @@ import anyio
 
 from memaudit.replay import replay_runs
 from memaudit.scoring.recovery import score_runs
-from tests.adapters.conftest import HAS_MEM0AI, script as script_memory
+from tests.adapters.conftest import installed, script as script_memory
 from tests.scoring.recorded import record, runtime, script
 
-WRITING_SYSTEMS = ("amem", "file_memory", "mem0", "memt", *(("mem0ai",) if HAS_MEM0AI else ()))
+WRITING_SYSTEMS = tuple(s for s in ("amem", "file_memory", "mem0", "memt", "mem0ai", "graphiti", "llamaindex") if installed(s))
 
 
 def test_replay_of_model_writing_systems_is_identical(settings, fake):

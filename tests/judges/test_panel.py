@@ -3,6 +3,8 @@ scores, a dropped judge is recorded, an even panel is refused, and agreement is 
 `krippendorff` package computes on the stored score matrix."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import krippendorff
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from memaudit.errors import BadInput
 from memaudit.scoring.panel import Panel, Verdict, panel_score
 from memaudit.tables.judges import judges_section
 from memaudit.replay import replay_runs
-from memaudit.scoring.recovery import score_runs
+from memaudit.scoring.recovery import UNKNOWN_REASON, score_runs
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.tables.paper import compute_tables, render
 from memaudit.store import open_store, select_runs
@@ -36,6 +38,30 @@ async def test_panel_scores_the_median_and_keeps_every_verdict(settings, fake):
     assert {v["judge"] for v in verdicts} == set(PANEL)
     assert {v["model"] for v in requests_for(fake, "recovery_judge")} == set(PANEL)
     assert passes[0].config.scorer["judges"] == PANEL
+
+
+async def test_the_one_judge_is_a_panel_of_one_recorded_as_a_single_judge(settings, fake):
+    """The configured judge grades through the panel path with the call a named panel's repeat 0
+    makes (the same key), and records neither verdict rows nor a panel: old stores replay identical."""
+    fixed_judges(script(fake), {"judge": 0.75})
+    settings = replace(settings, model="judge")
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=2)
+        alone = Panel.build(rt.llm, None)
+        assert alone.solo and alone.names == ["judge"]
+        await score_runs(rt, ["longctx_full"], ["dump_all"])
+        rows = await rt.store.scores.load("longctx_full")
+        single_keys = {r["key"] for r in await rt.store.fetchall("SELECT key FROM calls WHERE role='recovery_judge'")}
+        passes = await rt.store.scores.passes("longctx_full")
+        assert await rt.store.judges.verdicts(["longctx_full"], "default") == []
+        await rescore_runs(rt, ["longctx_full"], "named", panel=panel(rt, ["judge"]))
+        named_keys = {r["key"] for r in await rt.store.fetchall("SELECT key FROM calls WHERE role='recovery_judge'")}
+        named = await rt.store.scores.load("longctx_full", variant="named")
+    judged = [r for r in rows if r.status == "ok" and r.judge_reason != UNKNOWN_REASON]
+    assert judged and all(r.score == 0.75 and r.judge_reason == "scripted" for r in judged)
+    assert not {"judges", "repeats"} & set(passes[0].config.scorer)
+    assert named_keys == single_keys  # a panel of the same one model asks the same calls
+    assert all(r.judge_reason.startswith("panel median of 1") for r in named if r.judge_reason != UNKNOWN_REASON)
 
 
 async def test_identical_judges_agree_exactly_and_alpha_matches_the_package(settings, fake):

@@ -11,7 +11,7 @@ import pytest
 
 from memaudit.cli import main
 from memaudit.store import open_store
-from memaudit.testing.fake_batches import FakeBatchAPI
+from memaudit.testing.fake_batches import FakeBatchAPI, run_batch_file
 from memaudit.testing.http_server import serve
 from tests.scoring.recorded import record, runtime, script
 
@@ -194,18 +194,6 @@ def test_failed_batch_sends_everything_again(recorded, tmp_path, capsys):
         assert "62 requests to send again" in out
         code, _, err = cli(capsys, db, url, "score", "--mode", "dump_all", "--batch")
         assert code == 0 and "sent 62 requests" in err
-
-
-def run_batch_file(fake: FakeBatchAPI, input_path: Path, output_path: Path) -> None:
-    """What vLLM's batch runner does with an input file: one output line per request."""
-    lines = []
-    for raw in input_path.read_bytes().splitlines():
-        line = orjson.loads(raw)
-        status, payload, _ = fake.reply(line["url"], None, orjson.dumps(line["body"]))
-        lines.append({"id": f"vllm-{line['custom_id'][-8:]}", "custom_id": line["custom_id"],
-                      "response": {"status_code": status, "request_id": "vllm-batch", "body": payload},
-                      "error": None})
-    output_path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
 
 
 def test_batch_files_for_vllm_and_collect_from_its_output(recorded, tmp_path, capsys):

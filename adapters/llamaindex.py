@@ -28,7 +28,8 @@ import warnings
 
 from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.upstream import PROXY_TIMEOUT, LibraryClock, count_problems, guarded, patch_modules
+from memaudit.adapters.library_clock import LibraryClock, patch_modules
+from memaudit.adapters.upstream import PROXY_TIMEOUT, count_problems, guarded
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.llm.proxy import recording_proxy
 from memaudit.types import MemoryItem
@@ -48,6 +49,7 @@ LLM_CONTEXT_WINDOW = 128_000  # OpenAILike's own default; the library only uses 
 
 def _import_library():
     try:
+        import llama_index.core.schema
         from llama_index.core.memory import FactExtractionMemoryBlock, Memory, VectorMemoryBlock
         from llama_index.embeddings.openai import OpenAIEmbedding
         from llama_index.llms.openai_like import OpenAILike
@@ -55,7 +57,6 @@ def _import_library():
     except ImportError as exc:
         raise BadInput(f"the llamaindex system needs the upstream library ({exc}): "
                        "pip install 'memaudit-bench[llamaindex]'", field="systems") from None
-    import llama_index.core.schema
     # Its notice about a collection not created yet (the first flush creates it) would break the
     # one-line output of every command; a failure still reaches the adapter.
     logging.getLogger("llama_index.vector_stores.qdrant").setLevel(logging.ERROR)

@@ -1,133 +1,18 @@
-"""What the adapters over deployed libraries share (mem0ai, graphiti, llamaindex, cognee): the
-library's clock and ids drawn from the episode's logical clock, and its calls run so that their
-model calls count with the episode and a model failure is a counted, skipped write.
-
-    clock = LibraryClock(ctx.scope)
-    patch_modules("graphiti_core")          # its uuid4()/datetime.now()/utc_now() answer from the clock
-    with clock.running(event):              # while the library runs for this event
-        ...
-
-Outside `running`, the patched functions answer as the originals do (another user's adapter, or
-code that runs between calls, sees wall time)."""
+"""What the adapters over deployed libraries share (graphiti, llamaindex, cognee): their calls run
+on the episode's logical clock (adapters/library_clock.py) so that their model calls count with
+the episode, and a model failure, or an answer the library cannot use, is a counted, skipped
+write."""
 from __future__ import annotations
 
-import hashlib
-import sys
-import uuid
-from contextlib import contextmanager
-from contextvars import ContextVar
-from datetime import datetime, timedelta, timezone
-
+from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.memory_calls import MODEL_FAILURES
 from memaudit.errors import MemauditError
 
-EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)  # the logical date of task 1
 # How long a library waits for the recording proxy. The proxy answers once memaudit's client has,
 # with its own timeouts and retries; a library's own shorter timeout (LlamaIndex's clients: 60 s)
 # would turn a busy local embedder or a queue at the endpoint into a lost write or an empty search,
 # depending on timing.
 PROXY_TIMEOUT = 24 * 3600.0
-START = ("task000.turn00", 1, 0)  # the clock before the first write
-
-_running: ContextVar["LibraryClock | None"] = ContextVar("memaudit_library_clock", default=None)
-_wall_uuid4 = uuid.uuid4
-_wall_now = datetime.now
-
-
-class LibraryClock:
-    """One adapter's logical clock: (clock, task index, turn) of the latest write, and how many
-    times the library has read the time and drawn an id, so both continue after a restore."""
-
-    def __init__(self, scope: str):
-        self.scope = scope
-        self.ticks = 0   # time readings so far: strictly increasing, so the library's ordering by time holds
-        self.uuids = 0   # ids drawn so far
-        self.last = START
-
-    def now(self, tz=None) -> datetime:
-        self.ticks += 1
-        _, task_index, turn = self.last
-        moment = EPOCH + timedelta(days=task_index - 1, minutes=turn, microseconds=self.ticks)
-        return moment.astimezone(tz) if tz is not None else moment.replace(tzinfo=None)
-
-    def uuid4(self) -> uuid.UUID:
-        self.uuids += 1
-        digest = hashlib.sha256(f"{self.scope}\x00uuid\x00{self.uuids}".encode()).digest()
-        return uuid.UUID(bytes=digest[:16], version=4)
-
-    @property
-    def clock(self) -> str:
-        return self.last[0]
-
-    def at(self, event) -> None:
-        """Move to a write's moment (an Event)."""
-        self.last = (event.clock, event.task_index, event.turn)
-
-    @contextmanager
-    def running(self):
-        """The library's uuid4/now answer from this clock inside the block (and in the tasks and
-        worker threads started from it that copy the context)."""
-        token = _running.set(self)
-        try:
-            yield self
-        finally:
-            _running.reset(token)
-
-    def to_state(self) -> dict:
-        return {"ticks": self.ticks, "uuids": self.uuids, "last": list(self.last)}
-
-    def load_state(self, state: dict) -> None:
-        self.ticks, self.uuids, self.last = state["ticks"], state["uuids"], tuple(state["last"])
-
-
-def logical_uuid4() -> uuid.UUID:
-    clock = _running.get()
-    return clock.uuid4() if clock is not None else _wall_uuid4()
-
-
-def logical_utc_now() -> datetime:
-    clock = _running.get()
-    return clock.now(timezone.utc) if clock is not None else _wall_now(timezone.utc)
-
-
-class LogicalDatetime(datetime):
-    """`datetime` whose now()/utcnow() answer from the running clock."""
-
-    @classmethod
-    def now(cls, tz=None):
-        clock = _running.get()
-        return clock.now(tz) if clock is not None else _wall_now(tz)
-
-    @classmethod
-    def utcnow(cls):
-        clock = _running.get()
-        return clock.now(None) if clock is not None else _wall_now(timezone.utc).replace(tzinfo=None)
-
-
-class LogicalUuidModule:
-    """The `uuid` module with uuid4 answering from the running clock."""
-
-    def __getattr__(self, name):
-        return getattr(uuid, name)
-
-    uuid4 = staticmethod(logical_uuid4)
-
-
-def patch_modules(prefix: str, *, utc_now: object = None) -> None:
-    """In every loaded module of a library: its `uuid` module, its imported `uuid4`, its imported
-    `datetime` class and (when given) its own `utc_now` helper answer from the running clock."""
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == prefix or name.startswith(prefix + ".")):
-            continue
-        found = vars(module)
-        if found.get("uuid") is uuid:
-            module.uuid = LogicalUuidModule()
-        if found.get("uuid4") is _wall_uuid4:
-            module.uuid4 = logical_uuid4
-        if found.get("datetime") is datetime:
-            module.datetime = LogicalDatetime
-        if utc_now is not None and found.get("utc_now") is utc_now:
-            module.utc_now = logical_utc_now
 
 
 async def guarded(adapter, role: str, route, call):
@@ -154,3 +39,38 @@ def count_problems(adapter, problems: list) -> None:
         if isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES):
             raise cause from None
         adapter.failures.record(adapter.route.role, adapter.clock.clock, cause)
+
+
+class ReplayedMessages:
+    """For an adapter (a MemoryAdapter with a `clock`) over a library whose store has no form the
+    library reads back (a graph database, another process): what the published study gives it —
+    each user message (the task text and each reply) — goes to `add_message`, and its state is
+    those messages, added again in order on restore, every call answered from the cache. The
+    snapshot's failure counts and clock are the first run's: replayed failures are not counted
+    twice."""
+
+    SOURCE = ("task_start", "user")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.added: list[list] = []  # [clock, task index, turn, text] of every message given to it
+
+    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
+        raise NotImplementedError
+
+    async def observe(self, event) -> None:
+        if event.kind not in self.SOURCE:
+            return
+        self.added.append([event.clock, event.task_index, event.turn, event.text])
+        await self.add_message(event.clock, event.task_index, event.turn, event.text)
+
+    def snapshot(self) -> dict:
+        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added})
+
+    async def restore(self, state: dict) -> None:
+        state = deep_copy(state)
+        for clock, task_index, turn, text in state["added"]:
+            await self.add_message(clock, task_index, turn, text)
+        self.load_header(state)
+        self.clock.load_state(state["clock"])
+        self.added = state["added"]

@@ -98,15 +98,31 @@ def current_settings(**extra):
 
 def shard_option(fn):
     """`--shard I/N` or `--shard auto` (memaudit/shards.py): parsed before anything runs, so a bad
-    spec, or `auto` outside a scheduler, is one line."""
+    spec, or `auto` outside a scheduler, is one line. A shard's command that ran to its end says so
+    in its store, for the merge to name a shard that did not."""
     def parse(ctx, param, value):
         from memaudit.shards import parse_shard
         return parse_shard(value)
 
+    @functools.wraps(fn)
+    def recorded(*args, shard, **kwargs):
+        result = fn(*args, shard=shard, **kwargs)
+        if shard.count > 1:  # the merge names a shard that is missing (memaudit/store/shard_stages.py)
+            run(_record_stage, current_settings().db, click.get_current_context().info_name, shard)
+        return result
+
+    recorded.records_shard_stage = True
     return click.option("--shard", default=None, metavar="I/N|auto", callback=parse,
                         help="only the (system, user) cells of shard I of N (1-based); auto: from the scheduler "
                              "(SLURM_ARRAY_TASK_ID/_MIN/_COUNT, JOB_COMPLETION_INDEX + MEMAUDIT_SHARDS, or "
-                             "RANK/WORLD_SIZE); join the shards' stores with `memaudit merge`")(fn)
+                             "RANK/WORLD_SIZE); join the shards' stores with `memaudit merge`")(recorded)
+
+
+async def _record_stage(db: Path, stage: str, shard) -> None:
+    from memaudit.store import open_store
+
+    async with open_store(db, create=False) as store:
+        await store.shard_stages.record(stage, shard.index, shard.count)
 
 
 def split_list(text: str | None) -> list[str] | None:

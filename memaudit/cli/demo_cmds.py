@@ -51,43 +51,34 @@ async def _demo(settings, users, tasks, max_turns, report_dir):
               "&& memaudit tables   (see README: pointing memaudit at an API or a vLLM server)", highlight=False)
 
 
-CATEGORY_SHORT = {"skill_memory": "skill", "knowledge_memory": "knowledge", "episodic_memory": "episodic",
-                  "self_model": "self-model", "assistance_preference": "preference"}
-ATTRIBUTION_SHORT = {"ok": "ok", "memory_failure": "memory", "task_design_failure": "task",
-                     "agent_elicitation_failure": "agent", "simulator_too_strict": "user",
-                     "no_targeted_task": "no task", "unclassified": "unclass.", "overflow": "overflow"}
+# Table 2's columns the compact terminal view shows (by their first key); `memaudit tables` has all of them.
+COMPACT_TABLE2 = ("run", "A", "D", "C", "B_dump_all", "B_retrieve", "items", "chars", "overflow_dump_all",
+                  "failed_dump_all")
 
 
-def _n(value, digits: int = 2) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
+def _compact(name: str, rows: list[dict], keys: tuple[str, ...] | None = None) -> Table:
+    """A declared table as the terminal shows it: its title, its short headers, means without their
+    spread and intervals (memaudit/tables/columns.py and paper.py declare both)."""
+    from memaudit.tables.columns import cell_text, header, num, shown, value
+    from memaudit.tables.paper import DECLARED, title
 
-
-def _table(title: str, header: list[str]) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column(header[0], no_wrap=True)
-    for name in header[1:]:
-        table.add_column(name, justify="right", no_wrap=True)
+    columns = [c for c in shown(DECLARED[name], "md") if keys is None or c.keys[0] in keys]
+    table = Table(title=title(name), title_justify="left", header_style="bold")
+    table.add_column(header(columns[0], short=True), no_wrap=True)
+    for column in columns[1:]:
+        table.add_column(header(column, short=True), justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(num(value(row, c.keys[0]), c.digits) if c.kind == "summary" else cell_text(c, row)
+                        for c in columns))
     return table
 
 
 def print_tables(tables: dict) -> None:
-    """Compact terminal versions of Tables 2, 3 and 4 (`memaudit tables` has every column and interval)."""
-    t2 = _table("Table 2: outcome, preference, recovery, footprint (means over users)",
-                ["run", "A %", "D /5", "C", "B dump", "B top-k", "items", "chars", "overflow", "failed"])
-    for r in tables["table2"]:
-        t2.add_row(r["run"] + (" (partial)" if r.get("partial") else ""), _n(r["A"], 1), _n(r["D"]), _n(r["C"]),
-                   _n(r["B_dump_all"], 3), _n(r["B_retrieve"], 3), _n(r["items"], 1), _n(r["chars"], 0),
-                   f"{r['overflow_dump_all'] or 0}/{r['overflow_retrieve'] or 0}",
-                   f"{r.get('failed_dump_all') or 0}/{r.get('failed_retrieve') or 0}")
-    t3 = _table("Table 3: recovery per category", ["run", "mode", *CATEGORY_SHORT.values(), "overall"])
-    for r in tables["table3"]:
-        t3.add_row(r["run"], r["mode"], *(_n(r[c]) for c in CATEGORY_SHORT), _n(r["overall"], 3))
-    t4 = _table("Table 4: failure attribution", ["run", "mode", *ATTRIBUTION_SHORT.values(), "rate"])
-    for r in tables["table4"]:
-        t4.add_row(r["run"], r["mode"], *("–" if r[k] is None else str(r[k]) for k in ATTRIBUTION_SHORT),
-                   _n(r["recovery_rate"]))
-    for table in (t2, t3, t4):
-        out.print(table)
+    """Compact terminal versions of Tables 2, 3 and 4 (`memaudit tables` has every column, interval and
+    what each column means)."""
+    out.print(_compact("table2", tables["table2"], COMPACT_TABLE2))
+    out.print(_compact("table3", tables["table3"]))
+    out.print(_compact("table4", tables["table4"]))
 
 
 COMMANDS = [demo]

@@ -2,6 +2,7 @@
 study will cost before it runs)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ import orjson
 from memaudit.cli.common import current_settings, global_options, run, split_list
 from memaudit.cli.score_cmds import panel_options
 from memaudit.errors import BadInput
+from memaudit.study.emit import ENGINES, Resources, k8s_files, settings_env, slurm_files, write_files
 from memaudit.study.plan import STAGES, Study, study_panel
 
 
@@ -17,11 +19,16 @@ from memaudit.study.plan import STAGES, Study, study_panel
 @click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--into", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="the study store (created when absent); replaced only by a complete merge")
-def merge(shards, into):
+@click.option("--partial", is_flag=True,
+              help="merge the shards given although a shard of the study is missing (named on stderr); merge "
+                   "again once it has run")
+def merge(shards, into, partial):
     """Merge the stores of a sharded study (SHARD.db...) into one study store, all or nothing."""
     from memaudit.store.merge import merge_shards
 
-    report = run(merge_shards, list(shards), into)
+    report = run(merge_shards, list(shards), into, partial=partial)
+    for line in report.missing:
+        click.echo(f"memaudit: missing from the study: {line}", err=True)
     for shard in report.shards:
         added = ", ".join(f"{n} {table}" for table, n in sorted(shard.added.items())) or "nothing new"
         click.echo(f"{shard.shard}: {added}")
@@ -122,26 +129,66 @@ def _estimates(runs: list[dict]) -> list[str]:
 @click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="TOML price list replacing the bundled one model by model")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--shards", type=click.IntRange(1, 100_000), default=None,
+              help="with --emit: the number of shards (array tasks, Indexed Job completions)")
+@click.option("--emit", type=click.Choice(ENGINES), default=None,
+              help="write what runs the study on a Slurm cluster or Kubernetes into --out (see README, \"A study "
+                   "on a cluster\"); the estimate is recorded in DIR/bench.db, the seed of every shard's store")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="with --emit: the study folder (scripts, bench.db, shards/, logs/, study.db)")
+@click.option("--cpus", type=click.IntRange(min=1), default=Resources.cpus, show_default=True,
+              help="CPUs of each shard")
+@click.option("--mem-gb", type=click.IntRange(min=1), default=Resources.mem_gb, show_default=True,
+              help="memory of each shard and of the merge, GB")
+@click.option("--time", "time_limit", default=Resources.time, show_default=True,
+              help="wall time of each job, HH:MM:SS (Kubernetes: its pods' activeDeadlineSeconds)")
+@click.option("--partition", default=None, help="Slurm partition (default: the cluster's)")
+@click.option("--image", default=Resources.image, show_default=True, help="Kubernetes: an image with memaudit")
+@click.option("--volume", default=Resources.volume, show_default=True,
+              help="Kubernetes: the PersistentVolumeClaim the pods share")
+@click.option("--mount", default=Resources.mount, show_default=True, help="Kubernetes: where the pods mount it")
+@click.option("--secret", default=Resources.secret, show_default=True,
+              help="Kubernetes: the Secret whose `api-key` the pods read as OPENAI_API_KEY (optional)")
 @global_options
 def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, judges, repeats, stages, pilot_db,
-         prices_file, fmt):
+         prices_file, fmt, shards, emit, out, cpus, mem_gb, time_limit, partition, image, volume, mount, secret):
     """Estimate the calls, tokens and cost of a study from the flags its commands take; recorded in
-    the store for `cost`."""
+    the store for `cost`. With --emit, also write the files that run it on a cluster."""
     from memaudit.cli.score_cmds import _ks, _modes
 
     study = Study(bench_ref, tuple(split_list(systems) or ()), users, tasks, max_turns, tag, tuple(_modes(mode)),
                   _ks(k_text), dims, tuple(split_list(judges)) if judges else None, repeats, _stages(stages))
     settings = current_settings()
     study_panel(settings, study)  # an even panel is refused before any store is opened
-    found = run(_plan, settings, study, pilot_db, prices_file)
+    if emit is None and (shards or out):
+        raise BadInput("--shards and --out go with --emit slurm|k8s", field="emit")
+    if emit is not None and (not shards or out is None):
+        raise BadInput("--emit needs --shards N and --out DIR", field="emit")
+    if emit is None:
+        found, written = run(_plan, settings, study, pilot_db, prices_file), []
+    else:
+        resources = Resources(cpus, mem_gb, time_limit, partition, image, volume, mount, secret)
+        found, written = _emit(emit, settings, study, shards, resources, pilot_db, prices_file, out)
     differs = sorted({d for e in found.values() for d in e["pilot_differs"]})
     if differs:
         click.echo(f"memaudit: the pilot was made with {', '.join(differs)}, not the study's flags: its rates "
                    "may not be the study's", err=True)
-    if fmt == "json":
-        click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
-        return
-    click.echo(_plan_markdown(found))
+    click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode() if fmt == "json" else _plan_markdown(found))
+    for path in written:
+        click.echo(f"wrote {path}", err=True)
+    if written:
+        click.echo(f"next: bash {out / 'submit.sh'}" + (" (README: \"A study on a cluster\")" if emit == "k8s" else ""),
+                   err=True)
+
+
+def _emit(engine, settings, study, shards, resources, pilot_db, prices_file, out) -> tuple[dict, list[Path]]:
+    """The plan recorded in DIR/bench.db and the engine's files written beside it."""
+    resources.seconds()  # refused before anything is written, as credentials in the base URL are:
+    env = settings_env(settings, click.get_current_context().obj.get("config_file") or os.environ.get("MEMAUDIT_CONFIG"))
+    found, bench_name = run(_plan_into, settings, study, pilot_db, prices_file, out)
+    files = (slurm_files(study, bench_name, shards, resources, env, out, _memaudit_command()) if engine == "slurm"
+             else k8s_files(study, bench_name, shards, resources, env))
+    return found, write_files(out, {**files, "plan.md": _plan_markdown(found) + "\n"})
 
 
 def _stages(text: str) -> tuple[str, ...]:
@@ -163,6 +210,47 @@ def _plan_markdown(found: dict) -> str:
         lines.append(f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their prices "
                      "with --prices FILE.")
     return "\n".join(lines)
+
+
+def _memaudit_command() -> str:
+    """The memaudit the jobs run: this one (its environment's), unless MEMAUDIT_BIN says otherwise."""
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).with_name("memaudit")
+    return str(beside) if beside.exists() else shutil.which("memaudit") or "memaudit"
+
+
+async def _plan_into(settings, study, pilot_db, prices_file, out: Path):
+    """The plan recorded in DIR/bench.db, the seed of every shard's store; (estimates, bench name)."""
+    from contextlib import AsyncExitStack
+
+    from memaudit.store import open_store
+    from memaudit.study.cost import load_prices
+    from memaudit.study.emit import SEED_STORE
+    from memaudit.study.plan import plan_study
+
+    prices = load_prices(prices_file)
+    out.mkdir(parents=True, exist_ok=True)
+    async with AsyncExitStack() as stack:
+        seed = await stack.enter_async_context(open_store(out / SEED_STORE))
+        pilot = await stack.enter_async_context(open_store(pilot_db)) if pilot_db else None
+        bench = await _seed_bench(seed, settings.db, study.bench)
+        return await plan_study(seed, settings, bench, study, pilot=pilot, prices=prices), bench.name
+
+
+async def _seed_bench(seed, db: Path, ref: str):
+    """The study's benchmark in the seed store: `sample` or a release folder as resolved there, an
+    imported name copied from --db."""
+    from memaudit.bench.instances import SAMPLE_NAME, resolve_bench
+    from memaudit.store import open_store
+
+    if ref == SAMPLE_NAME or Path(ref).is_dir() or await seed.benchmarks.load(ref) is not None:
+        return await resolve_bench(seed, ref)
+    async with open_store(db, create=False) as store:
+        bench = await resolve_bench(store, ref)
+    await seed.benchmarks.save(bench)
+    return bench
 
 
 async def _plan(settings, study, pilot_db, prices_file):

@@ -129,7 +129,8 @@ def endpoint_of(settings: Settings, role: str, *, model: str | None = None,
                 sent_to: str | None = None) -> tuple[str, str | None]:
     """(base URL, API key) of a batched request of `role`: the role's endpoint, or that of the panel
     judge (a `[judges.NAME]` section) whose model is `model`, or, for a batch already sent, whose
-    endpoint it was sent to (`sent_to`, as recorded: credentials redacted)."""
+    endpoint it was sent to (`sent_to`, as recorded: credentials redacted). A batch to send needs
+    a server whose dialect has the Batch API."""
     found = [rc for rc in _configs(settings, role) if rc.base_urls and (model is None or rc.model == model)
              and (sent_to is None or redact_url(rc.base_urls[0]) == sent_to)]
     rc = found[0] if found else settings.role(role)
@@ -137,6 +138,10 @@ def endpoint_of(settings: Settings, role: str, *, model: str | None = None,
         raise BadInput(f"--batch needs an endpoint with the Batch API for role {role} (--base-url or a [roles] "
                        "section in --config); --batch-file DIR writes input files for vLLM's batch runner instead",
                        field="base_url")
+    if sent_to is None and not DIALECTS[rc.backend].batch_api:
+        raise BadInput(f"--batch: role {role} is served by a {rc.backend} server, which has no Batch API; "
+                       "--batch-file DIR writes its input files for vLLM's batch runner instead",
+                       field="backend")
     return rc.base_urls[0], rc.api_key
 
 

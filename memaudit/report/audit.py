@@ -13,7 +13,7 @@ import orjson
 
 from memaudit.report.human import gradable, sample_targets, target_id
 from memaudit.prompts import load_prompt
-from memaudit.report.html import dl, esc, page
+from memaudit.report.html import count, dl, esc, page
 from memaudit.roles import ROLE_SPECS
 from memaudit.store import Store, dumps_indented
 from memaudit.types import RUBRIC
@@ -74,7 +74,7 @@ async def write_audit_page(store: Store, out_dir, runs: list[str], n: int, seed:
     body = (controls + "".join(sections)
             + f'<script type="application/json" id="audit-targets">{payload}</script>'
             + f"<script>{SCRIPT}</script>")
-    html = page(PAGE, f"Human audit — {len(chosen)} targets (seed {seed})", body)
+    html = page(PAGE, f"Human audit — {count(len(chosen), 'target')} (seed {seed})", body)
     html = html.replace("<body>", f'<body data-audit="{esc(audit_key)}">', 1)
     path = Path(out_dir) / PAGE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +99,7 @@ async def _target(store: Store, number: int, row: dict, rubric: list[tuple[float
     facts = dl([("target", esc(f"{row['run']} · {row['mode']}" + (f" k={row['k']}" if row["mode"] != "dump_all"
                                                                     else "") + f" · {row['user_id']}")),
                 ("category", esc(row["category"])), ("dimension", f"<b>{esc(row['dimension'])}</b>"),
-                ("what it asks", esc(full["explanation"])), ("true value", f"<b>{esc(full['ground_truth'])}</b>"),
+                ("explanation", esc(full["explanation"])), ("true value", f"<b>{esc(full['ground_truth'])}</b>"),
                 ("prediction", f"<b>{esc(full['label'])}</b>"), ("reader's reason", esc(full["reason"]))])
     memory = await _memory(store, row, full)
     return (f'<section class="audit-target" id="{esc(tid)}"><h2>{number}. {esc(row["dimension"])}</h2>{facts}'

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from memaudit.report.html import INDEX, esc, link, mean_std_text, num, table
-from memaudit.tables.columns import Column, cell_text, shown, value
+from memaudit.report.html import INDEX, esc, legend_list, link, mean_std_text, num, table
+from memaudit.tables.columns import Column, cell_text, header, legend, shown, value
 
 NUMBERS = ("number", "summary", "interval", "versus")
 # (column, row, key) -> (page, anchor) the cell links to, or None for no link
@@ -15,10 +15,12 @@ Resolve = Callable[[Column, dict, str], "tuple[str, str | None] | None"]
 
 
 def declared(columns, rows: list[dict], resolve: Resolve | None = None, from_page: str = INDEX) -> str:
-    """The HTML table of a declaration: the columns the report shows, under their short headers."""
-    columns = shown(columns, "html")
-    return table([c.short if c.short is not None else c.header for c in columns],
-                 [[cell(c, row, resolve, from_page) for c in columns] for row in rows])
+    """The HTML table of a declaration: the columns the report shows, under their short headers, and
+    the visible legend of what they mean."""
+    shown_columns = shown(columns, "html")
+    return (table([header(c, short=True) for c in shown_columns],
+                  [[cell(c, row, resolve, from_page) for c in shown_columns] for row in rows])
+            + legend_list(legend(columns, "html")))
 
 
 def cell(column: Column, row: dict, resolve: Resolve | None, from_page: str = INDEX) -> str:
@@ -35,6 +37,8 @@ def cell(column: Column, row: dict, resolve: Resolve | None, from_page: str = IN
         return f'<td class="n">{"/".join(linked(key, html_value(column, row, key)) for key in keys)}</td>'
     if row.get(column.keys[0]) is None and column.kind not in ("models", "mark") and column.blank:
         return "—"
+    if column.kind == "models":  # a wide cell rather than a tall row
+        return f'<td class="models">{esc(cell_text(column, row))}</td>'
     return esc(cell_text(column, row))
 
 
@@ -43,7 +47,7 @@ def html_value(column: Column, row: dict, key: str) -> str:
     if column.kind == "summary":
         text = mean_std_text(found, row.get(f"{key}_std"), column.digits)
         ci = row.get(f"{key}_ci95")
-        return f'<span title="95% bootstrap interval over users: {interval(ci)}">{text}</span>' if ci else text
+        return text + (f'<br><span class="ci">{interval(ci, column.digits)}</span>' if ci else "")
     if column.kind == "interval":
         return with_interval(found, row.get(column.interval_key()), column.digits)
     if column.kind == "versus":

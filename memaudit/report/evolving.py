@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from memaudit.report.columns import Resolve, declared
 from memaudit.report.html import esc, table
+from memaudit.tables.columns import mode_label
 from memaudit.tables.evolving import EVOLVING, EVOLVING_TARGETS
+from memaudit.tables.paper import title
 from memaudit.types import DEFAULT_VARIANT, STORE_MODE, versions_until
 
 WIDTH, HEIGHT, PAD = 640, 56, 16
@@ -16,12 +18,9 @@ def index_section(tables: dict, resolve: Resolve) -> str:
     """The run-level and per-target evolving tables, or nothing when the runs have no evolving target."""
     if not tables.get("evolving"):
         return ""
-    return ("<h2>Evolving targets: FAMA and stale memory</h2>"
-            '<p class="muted">Category-balanced per-user means [95% user-bootstrap CI]. Stale in store: a '
-            "superseded value still held by the full final memory; stale in recovery: asserted by the "
-            "reconstruction.</p>"
+    return (f"<h2>{esc(title('evolving'))}</h2>"
             + declared(EVOLVING, tables["evolving"], resolve)
-            + "<h3>Per target</h3>"
+            + f"<h3>{esc(title('evolving_targets'))}</h3>"
             + declared(EVOLVING_TARGETS, tables["evolving_targets"], resolve))
 
 
@@ -100,15 +99,21 @@ def _kept(run: str, dimension: str, history, last_task: int, disclosed: dict, ju
         elif i > truth:
             episode = esc(f"after the run's end (task {last_task})")
         else:
-            episode = esc("task 1 (initial)" if v.valid_from_task == 1 else "not disclosed")
+            episode = esc("initial value: no change to disclose (see the targeted task's transcript)"
+                          if v.valid_from_task == 1 else "not disclosed")
         store = [j.verdict for j in mine if j.mode == STORE_MODE and j.version == i]
         held = ("not a target" if i > truth else "the run's truth" if i == truth
                 else _yes_no(store[0], "still held", "not held") if store else "–")
-        asserted = [f"{j.mode}@{j.k}: " + _yes_no(j.verdict if i == truth else not j.verdict, "asserted",
+        asserted = [f"{_pass_label(j.mode, j.k)}: " + _yes_no(j.verdict if i == truth else not j.verdict, "asserted",
                                                   "not asserted")
                     for j in mine if j.mode != STORE_MODE and j.version == i]
         rows.append([f'<td class="n">{i}</td>', esc(v.short), episode, esc(held), esc("; ".join(asserted) or "–")])
     return table(["version", "value", "disclosed", "in the final store", "in the reconstruction"], rows)
+
+
+def _pass_label(mode: str, k: int) -> str:
+    """`dump_all`, `retrieve@5`: as the tables name a pass."""
+    return mode_label({"mode": mode, "k": k if mode != "dump_all" else None})
 
 
 def _yes_no(value: bool | None, yes: str, no: str) -> str:

@@ -77,6 +77,11 @@ def num(value, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def count(n: int, noun: str) -> str:
+    """`1 target`, `2 targets`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def mean_std_text(mean, std, digits: int = 3) -> str:
     if mean is None:
         return "—"
@@ -90,46 +95,77 @@ def score_class(score: float | None) -> str:
     return f"s{round(RUBRIC.level(score).score * 100)}"
 
 
+def legend_list(pairs: Iterable[tuple[str, str]]) -> str:
+    """What a table's columns mean, shown under it (plain text pairs, escaped here)."""
+    items = "".join(f"<dt>{esc(name)}</dt><dd>{_code(esc(meaning))}</dd>" for name, meaning in pairs)
+    return f'<dl class="legend">{items}</dl>' if items else ""
+
+
+def _code(text: str) -> str:
+    """`name` in a legend (written for md too) as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
 def dl(pairs: Iterable[tuple[str, str]]) -> str:
     """A definition list; values are already HTML."""
     return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in pairs) + "</dl>"
 
 
-def bar_chart(title: str, groups: list[tuple[str, list[tuple[str, float | None, float | None]]]],
-              series_colours: dict[str, str]) -> str:
-    """Horizontal bars on a 0–1 axis: one group per system, one bar per series (mean ± std)."""
-    bar_h, gap, label_w, plot_w = 14, 10, 190, 420
-    height = 30 + sum(len(bars) * bar_h + gap for _, bars in groups) + 20
-    parts = [f'<svg class="chart" role="img" viewBox="0 0 {label_w + plot_w + 80} {height}" '
-             f'width="{label_w + plot_w + 80}" height="{height}"><title>{esc(title)}</title>']
+# One bar of a panel chart: (series, value, 95% interval or None); a value of None reads "n/a".
+Bar = tuple[str, "float | None", "list[float] | None"]
+
+
+def panel_chart(title: str, panels: list[tuple[str, list[tuple[str, list[Bar]]]]], colours: dict[str, str]) -> str:
+    """Panels side by side, each horizontal bars on a 0–1 axis in groups, one colour per series in
+    every panel (`colours`), with the 95% interval as a whisker; a zero bar is a visible sliver,
+    a missing value reads "n/a". One legend for all panels."""
+    figures = "".join(_panel(name, groups, colours) for name, groups in panels)
+    legend = "".join(f'<span class="key"><i style="background:{c}"></i>{esc(s)}</span>' for s, c in colours.items())
+    return (f'<figure class="panels"><figcaption>{esc(title)}</figcaption><div class="panel-row">{figures}</div>'
+            f'<div class="legend">{legend}</div></figure>')
+
+
+def _panel(name: str, groups: list[tuple[str, list[Bar]]], colours: dict[str, str]) -> str:
+    bar_h, gap, label_w, plot_w, right = 13, 8, 150, 260, 64
+    height = 28 + sum(len(bars) * bar_h + gap for _, bars in groups) + 20
+    width = label_w + plot_w + right
+    parts = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
+             f"<title>{esc(name)}</title>"
+             f'<text x="{label_w}" y="12" class="ptitle">{esc(name)}</text>']
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
         x = label_w + tick * plot_w
-        parts.append(f'<line x1="{x:.1f}" y1="20" x2="{x:.1f}" y2="{height - 16}" class="grid"/>'
+        parts.append(f'<line x1="{x:.1f}" y1="18" x2="{x:.1f}" y2="{height - 16}" class="grid"/>'
                      f'<text x="{x:.1f}" y="{height - 4}" class="tick">{tick:g}</text>')
-    y = 26
+    y = 24
     for group, bars in groups:
         parts.append(f'<text x="{label_w - 8}" y="{y + len(bars) * bar_h / 2 + 4:.1f}" class="glabel">{esc(group)}</text>')
-        for series, mean, std in bars:
-            if mean is not None:
-                w = max(mean, 0.0) * plot_w
-                parts.append(f'<rect x="{label_w}" y="{y + 1}" width="{w:.1f}" height="{bar_h - 2}" '
-                             f'fill="{series_colours.get(series, "#777")}"><title>{esc(group)} {esc(series)}: '
-                             f'{mean:.3f}</title></rect>')
-                end = label_w + w
-                if std:
-                    lo, hi = label_w + max(mean - std, 0) * plot_w, label_w + min(mean + std, 1) * plot_w
-                    mid = y + bar_h / 2
-                    parts.append(f'<line x1="{lo:.1f}" y1="{mid:.1f}" x2="{hi:.1f}" y2="{mid:.1f}" class="err"/>')
-                    end = max(end, hi)
-                parts.append(f'<text x="{end + 4:.1f}" y="{y + bar_h - 3}" class="val">{mean:.3f}</text>')
-            else:
-                parts.append(f'<text x="{label_w + 4}" y="{y + bar_h - 3}" class="val">not scored</text>')
+        for series, value, ci in bars:
+            parts.append(_bar(name, group, series, value, ci, colours.get(series, "#777"), label_w, plot_w, y, bar_h))
             y += bar_h
         y += gap
     parts.append("</svg>")
-    legend = "".join(f'<span class="key"><i style="background:{c}"></i>{esc(s)}</span>'
-                     for s, c in series_colours.items())
-    return f'<figure><figcaption>{esc(title)}</figcaption>{"".join(parts)}<div class="legend">{legend}</div></figure>'
+    return f'<div class="panel">{"".join(parts)}</div>'
+
+
+def _bar(panel: str, group: str, series: str, value, ci, colour: str, label_w: int, plot_w: int, y: float,
+         bar_h: int) -> str:
+    where = f'data-panel="{esc(panel)}" data-series="{esc(series)}"'
+    if value is None:
+        return f'<text x="{label_w + 4}" y="{y + bar_h - 3}" class="val na" {where}>n/a</text>'
+    w = max(min(value, 1.0), 0.0) * plot_w
+    shown = f"{value:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    # a zero bar keeps a 2-pixel sliver of its colour: 0 is a result, not a missing bar
+    parts = [f'<rect class="bar" x="{label_w}" y="{y + 1}" width="{max(w, 2.0):.1f}" height="{bar_h - 2}" '
+             f'fill="{colour}" {where}><title>{esc(group)} · {esc(series)}: {shown}</title></rect>']
+    end = label_w + w
+    if ci:
+        lo, hi = (label_w + max(min(v, 1.0), 0.0) * plot_w for v in ci)
+        mid = y + bar_h / 2
+        parts.append(f'<path class="err" d="M{lo:.1f},{mid - 3:.1f}v6M{lo:.1f},{mid:.1f}H{hi:.1f}M{hi:.1f},'
+                     f'{mid - 3:.1f}v6"/>')
+        end = max(end, hi)
+    parts.append(f'<text x="{end + 4:.1f}" y="{y + bar_h - 3}" class="val">{value:.3f}</text>')
+    return "".join(parts)
 
 
 def stacked_chart(title: str, rows: list[tuple[str, dict[str, int]]], colours: dict[str, str]) -> str:

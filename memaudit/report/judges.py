@@ -6,7 +6,7 @@ from __future__ import annotations
 from memaudit.report.columns import declared
 from memaudit.report.html import INDEX, esc, link, num, page, score_class, slug, table
 from memaudit.store import Store
-from memaudit.tables.judges_render import PER_JUDGE, SUMMARY, summary_rows
+from memaudit.tables.judges_render import PER_JUDGE, PER_JUDGE_TITLE, SUMMARY, summary_rows, summary_title
 from memaudit.types import DEFAULT_VARIANT
 
 
@@ -19,12 +19,10 @@ def index_section(tables: dict, paneled: list[str]) -> str:
     """The panel's agreement and the per-judge table as declared (memaudit/tables/judges_render.py),
     and a link to every panel-scored run's verdicts."""
     section = tables.get("judges")
-    parts = ["<h2>Judges</h2>"]
     if section is None:
-        return parts[0] + '<p class="muted">nothing judged</p>'
-    parts.append(f"<p>panel {esc(', '.join(section['panel']) or 'n/a')}</p>")
-    parts.append(declared(SUMMARY, summary_rows(section)))
-    parts.append(declared(PER_JUDGE, section["per_judge"]))
+        return '<h2>Judges</h2><p class="muted">nothing judged</p>'
+    parts = [f"<h2>{esc(summary_title(section))}</h2>", declared(SUMMARY, summary_rows(section)),
+             f"<h3>{esc(PER_JUDGE_TITLE)}</h3>", declared(PER_JUDGE, section["per_judge"])]
     if paneled:
         parts.append("<p>every judge's verdict per target: "
                      + ", ".join(link(INDEX, verdicts_page(r), esc(r)) for r in paneled) + "</p>")

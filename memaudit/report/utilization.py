@@ -7,6 +7,7 @@ from memaudit.report.columns import Resolve, declared
 from memaudit.report.html import INDEX, dl, esc, num, page, slug
 from memaudit.store import Store
 from memaudit.tables.carryover import CARRYOVER
+from memaudit.tables.paper import title
 from memaudit.tables.utilization import COUNT_NAMES, COUNTS, UTILIZATION, load_cases, outcome
 
 
@@ -23,15 +24,14 @@ def index_sections(tables: dict, resolve: Resolve) -> str:
             return cases_page(row["run"], row["k"]), (key if key in COUNTS else None)
         return resolve(column, row, key)
 
-    parts = ["<h2>Know/Act utilization</h2>"]
+    parts = [f"<h2>{esc(title('utilization'))}</h2>"]
     rows = tables.get("utilization") or []
+    parts.append('<p class="note">Know = recovered at or above the threshold in retrieve mode at k; Act = a blind '
+                 "judge picked the memory-backed answer over the no-memory baseline in both orders.</p>")
     parts.append(declared(UTILIZATION, rows, to_cases) if rows
                  else '<p class="muted">not measured (run `memaudit utilization`)</p>')
-    parts.append('<p class="note">Know = recovered at or above the threshold in retrieve mode at k; Act = a blind '
-                 "judge picked the memory-backed answer over the no-memory baseline in both orders. Utilization = "
-                 "KP∧AP / KP, Act accuracy = AP / targets (per-user means, 95% user-bootstrap intervals).</p>")
     carry = tables.get("carryover") or []
-    parts.append("<h2>Preference carry-over and bother rate</h2>")
+    parts.append(f"<h2>{esc(title('carryover'))}</h2>")
     parts.append(declared(CARRYOVER, carry, resolve) if carry else '<p class="muted">nothing recorded</p>')
     return "".join(parts)
 

@@ -36,17 +36,27 @@ from memaudit.ids import inside, refuse_links_out
 from memaudit.report import data, evolving, judges, userdata, utilization
 from memaudit.report.columns import declared, mode_name
 from memaudit.report.data import Pass, Summary
-from memaudit.report.html import (INDEX, LABEL_COLOURS, STYLESHEET, bar_chart, dl, esc, href, link, num, page,
-                                  score_class, slug, stacked_chart, table)
+from memaudit.report.html import (INDEX, LABEL_COLOURS, STYLESHEET, count, dl, esc, href, legend_list, link, num, page,
+                                  panel_chart, score_class, slug, stacked_chart, table)
+from memaudit.report.palette import run_colours
 from memaudit.store import RunConfig, Store, dumps
-from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, TABLE4_SHORT, Column, value
-from memaudit.tables.paper import DECLARED, compute_tables
+from memaudit.tables.columns import LABEL_DOCS, RUBRIC_TEXT, TABLE2, TABLE3, TABLE4, Column, common_legend, legend, value
+from memaudit.tables.paper import DECLARED, PREFACE, compute_tables, title
 from memaudit.tables.stats import release_resamples
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
 
+# A reconstruction's status as the user's views show it: `ok` means it was judged, not that it was right.
+STATUS_TEXT = {"ok": "judged", "overflow": "overflow: the memory did not fit the reader", "failed":
+               "failed: no valid answer, left out of B"}
+# What the target view's columns and rows mean (assets/user.js shows it under the summary).
+TARGET_LEGEND = (("score", f"the recovery judge's score of the prediction against the ground truth ({RUBRIC_TEXT})"),
+                 ("reconstruction", "judged, overflow (scored 0) or failed (left out of B)"),
+                 ("prediction", "what the reader filled in from the memory it was shown"),
+                 ("attribution", "why a target below the recovered mark was missed:"),
+                 *LABEL_DOCS.items())
 LABEL_MARKS = {"ok": "", "memory_failure": "M", "task_design_failure": "T", "agent_elicitation_failure": "A",
                "simulator_too_strict": "U", "no_targeted_task": "N", "unclassified": "?", "overflow": "O"}
-MODE_COLOURS = {"dump_all": "#1f5f8b", "retrieve": "#e07a2f"}
+MODE_NAMES = {"dump_all": "full-store (dump_all)", "retrieve": "top-k (retrieve)"}
 USER_SCRIPT = "assets/user.js"
 
 
@@ -193,16 +203,14 @@ def _pass_anchor(p: Pass) -> str:
 # -- index -------------------------------------------------------------------------------------
 def _index_page(summary: Summary, tables: dict, judges_section: str) -> str:
     resolve = _resolver(summary)
-    parts = [_runs_section(summary)]
+    parts = [_runs_section(summary), f"<h2>{esc(PREFACE)}</h2>" + legend_list(common_legend("html"))]
     parts.append(_table2(tables.get("table2") or [], resolve))
     parts.append(_table3(tables.get("table3") or [], resolve))
     parts.append(_table4(tables.get("table4") or [], resolve))
-    for key, title in (("footprint", "Footprint distribution"), ("gap", "Per-user dump − retrieve gap"),
-                       ("tokens", "Token usage"), ("comparisons", "Paired comparisons of per-user B"),
-                       ("prompts", "Prompts each number was made with")):
+    for key in ("footprint", "gap", "tokens", "comparisons", "prompts"):
         rows = tables.get(key) or []
-        parts.append(f"<h2>{esc(title)}</h2>" + (declared(DECLARED[key], rows, resolve) if rows
-                                                 else '<p class="muted">nothing recorded</p>'))
+        parts.append(f"<h2>{esc(title(key))}</h2>" + (declared(DECLARED[key], rows, resolve) if rows
+                                                      else '<p class="muted">nothing recorded</p>'))
     parts.append(utilization.index_sections(tables, resolve))
     if tables.get("evolving"):
         parts.append(evolving.index_section(tables, resolve))
@@ -224,10 +232,13 @@ def _runs_section(summary: Summary) -> str:
 
 
 def _table2(rows: list[dict], resolve) -> str:
-    charts = [(row["run"], [(mode, row.get(f"B_{mode}"), row.get(f"B_{mode}_std")) for mode in MODES]) for row in rows]
-    return ("<h2>Table 2 · task completion, preference, turns, recovery, footprint</h2>"
+    colours = run_colours((row["run"], row["system"]) for row in rows)
+    panels = [(f"B {MODE_NAMES[mode]}", [(row["run"], [(row["run"], row.get(f"B_{mode}"), row.get(f"B_{mode}_ci95"))])
+                                           for row in rows]) for mode in MODES]
+    return (f"<h2>{esc(title('table2'))}</h2>"
             + declared(TABLE2, rows, resolve)
-            + bar_chart("Recovery B by system and access mode (mean ± std over users)", charts, MODE_COLOURS))
+            + panel_chart("Recovery B per run, one panel per access mode (mean over users, 95% user-bootstrap "
+                          "interval; n/a: not scored)", panels, colours))
 
 
 def _resolver(summary: Summary):
@@ -258,16 +269,22 @@ def _row_pass(summary: Summary, row: dict, key: str) -> Pass | None:
 
 
 def _table3(rows: list[dict], resolve) -> str:
-    return "<h2>Table 3 · recovery per category</h2>" + declared(TABLE3, rows, resolve)
+    colours = run_colours((row["run"], row["system"]) for row in rows)
+    passes: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["users"]:  # a mode that was not scored has no panel (Table 2's chart says n/a)
+            passes.setdefault(mode_name(row), []).append(row)
+    panels = [(name, [(key, [(row["run"], row[key], row[f"{key}_ci95"]) for row in found])
+                      for key in (*CATEGORIES, "overall")]) for name, found in passes.items()]
+    return (f"<h2>{esc(title('table3'))}</h2>" + declared(TABLE3, rows, resolve)
+            + (panel_chart("Recovery per category, one panel per scoring pass (mean over users, 95% user-bootstrap "
+                           "interval; n/a: no target of the category)", panels, colours) if panels else ""))
 
 
 def _table4(rows: list[dict], resolve) -> str:
     stacks = [(f"{row['run']} · {mode_name(row)}", {lb: row[lb] for lb in ATTRIBUTION_LABELS})
               for row in rows if any(row.get(lb) for lb in ATTRIBUTION_LABELS)]
-    legend = ", ".join(f"{short} = {label}" for label, short in TABLE4_SHORT.items())
-    return ("<h2>Table 4 · failure attribution</h2>" + declared(TABLE4, rows, resolve)
-            + f'<p class="note">{esc(legend)}; recovery rate = Recovered / (Recovered + Memory); rate as published '
-              "= the same with each overflow target labelled by the stages, as the published code did.</p>"
+    return (f"<h2>{esc(title('table4'))}</h2>" + declared(TABLE4, rows, resolve)
             + (stacked_chart("Attribution of every target", stacks, LABEL_COLOURS) if stacks else ""))
 
 
@@ -308,14 +325,14 @@ def _run_overview(summary: Summary, run: dict) -> str:
     cfg = dl([("system", esc(run["system"])), ("benchmark", esc(run["bench"])), ("origin", esc(run["origin"])),
               *transcripts, ("config", f"<code>{esc(dumps(run['config']))}</code>")])
     pass_links = " · ".join(link(path, _pass_page(p), esc(p.name)) for p in passes) or "not scored"
-    headers = ["user", "episodes", "A (%)", "C", "D (/5)", "items", "chars/item", "memory write failures",
-               *[f"B {p.name}" for p in passes]]
+    per_user = ["A (%)", "C", "D (/5)", "items", "chars/item", "memory write failures"]
+    headers = ["user", "episodes", *per_user, *[f"B {p.name}" for p in passes]]
+    meanings = dict(legend(TABLE2, "html"))
     return page(path, f"run {run['run']}",
                 cfg + f"<p>scoring passes: {pass_links}</p><h2>Per user</h2>" + table(headers, rows)
-                + '<p class="note">A = satisfied episodes / all; C = mean assistant replies per episode; D = mean of '
-                  "scorable turn preference scores; items/chars from the final memory snapshot; memory write "
-                  "failures = memory-side calls that failed for good, so that write was lost; B category-balanced, "
-                  "overflow counted as 0, failed left out.</p>",
+                + legend_list([("episodes", "episodes the user played in this run"),
+                               *((name, meanings[name]) for name in per_user),
+                               ("B <pass>", f"the user's B in that scoring pass: {meanings['B full-store']}")]),
                 [(INDEX, "report")])
 
 
@@ -369,11 +386,11 @@ def _target_list(rows_of: data.PassRows, run: dict, p: Pass, name: str, targets:
         category = categories.setdefault(row.category, len(categories))
         rows.append([user, category, dimension, row.score, row.status, row.label or ""])
     listing = {"app": posixpath.relpath(userdata.APP, posixpath.dirname(path)), "anchor": _pass_anchor(p),
-               "keys": {user: userdata.data_key(run["bench"], user) for user, _ in targets},
+               "keys": {user: userdata.data_key(run["bench"], user) for user, _ in targets}, "statuses": STATUS_TEXT,
                "categories": list(categories), "rows": rows}
     script = orjson.dumps(listing).decode().replace("</", "<\\/")
     return page(path, f"{run['run']} · {p.name} · {name}",
-                f'<p>{len(targets)} targets.</p><div id="list"><noscript>This list needs JavaScript.</noscript></div>'
+                f'<p>{count(len(targets), "target")}.</p><div id="list"><noscript>This list needs JavaScript.</noscript></div>'
                 f'<script>window.MEMAUDIT = {{"list": {script}}};</script>'
                 f'<script src="{href(path, USER_SCRIPT)}"></script>',
                 [(INDEX, "report"), (_run_page(run["run"]), run["run"]), (_pass_page(p), p.name)])
@@ -389,7 +406,8 @@ def _app_shell(summary: Summary, unwritten: int | None = None) -> str:
     `unwritten`: the user-runs whose data this report leaves out (the page then says how to get it)."""
     config = {"index": INDEX, "data": userdata.DATA_DIR, "charset": userdata.CHARSET, "ref": userdata.MEMORY_REF,
               "categories": list(CATEGORIES),
-              "marks": LABEL_MARKS, "runs": {r["run"]: _run_page(r["run"]) for r in summary.runs}}
+              "marks": LABEL_MARKS, "runs": {r["run"]: _run_page(r["run"]) for r in summary.runs},
+              "statuses": STATUS_TEXT, "legend": TARGET_LEGEND}
     if unwritten is not None:
         config["unwritten"] = (f"this report was written without its users' data ({unwritten} user-runs): serve it "
                                "with `memaudit view --serve --out DIR`, or write it with `--user-data all`")

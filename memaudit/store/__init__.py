@@ -51,6 +51,7 @@ from memaudit.store.evolving import Evolving
 from memaudit.store.plans import Plans
 from memaudit.store.rows import Row, Statement, dumps, loads
 from memaudit.store.runs import Run, RunBusy, RunConfig, RunRow, Runs, select_runs
+from memaudit.store.shard_stages import ShardStages
 from memaudit.store.utilization import Utilization
 from memaudit.store.scores import PassConfig, Rescore, Scores, ScorePass
 from memaudit.types import Attribution, Reconstruction
@@ -105,6 +106,7 @@ class Store:
         self.evolving = Evolving(self)
         self.plans = Plans(self)
         self.batches = Batches(self)
+        self.shard_stages = ShardStages(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod

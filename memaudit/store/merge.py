@@ -33,6 +33,7 @@ from memaudit.canonical import differences
 from memaudit.store import Store, loads
 from memaudit.store.calls import CACHE_TABLES, CACHE_UNION, store_tables
 from memaudit.store.faults import faults
+from memaudit.store.shard_stages import missing_shards
 from memaudit.store.sidefile import swap_in
 
 BENCH_TABLES = ("benchmarks", "users", "bank_entries", "tasks")  # one benchmark's content: compared as a whole
@@ -57,16 +58,24 @@ class MergeReport:
     into: str
     shards: list[ShardReport]
     changed: bool
+    missing: list[str] = field(default_factory=list)  # shards absent from a --partial merge
 
 
-async def merge_shards(shards: list[Path], into: Path) -> MergeReport:
-    """Merge every shard store into `into` (created when absent), all or nothing."""
+async def merge_shards(shards: list[Path], into: Path, *, partial: bool = False) -> MergeReport:
+    """Merge every shard store into `into` (created when absent), all or nothing. A shard of the
+    study that neither a store given nor the study has run is refused by name (`partial`: merged
+    without it, and named in the report)."""
     into = Path(into)
     shards = _checked_paths(shards, into)
     with _merge_lock(into):
         _refuse_live_writer(into)
         for shard in shards:
             await (await Store.open(shard)).close()  # brings a store made by an older version up to date
+        missing = missing_shards([into, *shards])
+        if missing and not partial:
+            raise BadInput(f"a shard of the study is missing: {'; '.join(missing)} (in the stores given and the "
+                           "study); run that shard again (Slurm: bash submit.sh INDEX) and merge once it has "
+                           "finished, or merge what there is with --partial", file=str(into))
         side = into.with_name(f".{into.name}.merging")
         _remove(side)  # left by a killed merge (this process holds the lock now), journal included
         try:
@@ -76,7 +85,7 @@ async def merge_shards(shards: list[Path], into: Path) -> MergeReport:
             if changed or not into.exists():
                 _refuse_live_writer(into)
                 swap_in(side, into)
-            return MergeReport(str(into), reports, changed)
+            return MergeReport(str(into), reports, changed, missing)
         finally:
             _remove(side)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from memaudit.store import Run, Store
 from memaudit.tables import stats
-from memaudit.tables.columns import NOT_TEXT, Column
+from memaudit.tables.columns import RUN, SYSTEM, Column
 
 CORRECTIVE = ("correction", "too_deep", "too_shallow")
 HONOURED = 4
@@ -33,13 +33,19 @@ NO_RECORDS = ("no per-preference judgments recorded for this run (an imported re
 NO_LATER = "no episode of this run comes after a preference's targeted episode"
 
 CARRYOVER = (
-    Column("run", ("run",), "run", link="run"),
-    Column("system", ("system",), "text", outputs=NOT_TEXT),
-    Column("prefs", ("prefs",)),
-    Column("carry-over", ("carryover",), "interval"),
-    Column("bother rate", ("bother_rate", "bother_ci95"), "interval"),
-    Column("carry-over − nomem [95% CI] p", ("carryover_vs_nomem",), "versus", short="carry-over − nomem"),
-    Column("note", ("na_reason",), "text", blank=""),
+    RUN,
+    SYSTEM,
+    Column("prefs", ("prefs",), doc="assistance-preference entries with a later episode to carry them into"),
+    Column("carry-over", ("carryover",), "interval",
+           doc=f"per user, the share of (preference, later episode) pairs whose first reply the preference judge "
+               f"rated {HONOURED} or above for that preference; mean over users [95% user-bootstrap interval]"),
+    Column("bother rate", ("bother_rate", "bother_ci95"), "interval",
+           doc="per user, corrective turns (correction, too_deep, too_shallow) per (preference, later episode) "
+               "pair; mean over users [95% user-bootstrap interval]"),
+    Column("carry-over − nomem [95% CI] p", ("carryover_vs_nomem",), "versus", short="carry-over − nomem",
+           doc="the paired per-user difference from the nomem run of the same benchmark [95% interval] and its "
+               "sign-flip p"),
+    Column("note", ("na_reason",), "text", blank="", doc="why a figure is n/a"),
 )
 
 

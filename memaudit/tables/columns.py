@@ -7,9 +7,9 @@ in the row builder. The paper's tables are declared here (their rows: memaudit/t
 utilization, carry-over, evolving and judges next to their maths."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, RUBRIC
 
 OUTPUTS = frozenset({"md", "latex", "csv", "json", "html"})
 NOT_TEXT = frozenset({"csv", "json", "html"})  # shown in the report and carried as data, not in md/latex
@@ -37,6 +37,9 @@ class Column:
     blank: str = "n/a"  # how a text or mode cell without a value reads in md and latex
     # interval: its missing interval reads "n/a" (evolving) instead of being left out
     ci_na: bool = False
+    # What the column means, said once: the md legend under its table, the report's legend beside
+    # its table and the README's "Reading the tables" show this text.
+    doc: str = ""
     # A wall time measured on the machine that made the run: replay does not compare it.
     measured: bool = False
 
@@ -52,70 +55,143 @@ class Column:
         return self.keys[1] if len(self.keys) > 1 else f"{self.keys[0]}_ci95"
 
 
+RUBRIC_TEXT = ", ".join(f"{level.score:g} {level.name}" for level in RUBRIC.levels)
+
+# The columns most tables share, each said once; a table takes them as they are or with its own
+# extras and links (`replace`). Their meaning is told once above the tables, not under each.
+RUN = Column("run", ("run",), "run", extra=("partial",), link="run",
+             doc="the run: one memory system's rollout, `<system>` or `<system>_<tag>`. `(partial)` marks a run "
+                 "that played fewer tasks than its benchmark has or was scored only on the targets whose task "
+                 "ran (its B is not comparable with full runs); `(teacher-forced on R)` a run whose memory was fed "
+                 "the recorded episodes of run R, whose A, C and D these are")
+SYSTEM = Column("system", ("system",), "text", outputs=NOT_TEXT, doc="the memory system the run audits")
+MODE = Column("mode", ("mode",), "mode", extra=("k",), link="pass",
+              doc="how the memory was read for recovery: `dump_all` the whole final store (full-store), "
+                  "`retrieve@k` the system's own search for the top k items (top-k)")
+USERS = Column("users", ("users",), doc="the users the row's figures are over")
+COMMON = (RUN, SYSTEM, MODE, USERS)
+# How a summary cell reads (kind "summary"); an interval cell is the value and its interval alone.
+SUMMARY_CELL = ("mean ± sample standard deviation over users [95% user-bootstrap interval of the mean]; every "
+                "figure is computed per user first; n/a: not measured (a mode not scored, a user without a value)")
+
+
+
+
 # Table 2: task outcome, preference, recovery at the headline k, footprint, failures, cost, models.
 TABLE2 = (
-    Column("run", ("run",), "run", extra=("partial", "teacher_forced", "source_run"), link="run"),
-    Column("system", ("system",), "text", outputs=NOT_TEXT),
-    Column("users", ("users",), outputs=NOT_TEXT, link="run"),
-    Column("A (%)", ("A",), "summary", 1, link="run"),
-    Column("D (/5)", ("D",), "summary", 2, link="run"),
-    Column("C", ("C",), "summary", 2, extra=("C_satisfied",), link="run"),
-    Column("B full-store", ("B_dump_all",), "summary", link="pass"),
-    Column("B top-k", ("B_retrieve",), "summary", extra=("retrieve_k",), link="pass"),
-    Column("items", ("items",), digits=1, extra=("items_std",), link="run"),
-    Column("chars/item", ("chars",), digits=1, extra=("chars_std",), link="run"),
-    Column("overflow dump/top-k", ("overflow_dump_all", "overflow_retrieve"), link="overflow"),
-    Column("failed dump/top-k", ("failed_dump_all", "failed_retrieve")),
-    Column("failed episodes", ("failed_episodes",), link="run"),
-    Column("fallbacks", ("simulator_fallbacks",), link="run"),
-    Column("judge failures", ("pref_judge_failures",), link="run"),
-    Column("memory write failures", ("memory_write_failures",), link="run"),
-    Column("tokens", ("tokens",), link="run"),
-    Column("B/Mtok dump/top-k", ("B_dump_all_per_Mtok", "B_retrieve_per_Mtok")),
-    Column("models", ("models",), "models", outputs=OUTPUTS - {"csv"}),  # a map: csv rows keep flat values only
+    replace(RUN, extra=("partial", "teacher_forced", "source_run")),
+    SYSTEM,
+    replace(USERS, outputs=NOT_TEXT, link="run"),
+    Column("A (%)", ("A",), "summary", 1, link="run",
+           doc="task completion: per user, the share of episodes the simulated user ended satisfied, in percent"),
+    Column("D (/5)", ("D",), "summary", 2, link="run",
+           doc="preference: per user, the mean preference-judge score (1–5) of every assistant reply it could "
+               "rate against the user's assistance preferences; a user with no rated reply is left out"),
+    Column("C", ("C",), "summary", 2, extra=("C_satisfied",), link="run",
+           doc="turns: per user, the mean number of assistant replies per episode (json and csv also carry "
+               "`C_satisfied`, over satisfied episodes only)"),
+    Column("B full-store", ("B_dump_all",), "summary", link="pass",
+           doc="recovery B from the whole final store (dump_all): per user the mean of the five category means of "
+               f"the recovery judge's scores ({RUBRIC_TEXT}; `unknown` scores 0); an overflow target counts 0, a failed "
+               "one is left out"),
+    Column("B top-k", ("B_retrieve",), "summary", extra=("retrieve_k",), link="pass",
+           doc="recovery B as for B full-store, from the system's own top-k search (retrieve; k = 5 when scored, "
+               "else the smallest k)"),
+    Column("items", ("items",), digits=1, extra=("items_std",), link="run",
+           doc="footprint: items in the user's final memory, mean over users"),
+    Column("chars/item", ("chars",), digits=1, extra=("chars_std",), link="run",
+           doc="footprint: mean characters of an item's content in the user's final memory, mean over users"),
+    Column("overflow dump/top-k", ("overflow_dump_all", "overflow_retrieve"), link="overflow",
+           doc="targets whose memory read did not fit the reader's context window (scored 0 in B), "
+               "full-store/top-k"),
+    Column("failed dump/top-k", ("failed_dump_all", "failed_retrieve"),
+           doc="targets the reader or the judge never answered validly (left out of B), full-store/top-k"),
+    Column("failed episodes", ("failed_episodes",), link="run",
+           doc="episodes ended by a failed assistant call (invalid or too long); they stay in A's and C's "
+               "denominators"),
+    Column("fallbacks", ("simulator_fallbacks",), link="run",
+           doc="simulated-user turns whose answer stayed invalid and fell back to a neutral follow-up"),
+    Column("judge failures", ("pref_judge_failures",), link="run",
+           doc="assistant replies the preference judge could not rate (left out of D)"),
+    Column("memory write failures", ("memory_write_failures",), link="run",
+           doc="memory-side calls that failed for good, so that write was lost (n/a: the system makes no "
+               "memory calls, or an imported run)"),
+    Column("tokens", ("tokens",), link="run",
+           doc="prompt + completion tokens of every call the run used (a cached call counted once)"),
+    Column("B/Mtok dump/top-k", ("B_dump_all_per_Mtok", "B_retrieve_per_Mtok"),
+           doc="B per million tokens, full-store/top-k"),
+    Column("models", ("models",), "models", outputs=OUTPUTS - {"csv"},  # a map: csv rows keep flat values only
+           doc="the model each role group ran on (one name when every role used it)"),
 )
 
 
 # Table 3: recovery per category in each scored pass (mode and k) of a run.
 TABLE3 = (
-    Column("run", ("run",), "run", link="run"),
-    Column("system", ("system",), "text", outputs=NOT_TEXT),
-    Column("mode", ("mode",), "mode", extra=("k",), link="pass"),
-    Column("users", ("users",), outputs=NOT_TEXT),
-    *(Column(key, (key,), "summary", link="pass") for key in (*CATEGORIES, "overall")),
+    RUN,
+    SYSTEM,
+    MODE,
+    replace(USERS, outputs=NOT_TEXT),
+    *(Column(key, (key,), "summary", link="pass",
+             doc=f"per user, the mean recovery score of the user's {key} targets") for key in CATEGORIES),
+    Column("overall", ("overall",), "summary", link="pass", doc="B: per user, the mean of the five category means"),
 )
 
 # Table 4: the attribution label counts of each attributed pass, and the recovery rates they give.
 TABLE4_SHORT = {"ok": "Recovered", "memory_failure": "Memory", "task_design_failure": "Task",
                 "agent_elicitation_failure": "Agent", "simulator_too_strict": "User", "no_targeted_task": "No task",
                 "unclassified": "Unclassified", "overflow": "Overflow"}
+LABEL_DOCS = {
+    "ok": f"targets recovered (score at least {RUBRIC.recovered:g})",
+    "memory_failure": "the user disclosed the value (stage 1), and the memory lost it or could not surface it",
+    "task_design_failure": "the target's task could never have drawn the value out (stage 0)",
+    "agent_elicitation_failure": "not disclosed: the assistant never steered toward the topic (stage 2)",
+    "simulator_too_strict": "not disclosed: the topic came up, the simulated user did not elaborate (stage 2)",
+    "no_targeted_task": "no task of the user targets the dimension",
+    "unclassified": "a stage's answer stayed invalid: no label is guessed",
+    "overflow": "the memory read did not fit the reader's context window",
+}
 TABLE4 = (
-    Column("run", ("run",), "run", link="run"),
-    Column("system", ("system",), "text", outputs=NOT_TEXT),
-    Column("mode", ("mode",), "mode", extra=("k",), link="pass"),
-    *(Column(label, (label,), link="label", short=TABLE4_SHORT[label]) for label in ATTRIBUTION_LABELS),
-    Column("recovery_rate", ("recovery_rate",), short="recovery rate"),
+    RUN,
+    SYSTEM,
+    MODE,
+    *(Column(label, (label,), link="label", short=TABLE4_SHORT[label], doc=LABEL_DOCS[label])
+      for label in ATTRIBUTION_LABELS),
+    Column("recovery_rate", ("recovery_rate",), short="recovery rate",
+           doc="Recovered / (Recovered + Memory): of the targets the user disclosed, the share the memory gave back"),
     # The rate the published code would report: overflow targets counted as the stages label them
     # (json carries every count as published: `published_equivalent`; a map, so not in csv).
-    Column("rate as published", ("published_equivalent.recovery_rate",), outputs=OUTPUTS - {"csv"}),
+    Column("rate as published", ("published_equivalent.recovery_rate",), outputs=OUTPUTS - {"csv"},
+           doc="the recovery rate with every overflow target labelled by the stages, as the published code did"),
 )
+
+
+def _quantile(p: int, of: str) -> str:
+    return (f"the {p}th percentile over users of {of} in the final memory (the lower order statistic: the "
+            f"⌈{p / 100:g}·n⌉-th smallest)")
 
 
 # Footprint quantiles over users (the lower order statistic).
 FOOTPRINT = (
-    Column("run", ("run",), "run", link="run"),
-    Column("system", ("system",), "text", outputs=NOT_TEXT),
-    Column("users", ("users",)),
-    Column("items p50", ("items_p50",), digits=0),
-    Column("items p90", ("items_p90",), digits=0),
-    Column("chars p50", ("chars_p50",), digits=1),
-    Column("chars p90", ("chars_p90",), digits=1),
-    # What the memory system cost at rollout (issue 32): seconds of an episode's writes and of a read.
-    Column("write s/episode p50/p95", ("write_p50", "write_p95"), digits=3, measured=True),
-    Column("search s p50/p95", ("search_p50", "search_p95"), digits=3, measured=True),
-    Column("memory calls/user", ("memory_calls",), digits=1),
-    Column("memory tokens/user", ("memory_tokens",), digits=0),
-    Column("write failures", ("memory_write_failures",), link="run"),
+    RUN,
+    SYSTEM,
+    USERS,
+    Column("items p50", ("items_p50",), digits=0, doc=_quantile(50, "the items")),
+    Column("items p90", ("items_p90",), digits=0, doc=_quantile(90, "the items")),
+    Column("chars p50", ("chars_p50",), digits=1, doc=_quantile(50, "the mean characters per item")),
+    Column("chars p90", ("chars_p90",), digits=1, doc=_quantile(90, "the mean characters per item")),
+    # What the memory system cost at rollout (issue 32).
+    Column("write s/episode p50/p95", ("write_p50", "write_p95"), digits=3, measured=True,
+           doc="the wall time of an episode's memory writes in seconds, median and 95th percentile over the episodes "
+               "no call cache answered, timed on the machine that ran the rollout"),
+    Column("search s p50/p95", ("search_p50", "search_p95"), digits=3, measured=True,
+           doc="the wall time of one memory read of the assistant in seconds, median and 95th percentile over the "
+               "reads no call cache answered, timed on the machine that ran the rollout"),
+    Column("memory calls/user", ("memory_calls",), digits=1,
+           doc="the model calls the memory system made for a user's episodes, mean over users"),
+    Column("memory tokens/user", ("memory_tokens",), digits=0,
+           doc="the prompt and completion tokens of those calls, mean over users"),
+    Column("write failures", ("memory_write_failures",), link="run",
+           doc="memory writes lost because a model answer could not be used, over all users"),
 )
 
 
@@ -125,51 +201,77 @@ def measured_keys(columns) -> frozenset[str]:
 
 # The per-user gap B(dump_all) − B(retrieve); json carries each user's gap.
 GAP = (
-    Column("run", ("run",), "run", link="run"),
-    Column("system", ("system",), "text", outputs=NOT_TEXT),
-    Column("users", ("users",)),
-    *(Column(key, (key,)) for key in ("mean", "median", "min", "max")),
-    Column("per user", ("per_user",), outputs=DATA),
+    RUN,
+    SYSTEM,
+    USERS,
+    *(Column(key, (key,), doc=f"the {key} over users of B(dump_all) − B(retrieve), over the users scored in both "
+                               "modes") for key in ("mean", "median", "min", "max")),
+    Column("per user", ("per_user",), outputs=DATA, doc="each user's B(dump_all) − B(retrieve)"),
 )
 
 # Token usage per role group. Reasoning tokens are part of the completion tokens (as the API counts
 # them), not added to the total.
 TOKENS = (
-    Column("run", ("run",), "run", link="run"),
-    Column("system", ("system",), "text", outputs=NOT_TEXT),
-    Column("role", ("role",), "text"),
-    Column("calls", ("calls",)),
-    Column("prompt", ("prompt_tokens",)),
-    Column("completion", ("completion_tokens",)),
-    Column("of which reasoning", ("reasoning_tokens",)),
-    Column("cached", ("cached_tokens",)),
-    Column("total", ("total_tokens",)),
+    RUN,
+    SYSTEM,
+    Column("role", ("role",), "text", doc="the role group whose calls the row counts; `all`: the run's total"),
+    Column("calls", ("calls",), doc="calls the run used (a cached call counted once)"),
+    Column("prompt", ("prompt_tokens",), doc="prompt tokens"),
+    Column("completion", ("completion_tokens",), doc="completion tokens, reasoning tokens included"),
+    Column("of which reasoning", ("reasoning_tokens",), doc="reasoning tokens a reasoning model spent"),
+    Column("cached", ("cached_tokens",), doc="prompt tokens the server reported as served from its prompt cache"),
+    Column("total", ("total_tokens",), doc="prompt + completion tokens"),
 )
 
 # Paired comparisons of per-user B; the last column marks a Holm-adjusted p under 0.05.
 COMPARISONS = (
-    Column("mode", ("mode",), "text"),
-    Column("a", ("a",), "text"),
-    Column("b", ("b",), "text"),
-    Column("users", ("users",)),
-    Column("diff (a − b)", ("diff",)),
-    Column("95% CI", ("ci95",), "ci"),
-    Column("p", ("p",), digits=4),
-    Column("p Holm", ("p_holm",), digits=4),
-    Column("", ("significant",), "mark", short="p Holm < 0.05"),
+    Column("mode", ("mode",), "text",
+           doc="the access mode both runs are compared in; `dump_all-retrieve`: one run's two modes"),
+    Column("run a", ("a",), "text", doc="the first run of the pair"),
+    Column("run b", ("b",), "text", doc="the second run of the pair (the same run for `dump_all-retrieve`)"),
+    replace(USERS, doc="the users both runs scored: the pairs of the comparison"),
+    Column("diff (a − b)", ("diff",), doc="the mean over those users of B(a) − B(b)"),
+    Column("95% CI", ("ci95",), "ci", doc="the 95% paired user-bootstrap interval of that mean"),
+    Column("p", ("p",), digits=4, doc="the two-sided p-value of a sign-flip permutation test of the per-user "
+                                      "differences"),
+    Column("p Holm", ("p_holm",), digits=4,
+           doc="p after Holm's step-down adjustment within its family (one per mode; one for the dump_all-retrieve "
+               "gaps); `p_holm` in json and csv"),
+    Column("Holm-significant", ("significant",), "mark", doc="* when p Holm is under 0.05"),
 )
 
 # Which prompt directory (name, hash) each number of a run was made with.
 PROMPTS = (
-    Column("run", ("run",), "run", link="run"),
-    Column("stage", ("stage",), "text"),
-    Column("mode", ("mode",), "mode", extra=("k",), blank=""),
-    Column("prompts", ("prompts",), "text"),
-    Column("hash", ("hash",), "hash"),
+    RUN,
+    Column("stage", ("stage",), "text",
+           doc="what the prompts made: the rollout (A, C, D, memory), a scoring pass (B) or an attribution pass "
+               "(Table 4)"),
+    replace(MODE, link=None, blank=""),
+    Column("prompts", ("prompts",), "text",
+           doc="the prompt directory: `bundled`, a directory given with --prompts, or `as released`"),
+    Column("hash", ("hash",), "hash", doc="the sha256 over the prompt files used (its first characters)"),
 )
 
 def shown(columns, output: str) -> list[Column]:
     return [c for c in columns if output in c.outputs]
+
+
+def legend(columns, output: str = "md") -> list[tuple[str, str]]:
+    """(header, meaning) of every column the output shows, but the shared ones (COMMON: told once,
+    in `common_legend`)."""
+    common = {c.doc for c in COMMON}
+    return [(header(c, output == "html"), c.doc) for c in shown(columns, output) if c.doc and c.doc not in common]
+
+
+def common_legend(output: str = "md") -> list[tuple[str, str]]:
+    """The shared columns the output shows and how a summary cell reads: said once above the tables."""
+    return [(header(c, output == "html"), c.doc) for c in COMMON if output in c.outputs] + [("mean ± std [low, high]",
+                                                                                  SUMMARY_CELL)]
+
+
+def header(column: Column, short: bool = False) -> str:
+    """A column's header; `short`: the narrower one where it has one (the report, the demo's tables)."""
+    return column.short if short and column.short is not None else column.header
 
 
 def project(row: dict, columns, output: str) -> dict:

@@ -17,31 +17,49 @@ evolving target gets neither section, so a static run's tables are what they wer
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from statistics import mean
 
-from memaudit.tables.columns import Column
+from memaudit.tables.columns import MODE, RUN, USERS, Column
 from memaudit.types import CATEGORIES, DEFAULT_VARIANT, STORE_MODE
 
 DEFAULT_K = 5
 MEASURES = ("FAMA", "MPA", "FAA", "stale_in_store", "stale_in_recovery")
 VERDICT_LISTS = ("present", "absent")  # the per-target criteria lists of `evolving_targets`
 
+FAMA_DOC = ("FAMA, forgetting-aware memory accuracy (Memora's): max(0, MPA − λ·(1 − FAA)), λ = the share of "
+            "superseded-value criteria among the target's criteria")
+# What each measure is per target; the run's value is the category-balanced per-user mean.
+MEASURE_DOCS = {
+    "FAMA": FAMA_DOC,
+    "MPA": "MPA, the accuracy on the present criterion: the reconstruction states the current value",
+    "FAA": "FAA, the accuracy on the absent criteria: the share of superseded values the reconstruction does not "
+           "assert (over targets with one)",
+    "stale_in_store": "the share of superseded values the whole final store still holds as true (judged once per run, "
+                      "the same in both modes)",
+    "stale_in_recovery": "1 − FAA: the share of superseded values the reconstruction asserts",
+}
+MODE_ONLY = replace(MODE, extra=(), link=None)
+
 EVOLVING = (
-    Column("run", ("run",), "run", link="run"),
-    Column("mode", ("mode",), "mode"),
-    Column("users", ("users",)),
-    Column("targets", ("targets",)),
-    *(Column(f"{m} [95% CI]", (m,), "interval", ci_na=True, short=m) for m in MEASURES),
+    RUN,
+    MODE_ONLY,
+    USERS,
+    Column("targets", ("targets",), doc="evolving targets in this mode (a bank entry that changed inside the run)"),
+    *(Column(f"{m} [95% CI]", (m,), "interval", ci_na=True, short=m,
+             doc=f"{MEASURE_DOCS[m]}; per user the category-balanced mean over the user's evolving targets, then "
+                 "the mean over users [95% user-bootstrap interval]") for m in MEASURES),
 )
 
 EVOLVING_TARGETS = (
-    Column("run", ("run",), "run", link="run"),
-    Column("mode", ("mode",), "mode"),
-    Column("user", ("user",), "text"),
-    Column("dimension", ("dimension",), "text"),
-    Column("present", ("present",), "verdicts"),
-    Column("absent", ("absent",), "verdicts"),
-    Column("FAMA", ("FAMA",)),
+    RUN,
+    MODE_ONLY,
+    Column("user", ("user",), "text", doc="the user"),
+    Column("dimension", ("dimension",), "text", doc="the evolving bank entry"),
+    Column("present", ("present",), "verdicts", doc="✓ when the reconstruction states the current value"),
+    Column("absent", ("absent",), "verdicts",
+           doc="one ✓/✗ per superseded value, oldest first: ✓ when the reconstruction does not assert it"),
+    Column("FAMA", ("FAMA",), doc=f"{FAMA_DOC}, of this target"),
 )
 
 

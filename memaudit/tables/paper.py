@@ -20,7 +20,7 @@ from memaudit.tables.judges import judges_section
 from memaudit.store import Run, Store, select_runs
 from memaudit.tables import carryover, evolving, metrics, stats, utilization
 from memaudit.tables.columns import (COMPARISONS, FOOTPRINT, GAP, PROMPTS, TABLE2, TABLE3, TABLE4, TOKENS, ci_text,
-                                     measured_keys, mode_label, num, project, text_table)
+                                     common_legend, legend, measured_keys, mode_label, num, project, text_table)
 from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
 
@@ -84,7 +84,16 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
     }
     # Evolving banks only (issue 25): a store without evolving targets gets no such section.
     tables.update(await evolving.evolving_sections(store, [r.run for r in selected], boot, variant))
+    mark_partial(tables, {d.run: d.partial for d in data})
     return tables
+
+
+def mark_partial(tables: dict, partial: dict[str, bool]) -> None:
+    """Every row of a run carries whether the run is partial, so each table marks it (columns.RUN)."""
+    for name in DECLARED:
+        for row in tables.get(name) or []:
+            if "run" in row:
+                row["partial"] = partial.get(row["run"], False)
 
 
 async def prompt_rows(store: Store, info: Run, variant: str) -> list[dict]:
@@ -376,48 +385,57 @@ def _declared(name: str):
     return lambda rows: text_table(DECLARED[name], rows)
 
 
+# Each table's title, the same in md, latex, the HTML report and the demo; what its columns and
+# cells mean is in their declarations (the legend under each table, `common_legend` above them).
 TITLES = {
-    "table2": ("Table 2 — task outcome, preference, recovery, footprint (mean ± sample std [95% user-bootstrap CI])",
-               _declared("table2")),
-    "table3": ("Table 3 — recovery per category (mean ± sample std [95% CI])", _declared("table3")),
-    "table4": ("Table 4 — failure attribution counts", _declared("table4")),
-    "footprint": ("Footprint and memory cost at rollout — lower order statistic over users (seconds of this "
-                  "machine; calls and tokens: mean per user)", _declared("footprint")),
+    "table2": ("Table 2 — task outcome, preference, recovery, footprint", _declared("table2")),
+    "table3": ("Table 3 — recovery per category", _declared("table3")),
+    "table4": ("Table 4 — failure attribution", _declared("table4")),
+    "footprint": ("Footprint distribution over users, and what memory cost at rollout", _declared("footprint")),
     "gap": ("Per-user gap B(dump_all) − B(retrieve)", _declared("gap")),
     "tokens": ("Token usage per role", _declared("tokens")),
-    "comparisons": ("Paired comparisons of per-user B (sign-flip test; * = Holm-adjusted p < 0.05)",
-                    _declared("comparisons")),
-    "utilization": ("Know/Act utilization (per-user means [95% CI]; oracle = why a known entry was not used)",
-                    _declared("utilization")),
-    "carryover": ("Preference carry-over and bother rate (per-user means [95% CI])", _declared("carryover")),
+    "comparisons": ("Paired comparisons of per-user B", _declared("comparisons")),
+    "utilization": ("Know/Act utilization", _declared("utilization")),
+    "carryover": ("Preference carry-over and bother rate", _declared("carryover")),
     "prompts": ("Prompts each number was made with (memaudit prompts list)", _declared("prompts")),
-    "evolving": ("Evolving targets — FAMA, MPA, FAA, stale in store / in recovery (category-balanced per-user means "
-                 "[95% CI])", _declared("evolving")),
-    "evolving_targets": ("Evolving targets — criteria per target (present: current value; absent: each superseded "
-                         "value)", _declared("evolving_targets")),
+    "evolving": ("Evolving targets — FAMA and stale memory", _declared("evolving")),
+    "evolving_targets": ("Evolving targets — criteria per target", _declared("evolving_targets")),
     "robustness": ("Robustness — frozen rescoring", _robustness),
 }
+PREFACE = "Reading these tables"
+
+
+def title(name: str) -> str:
+    return TITLES[name][0]
 
 
 def _render_text(tables: dict, *, latex: bool) -> str:
-    parts = []
+    parts = [] if latex else [_md_legend_block(PREFACE, common_legend("md"))]
     for name in SECTIONS:
         if tables.get(name) is None:
             continue
         if name == "judges":  # several tables: memaudit/tables/judges_render.py
             built = judges_tables(tables[name])
         else:
-            title, build = TITLES[name]
-            built = [(title, *build(tables[name]))]
-        for title, header, body in built:
-            parts.append(_latex_table(title, header, body) if latex else _md_table(title, header, body))
+            built = [(title(name), *TITLES[name][1](tables[name]), legend(DECLARED.get(name, ())))]
+        for heading, header, body, meanings in built:
+            parts.append(_latex_table(heading, header, body) if latex else md_table(heading, header, body, meanings))
     return "\n\n".join(parts) + "\n"
 
 
-def _md_table(title: str, header: list[str], body: list[list[str]]) -> str:
-    lines = [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+def md_table(heading: str, header: list[str], body: list[list[str]], meanings=()) -> str:
+    """A titled md table with its legend: one line per column that needs saying what it means."""
+    lines = [f"## {heading}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
-    return "\n".join(lines)
+    return "\n".join(lines) + ("\n\n" + _md_legend(meanings) if meanings else "")
+
+
+def _md_legend(meanings) -> str:
+    return "\n".join(f"- **{name}**: {meaning}" for name, meaning in meanings)
+
+
+def _md_legend_block(heading: str, meanings) -> str:
+    return f"## {heading}\n\n{_md_legend(meanings)}"
 
 
 def _tex(text: str) -> str:

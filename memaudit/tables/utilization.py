@@ -14,10 +14,11 @@ can differ slightly from the mean of per-user rates.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from memaudit.store import Store
 from memaudit.tables import stats
-from memaudit.tables.columns import DATA, NOT_TEXT, Column
+from memaudit.tables.columns import DATA, RUN, SYSTEM, USERS, Column
 from memaudit.types import CATEGORIES
 
 COUNTS = ("kp_ap", "kp_af", "kf_ap", "kf_af")
@@ -25,21 +26,35 @@ COUNT_NAMES = {"kp_ap": "KP∧AP", "kp_af": "KP∧AF", "kf_ap": "KF∧AP", "kf_a
 ORACLE_LABELS = ("retrieval", "comprehension", "application")  # memaudit/utilization/act.py assigns them
 
 # One row per measured (run, k). The report links the run and each count to the pass's cases.
+# KP/KF: Know passed/failed (the entry was recovered from top-k memory at the threshold or not);
+# AP/AF: Act passed/failed (the answer to the Act scenario was shaped by the entry or not).
+COUNT_DOCS = {"kp_ap": "entries known and used (K: Know, recovered from memory at the threshold; A: Act, the answer "
+                       "to its scenario shaped by it; P pass, F fail)",
+              "kp_af": "entries known, not used",
+              "kf_ap": "entries used without being recovered (the memory surfaced them for the request though the "
+                       "axis query did not)",
+              "kf_af": "entries neither known nor used"}
 UTILIZATION = (
-    Column("run", ("run",), "run", link="cases"),
-    Column("system", ("system",), "text", outputs=NOT_TEXT),
-    Column("k", ("k",)),
-    Column("threshold", ("threshold",), outputs=DATA),
-    Column("users", ("users",), outputs=DATA),
-    Column("targets", ("targets",)),
-    *(Column(name, (count,), link="cases") for count, name in COUNT_NAMES.items()),
-    Column("Act accuracy", ("act_accuracy",), "interval"),
-    Column("Utilization", ("utilization",), "interval"),
-    Column("per category", ("per_category",), outputs=DATA),
-    Column("oracle retrieval/comprehension/application", tuple(f"oracle.{label}" for label in ORACLE_LABELS)),
-    Column("oracle failed", ("oracle_failed",), outputs=DATA),
-    Column("order disagreements", ("order_disagreements",)),
-    Column("failed", ("failed",)),
+    replace(RUN, link="cases"),
+    SYSTEM,
+    Column("k", ("k",), doc="memory items retrieved for the Know read and the Act answer"),
+    Column("threshold", ("threshold",), outputs=DATA, doc="the recovery score at which an entry counts as known"),
+    replace(USERS, outputs=DATA),
+    Column("targets", ("targets",), doc="bank entries with an Act scenario, decided"),
+    *(Column(name, (count,), link="cases", doc=COUNT_DOCS[count]) for count, name in COUNT_NAMES.items()),
+    Column("Act accuracy", ("act_accuracy",), "interval",
+           doc="per user AP / targets; mean over users [95% user-bootstrap interval]"),
+    Column("Utilization", ("utilization",), "interval",
+           doc="per user KP∧AP / KP (of the known entries, the share used); mean over users [95% interval]"),
+    Column("per category", ("per_category",), outputs=DATA, doc="the figures per category"),
+    Column("oracle retrieval/comprehension/application", tuple(f"oracle.{label}" for label in ORACLE_LABELS),
+           doc="why a known entry was not used: retrieval (the answer passes once the disclosing user turns are "
+               "put into its context: the evidence was not surfaced), comprehension (it passes once the value "
+               "itself is: surfaced, not understood), application (neither helps)"),
+    Column("oracle failed", ("oracle_failed",), outputs=DATA, doc="known entries the oracle could not classify"),
+    Column("order disagreements", ("order_disagreements",),
+           doc="entries whose two judge verdicts (answers in either order) disagreed: counted as not used"),
+    Column("failed", ("failed",), doc="cases a call failed for: in no count"),
 )
 
 

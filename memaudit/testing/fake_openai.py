@@ -44,18 +44,22 @@ def schema_of(body: dict) -> dict | None:
     return rf.get("schema") if rf.get("type") == "json_object" else rf["json_schema"]["schema"]
 
 
-def example(schema: dict, rng: random.Random):
-    """A valid instance of a (subset) JSON schema."""
+def example(schema: dict, rng: random.Random, defs: dict | None = None):
+    """A valid instance of a (subset) JSON schema; `$ref`s into the root's `$defs` (as pydantic
+    writes nested models) are followed."""
+    defs = schema.get("$defs", {}) if defs is None else defs
+    if "$ref" in schema:
+        return example(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), rng, defs)
     if "anyOf" in schema:
-        return example(schema["anyOf"][0], rng)
+        return example(schema["anyOf"][0], rng, defs)
     if "enum" in schema:
         return rng.choice(schema["enum"])
     kind = schema.get("type")
     kind = kind[0] if isinstance(kind, list) else kind
     if kind == "object":
-        return {name: example(sub, rng) for name, sub in schema.get("properties", {}).items()}
+        return {name: example(sub, rng, defs) for name, sub in schema.get("properties", {}).items()}
     if kind == "array":
-        return [example(schema.get("items", {"type": "string"}), rng)
+        return [example(schema.get("items", {"type": "string"}), rng, defs)
                 for _ in range(max(schema.get("minItems", 0), 1))]
     if kind == "number":
         return 0.5

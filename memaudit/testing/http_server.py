@@ -81,6 +81,10 @@ class LoopbackServer:
                     return
         except (asyncio.IncompleteReadError, ConnectionError):
             return
+        except asyncio.CancelledError:
+            # the server is shutting down (_shutdown): end quietly, or asyncio's own callback on this
+            # connection's task logs the cancellation as an error on stderr
+            return
         finally:
             writer.close()
 

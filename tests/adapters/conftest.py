@@ -9,25 +9,40 @@ import pytest
 
 from memaudit.adapters.base import AdapterContext
 from memaudit.adapters.registry import get_adapter
+from memaudit.errors import MemauditError
 from memaudit.llm.embed import Embedder
 from memaudit.runtime import open_runtime
 from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_encoder, play,  # noqa: F401
                                                script)
 
 
-# The deployed libraries need their optional extras (installed by `make install` and in CI).
+# The deployed libraries need their optional extras (installed by `make install` and in CI);
+# cognee its own environment (.venv-cognee), where each user's cognee is a worker process.
 LIBRARY_MODULES = {"mem0ai": "mem0", "graphiti": "graphiti_core", "llamaindex": "llama_index.core"}
+OWN_ENVIRONMENT = ("cognee",)
 
 
 def installed(system: str) -> bool:
-    """False for a deployed library whose extra is not installed; True for every other system."""
+    """False for a deployed library that is not installed; True for every other system."""
+    if system in OWN_ENVIRONMENT:
+        try:
+            get_adapter(system)  # its module refuses to load without the library's environment
+        except MemauditError:
+            return False
+        return True
     module = LIBRARY_MODULES.get(system)
     return module is None or importlib.util.find_spec(module.split(".")[0]) is not None
 
 
 def needs_library(system: str):
     """Skip where the system's library is missing."""
-    return pytest.mark.skipif(not installed(system), reason=f"the {system} extra is not installed")
+    return pytest.mark.skipif(not installed(system), reason=f"the {system} library is not installed")
+
+
+def library_marks(system: str) -> list:
+    """needs_library; a library in its own environment is also slow (a worker process per user,
+    whose start imports the library): its tests are integration tests."""
+    return [needs_library(system), *([pytest.mark.integration] if system in OWN_ENVIRONMENT else [])]
 
 
 needs_mem0ai = needs_library("mem0ai")
@@ -35,7 +50,8 @@ needs_mem0ai = needs_library("mem0ai")
 
 def system_params(names) -> list:
     """Systems as test parameters; a deployed library is skipped where it is missing."""
-    return [pytest.param(name, marks=needs_library(name)) if name in LIBRARY_MODULES else name for name in names]
+    return [pytest.param(name, marks=library_marks(name)) if name in (*LIBRARY_MODULES, *OWN_ENVIRONMENT) else name
+            for name in names]
 
 
 @asynccontextmanager

@@ -74,7 +74,7 @@ WITHOUT_MODEL_CALLS = ("nomem", "simple_rag", "bm25", "longctx_full")
 # counts its failures once the queue flushes).
 QUEUED_WRITES = ("llamaindex",)
 # A graph the library builds from its inputs with the model: a dumped store does not load into it.
-BUILT_FROM_INPUTS = ("graphiti",)
+BUILT_FROM_INPUTS = ("graphiti", "cognee")
 
 
 @pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in WITHOUT_MODEL_CALLS + QUEUED_WRITES))

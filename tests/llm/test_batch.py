@@ -228,6 +228,11 @@ def test_bad_batch_options_are_one_line(recorded, tmp_path, capsys):
     assert code == 2 and "--cache rw" in err and err.count("\n") == 1
     code, out, err = cli(capsys, db, "http://127.0.0.1:9/v1", "batch", "collect", "--from", "missing.jsonl")
     assert code == 2 and "missing.jsonl" in err
+    # a vLLM server has no Batch API: refused before anything is recorded, naming the role
+    code, _, err = cli(capsys, db, "http://127.0.0.1:9/v1", "score", "--mode", "dump_all", "--batch",
+                       "--backend", "vllm")
+    assert code == 2 and "role slot_fill" in err and "--batch-file" in err and err.count("\n") == 1
+    assert pending(db) == []
 
 
 def test_collect_killed_half_way_loses_nothing(recorded, tmp_path, capsys):

@@ -105,7 +105,7 @@ async def test_table4_counts_open_the_targets_behind_them(tmp_path):
     index = await _report(tmp_path)
     listing = follow(index, "1", "Table 4")  # the only linked 1: mem0 retrieve memory_failure
     assert listing.name == "memory_failure.html"
-    assert "1 targets" in listing.read_text()
+    assert "1 target." in listing.read_text()
     _, view = listed(listing, "cooking_skill")
     assert view == {"f": "synthetic/user_001", "v": "target", "d": "cooking_skill", "a": "mem0-retrieve_k5"}
 

@@ -20,13 +20,14 @@ from memaudit.release.exporter import export_runs
 from memaudit.release.importer import import_release
 from memaudit.replay import replay_runs
 from memaudit.report import userdata
+from memaudit.report.html import esc
 from memaudit.report.view import write_report
 from memaudit.rollout.runner import run_rollout
 from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import score_runs
 from memaudit.store import open_store
 from memaudit.tables.evolving import fama
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables, render, title
 from memaudit.types import EvolvingJudgment, MemoryItem
 
 pytestmark = pytest.mark.anyio
@@ -166,7 +167,7 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
         await score_evolving(rt, runs, ["dump_all", "retrieve"], ks=(5,))
         tables = await compute_tables(rt.store, runs, bootstrap=200)
         index = (await write_report(rt.store, tmp_path / "report", runs)).read_text()
-    assert "Evolving targets: FAMA and stale memory" in index
+    assert esc(title("evolving")) in index
     data = userdata.decode((tmp_path / "report" / userdata.data_file("sample", user)).read_bytes())
     section = data["sections"]["target"][dim]  # the target view shows it (report/assets/user.js)
     assert "History of this entry" in section and "<svg" in section and f"episode {task}, turn 1" in section
@@ -177,7 +178,7 @@ async def test_changes_are_disclosed_once_recorded_exported_and_scored(scripted_
     assert rows[("newest_only", "dump_all")]["FAMA"] == 1.0 and rows[("keep_all", "dump_all")]["FAMA"] == 0.5
     assert {r["user"] for r in tables["evolving_targets"]} == {"user_001", "user_002", "user_003"}
     for r in tables["evolving_targets"]:
-        assert set(r) == {"run", "mode", "user", "dimension", "present", "absent", "FAMA"}
+        assert set(r) == {"run", "partial", "mode", "user", "dimension", "present", "absent", "FAMA"}
         assert r["FAMA"] == fama(r["present"], r["absent"])["FAMA"]
     assert "Evolving targets" in render(tables, "md") and "FAMA" in render(tables, "latex")
     assert await replay_runs(settings) is None

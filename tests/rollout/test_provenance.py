@@ -48,7 +48,7 @@ def test_tables_json_and_the_report_show_the_models(tmp_path, capsys):
     assert row["models"] == {"agent": "fake", "pref_judge": "fake", "simulator": "fake"}
     main(["view", "--db", str(db), "--out", str(tmp_path / "report")])
     index = (tmp_path / "report" / "index.html").read_text()
-    assert "<th>models</th>" in index and "<td>fake</td>" in index
+    assert "<th>models</th>" in index and '<td class="models">fake</td>' in index
 
 
 def test_the_embedded_models_demo_settings_are_in_the_provenance_and_a_configured_endpoints_are_not():

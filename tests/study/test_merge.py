@@ -158,3 +158,31 @@ async def test_a_failure_half_way_leaves_the_study_as_it_was(settings, fake, tmp
     assert not list(tmp_path.glob(".study.db.merging*"))
     monkeypatch.setattr(merge_module, "_union", union)
     assert (await merge_shards(paths[1:], into)).changed  # and the same merge then completes
+
+
+async def record_stages(path, shard: Shard, stages=("rollout", "score", "attribute")) -> None:
+    """What the shard's commands record when run with --shard (memaudit/cli/common.py)."""
+    async with open_store(path) as store:
+        for stage in stages:
+            await store.shard_stages.record(stage, shard.index, shard.count)
+
+
+@pytest.mark.anyio
+async def test_a_missing_shard_is_refused_by_name_unless_partial(settings, fake, tmp_path):
+    script(fake)
+    paths = await shards(settings, fake, tmp_path)
+    for i, path in enumerate(paths, 1):
+        await record_stages(path, Shard(i, 3), ("rollout", "score") if i == 3 else ("rollout", "score", "attribute"))
+    into = tmp_path / "study.db"
+    with pytest.raises(BadInput) as refused:
+        await merge_shards([paths[0], paths[2]], into)
+    said = str(refused.value)
+    assert "shard 2 of 3: no attribute, rollout, score" in said and "shard 3 of 3: no attribute" in said
+    assert "--partial" in said and not into.exists()
+
+    report = await merge_shards([paths[0], paths[2]], into, partial=True)
+    assert report.changed and report.missing == ["shard 2 of 3: no attribute, rollout, score",
+                                                 "shard 3 of 3: no attribute"]
+    await record_stages(paths[2], Shard(3, 3), ("attribute",))
+    final = await merge_shards([paths[1], paths[2]], into)  # the study holds shard 1 already
+    assert final.missing == []

@@ -96,6 +96,8 @@ def test_auto_plays_the_users_of_the_same_shard_i_of_3(scheduler, tmp_path, monk
         for name in env or {}:
             monkeypatch.delenv(name)
         with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT stage, shard, shards FROM shard_stages").fetchall() == \
+                [("rollout", int(shard[0]) if shard != "auto" else i, 3)]
             return sorted(conn.execute("SELECT DISTINCT run, user_id FROM episodes").fetchall())
 
     from memaudit.testing.http_server import serve
@@ -104,3 +106,16 @@ def test_auto_plays_the_users_of_the_same_shard_i_of_3(scheduler, tmp_path, monk
         for i in (1, 2, 3):
             auto = played(tmp_path / f"auto{i}.db", "auto", scheduler_envs(i)[scheduler])
             assert auto == played(tmp_path / f"fixed{i}.db", f"{i}/3")
+
+
+def test_every_command_that_takes_a_shard_records_the_stage_it_ran():
+    """A path that skips the record would let the merge take a study without that shard's stage."""
+    import click
+
+    from memaudit.cli import cli
+
+    ctx = click.Context(cli)
+    sharded = {name: cli.get_command(ctx, name) for name in cli.list_commands(ctx)}
+    sharded = {name: c for name, c in sharded.items() if any(p.name == "shard" for p in getattr(c, "params", ()))}
+    assert set(sharded) == {"rollout", "score", "attribute", "utilization", "judge-check"}
+    assert all(getattr(c.callback, "records_shard_stage", False) for c in sharded.values()), sharded

@@ -12,8 +12,8 @@ import pytest
 
 from memaudit.report.html import esc
 from memaudit.report.view import write_report
-from memaudit.tables.columns import TABLE2, TABLE3, TABLE4, shown
-from memaudit.tables.paper import TITLES, render
+from memaudit.tables.columns import COMMON, TABLE2, TABLE3, TABLE4, common_legend, legend, shown
+from memaudit.tables.paper import PREFACE, render, title
 from tests.tables.test_tables import tables_of, with_store
 
 DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4}
@@ -44,7 +44,11 @@ def test_every_output_shows_the_declared_columns(name, tables):
     only = {name: tables[name]}
     headers = [c.header for c in shown(columns, "md")]
     md = render(only, "md")
-    assert md.startswith(f"## {TITLES[name][0]}\n\n| " + " | ".join(headers) + " |\n")
+    assert md.startswith(f"## {PREFACE}\n\n" + "".join(f"- **{h}**: {doc}\n" for h, doc in common_legend("md")))
+    assert f"\n## {title(name)}\n\n| " + " | ".join(headers) + " |\n" in md
+    # under the table, what each of its columns means, as declared
+    assert md.endswith("\n\n" + "\n".join(f"- **{h}**: {doc}" for h, doc in legend(columns)) + "\n")
+    assert {h for h, _ in legend(columns)} | {c.header for c in COMMON} >= set(headers)
     latex = render(only, "latex").splitlines()
     assert latex[latex.index(r"\toprule") + 1].count(" & ") + 1 == len(headers)
     rows = orjson.loads(render(only, "json"))[name]

@@ -18,7 +18,7 @@ from memaudit.tables.carryover import CARRYOVER
 from memaudit.tables.columns import shown
 from memaudit.tables.evolving import EVOLVING, EVOLVING_TARGETS
 from memaudit.tables.judges_render import PER_JUDGE, SUMMARY, check_tables
-from memaudit.tables.paper import DECLARED, _md_table, render
+from memaudit.tables.paper import DECLARED, md_table, render
 from memaudit.tables.utilization import COUNTS, UTILIZATION
 
 DATA = Path(__file__).parent / "data"
@@ -39,7 +39,7 @@ def test_json_carries_every_value_of_the_smaller_tables():
 
 
 def test_the_judge_check_report_prints_as_pinned():
-    text = "\n\n".join(_md_table(*table) for table in check_tables(saved("judge_check.json"))) + "\n"
+    text = "\n\n".join(md_table(*table) for table in check_tables(saved("judge_check.json"))) + "\n"
     assert text == (DATA / "judge_check.md").read_text(encoding="utf-8")
 
 
@@ -62,7 +62,7 @@ def test_the_report_shows_each_smaller_table_from_its_declaration():
     assert headers(sections, "carry-over and bother") == html_headers(CARRYOVER)
     evolving_html = evolving.index_section(tables, lambda *_: None)
     assert headers(evolving_html, "FAMA and stale") == html_headers(EVOLVING)
-    assert headers(evolving_html, "Per target") == html_headers(EVOLVING_TARGETS)
+    assert headers(evolving_html, "criteria per target") == html_headers(EVOLVING_TARGETS)
     judges_html = judges.index_section(tables, [])
     assert headers(judges_html, "<h2>Judges") == html_headers(SUMMARY)
     assert headers(judges_html.split("</table>", 1)[1]) == html_headers(PER_JUDGE)
@@ -75,3 +75,11 @@ def test_a_utilization_row_links_its_run_and_counts_to_its_cases():
     page = utilization.cases_page("longctx_full", 5)
     assert f'<a href="{page}">longctx_full</a>' in html
     assert all(f'<a href="{page}#{count}">' in html for count in COUNTS)
+
+
+def test_an_undefined_alpha_says_why():
+    from memaudit.tables.judges_render import ALPHA_UNDEFINED, summary_rows
+
+    section = {"agreement": {"alpha_ordinal": None, "alpha_ci": None, "exact": 1.0, "within_one": 1.0,
+                             "alpha_by_category": {}, "pairs": []}, "panel_human": None}
+    assert summary_rows(section)[0]["value"] == f"n/a ({ALPHA_UNDEFINED})"  # never a bare "n/a n/a"

@@ -7,12 +7,13 @@ class only:
     tokenize routes     where the server counts a prompt's tokens, beside /v1 (llm/tokens.py)
     serial              the server answers one request at a time
     engine              the command that starts such a server (`memaudit serve --engine NAME`)
+    batch API           whether the server takes OpenAI's Files and Batches endpoints (`--batch`)
     batch runner        the offline runner of batch input files (`--batch-file`)
     tool calls          whether the server takes `tools` natively (else emulated by structured output)
 
 Defaults here are those of a generic OpenAI-compatible server: `json_schema` with a name and the
 schema, `max_tokens`, sampling parameters taken whatever the model, no tokenize route, requests
-served concurrently, no engine, no batch runner."""
+served concurrently, no engine, no Batch API, no batch runner."""
 from __future__ import annotations
 
 import re
@@ -40,6 +41,8 @@ class Dialect:
     # model) is sent one request at a time, so the others wait on memaudit's side, clear of HTTP read
     # timeouts. A server you run yourself gets up to --concurrency requests (it may have parallel slots).
     serial: bool = False
+    # The server takes OpenAI's Files and Batches endpoints (`--batch` uploads there).
+    batch_api: bool = False
     # The offline runner of batch input files (`--batch-file`), as a command line with {input},
     # {output} and {model}; None: this kind of server has none.
     batch_runner: str | None = None

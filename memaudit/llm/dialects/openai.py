@@ -28,6 +28,7 @@ _STRICT_MEMO: dict[int, tuple[dict, dict]] = {}
 
 class OpenAI(Dialect):
     name = "openai"
+    batch_api = True
     # A hosted API has none; a server of unknown kind may have one of the known ones.
     tokenize_routes = (LLAMA_CPP_TOKENIZE, VLLM_TOKENIZE, LLAMA_CPP_PYTHON_TOKENIZE)
     native_tools = True

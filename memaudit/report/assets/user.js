@@ -42,6 +42,10 @@
     rows.map((r) => "<tr>" + r.map((c) => (c.startsWith("<td") ? c : `<td>${c}</td>`)).join("") + "</tr>").join("\n") +
     "</tbody></table></div>";
   const dl = (pairs) => '<dl class="kv">' + pairs.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${v}</dd>`).join("") + "</dl>";
+  // what a reconstruction's status means: `ok` is "judged", not "right" (report/view.py STATUS_TEXT)
+  const statusText = (statuses, s) => esc((statuses || {})[s] || s);
+  const legend = (pairs) => '<dl class="legend">' + pairs.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`)
+    .join("") + "</dl>";
   const passKey = (r) => (r.mode === "dump_all" ? "dump_all" : `${r.mode}_k${r.k}`);
 
   // -- loading -------------------------------------------------------------------------------
@@ -100,10 +104,10 @@
       const first = i === 0 || L.rows[i - 1][0] !== user;  // the user's link once, on the first row
       return [first ? a(link({v: "grid"}), esc(user)) : "", esc(L.categories[cat]),
         a(link({v: "target", d: dim, a: L.anchor}), esc(dim)),
-        `<td class="n ${scoreClass(score)}">${num(score, 2)}</td>`, esc(status), esc(label)];
+        `<td class="n ${scoreClass(score)}">${num(score, 2)}</td>`, statusText(L.statuses, status), esc(label)];
     });
     document.getElementById("list").innerHTML =
-      table(["user", "category", "dimension", "score", "status", "prediction"], rows);
+      table(["user", "category", "dimension", "score", "reconstruction", "prediction"], rows);
   }
 
   // -- helpers over one user's data ----------------------------------------------------------
@@ -211,11 +215,11 @@
       const r = recon(user, dim, ps);
       if (!r) continue;
       rows.push([a(C.runs[ps.run], esc(ps.run)), a(to(p, {v: "target", d: dim, a: ps.anchor}), esc(ps.name)),
-        `<td class="n ${scoreClass(r.score)}">${num(r.score, 2)}</td>`, esc(r.status), esc(r.label),
+        `<td class="n ${scoreClass(r.score)}">${num(r.score, 2)}</td>`, statusText(C.statuses, r.status), esc(r.label),
         esc(r.attribution ? r.attribution.label : "")]);
     }
     if (!rows.length) return '<p class="muted">not scored in any selected run</p>';
-    return table(["run", "pass", "score", "status", "prediction", "attribution"], rows);
+    return table(["run", "pass", "score", "reconstruction", "prediction", "attribution"], rows) + legend(C.legend || []);
   }
   function reading(p, run, r) {
     const ps = run.passes.find((x) => x.slug === passKey(r));
@@ -229,7 +233,8 @@
       shown = items.length ? `top-${r.k} retrieved items (${items.length})<ol class="items">` +
         items.map((it) => `<li>${item(it)}</li>`).join("") + "</ol>" : "no items retrieved";
     }
-    const rows = [["status", esc(r.status) + (r.error ? ` <span class="muted">${esc(r.error)}</span>` : "")],
+    const rows = [["reconstruction", statusText(C.statuses, r.status) +
+      (r.error ? ` <span class="muted">${esc(r.error)}</span>` : "")],
       ...("truth" in r ? [["judged against", `<b>${esc(r.truth)}</b> (the value at this run's end)`]] : []),
       ["memory read", shown], ["prediction", r.label !== null ? `<b>${esc(r.label)}</b>` : "—"],
       ["reader's reason", esc(r.reason)],

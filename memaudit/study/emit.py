@@ -1,0 +1,247 @@
+"""`memaudit plan … --shards N --emit slurm|k8s --out DIR`: the files that run a planned study on a
+cluster engine people already run, so that memaudit grows no scheduler of its own.
+
+Every shard runs the study's commands (`study_commands`: rollout, score, attribute, as the plan's
+flags ask) with `--shard auto` into its own store, `shards/shard-<i>.db`, which starts as a copy of
+`bench.db`: the benchmark (and the plan's estimate, so `cost` on the merged study shows it) written
+when the plan is made, so every shard plays the same benchmark whatever `--bench` named. A merge
+then joins the shards into `study.db`; it refuses to run while a shard is missing and names it.
+
+- Slurm: `array.sbatch` (one array task per shard, `--array=1-N`, so the task id is the shard),
+  `merge.sbatch`, and `submit.sh`, which submits both, the merge with `--dependency=afterok` on the
+  array; `bash submit.sh 2,5` submits those indices again, and a merge after them.
+- Kubernetes: `job.yaml`, an Indexed Job (`completionMode: Indexed`, `completions: N`) whose pods
+  mount a shared volume, and `merge-job.yaml`, run once the Indexed Job completed (`submit.sh`:
+  apply, wait, apply).
+
+Model settings travel by environment (`study.env` for Slurm, the pods' `env` for Kubernetes): the
+endpoint, model, dialect, seed, rate budget, config file. An API key is never written: a Slurm job
+inherits it from the shell that submits (sbatch passes the environment), a pod reads it from a
+Secret. A base URL holding credentials is not written either: it must come from the environment."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from yarl import URL
+
+from memaudit.config import BUNDLED_EMBED_MODEL, PROMPTS_DIR
+from memaudit.errors import BadInput
+from memaudit.study.plan import Study
+
+ENGINES = ("slurm", "k8s")
+SEED_STORE = "bench.db"
+STUDY_STORE = "study.db"
+SHARD_STORE = "shards/shard-{}.db"
+KEY_ENV = "OPENAI_API_KEY"  # what a pod reads the key from (the Secret's `api-key`)
+_TIME = re.compile(r"(\d+):([0-5]\d):([0-5]\d)")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What each shard asks of the cluster (the merge asks for one CPU and the same memory)."""
+    cpus: int = 2
+    mem_gb: int = 8
+    time: str = "24:00:00"   # HH:MM:SS; Kubernetes: the pod's activeDeadlineSeconds
+    partition: str | None = None   # Slurm; None: the cluster's default
+    image: str = "memaudit:latest"  # Kubernetes: an image with memaudit installed
+    volume: str = "memaudit-study"  # Kubernetes: the PersistentVolumeClaim shared by the pods
+    mount: str = "/study"           # Kubernetes: where the pods mount it
+    secret: str = "memaudit-api-key"  # Kubernetes: the Secret holding the key (`api-key`), optional
+
+    def seconds(self) -> int:
+        match = _TIME.fullmatch(self.time)
+        if match is None:
+            raise BadInput(f"--time expects HH:MM:SS such as 24:00:00, got {self.time!r}", field="time")
+        hours, minutes, secs = map(int, match.groups())
+        return hours * 3600 + minutes * 60 + secs
+
+
+def study_commands(study: Study, bench_name: str) -> list[list[str]]:
+    """The argument lists (after `memaudit`, before `--db`) of the commands every shard runs."""
+    mode = "both" if len(study.modes) > 1 else study.modes[0]
+    stages = {
+        "rollout": ["rollout", "--bench", bench_name, "--systems", ",".join(study.systems),
+                    *_flag("--users", study.users), *_flag("--tasks", study.tasks),
+                    "--max-turns", str(study.max_turns), *_flag("--tag", study.tag), "--quiet"],
+        "score": ["score", "--mode", mode, "--k", ",".join(map(str, study.ks)), "--dims", study.dims,
+                  *_flag("--judges", ",".join(study.judges) if study.judges else None),
+                  *_flag("--repeats", study.repeats if study.repeats != 1 else None)],
+        "attribute": ["attribute", "--mode", mode],
+    }
+    return [[*stages[stage], "--shard", "auto"] for stage in study.stages]
+
+
+def _flag(name: str, value) -> list[str]:
+    return [] if value is None else [name, str(value)]
+
+
+def settings_env(settings, config_file: Path | None) -> dict[str, str]:
+    """The model settings of the plan, as the environment variables a shard's commands read."""
+    env = {"MEMAUDIT_SEED": str(settings.seed), "MEMAUDIT_CONCURRENCY": str(settings.concurrency),
+           "MEMAUDIT_TIMEOUT": f"{settings.timeout:g}"}
+    if settings.base_url is not None:
+        if any(_has_credentials(u) for u in settings.base_url.split(",")):
+            raise BadInput("the base URL holds credentials (user:key@ or a query such as ?api-key=): they are "
+                           "never written into a job file; emit without it and set MEMAUDIT_BASE_URL in the "
+                           "environment the jobs run in", field="base_url")
+        env.update(MEMAUDIT_BASE_URL=settings.base_url, MEMAUDIT_MODEL=settings.model,
+                   MEMAUDIT_BACKEND=settings.backend)
+    if config_file is not None:
+        env["MEMAUDIT_CONFIG"] = str(Path(config_file).resolve())
+    if settings.embed_model != BUNDLED_EMBED_MODEL:
+        env["MEMAUDIT_EMBED_MODEL"] = settings.embed_model
+    if Path(settings.prompts_dir).resolve() != PROMPTS_DIR.resolve():
+        env["MEMAUDIT_PROMPTS"] = str(Path(settings.prompts_dir).resolve())
+    for name, value in (("MEMAUDIT_RPM", settings.rpm), ("MEMAUDIT_TPM", settings.tpm)):
+        if value is not None:
+            env[name] = f"{value:g}"
+    return env
+
+
+def _has_credentials(url: str) -> bool:
+    parsed = URL(url.strip())
+    return parsed.user is not None or bool(parsed.query_string)
+
+
+def shard_body(commands: list[list[str]], memaudit: str, study_dir: str, index: str) -> list[str]:
+    """The shell lines of one shard: its store from the seed (once), then the commands."""
+    db = f'"{study_dir}/{SHARD_STORE.format(index)}"'
+    seed = f'"{study_dir}/{SEED_STORE}"'
+    return [f"DB={db}",
+            f'[ -e "$DB" ] || {{ cp {seed} "$DB.tmp" && mv "$DB.tmp" "$DB"; }}  # a copy of the benchmark, once',
+            *(f'{memaudit} {shlex.join(c)} --db "$DB"' for c in commands)]
+
+
+def merge_line(memaudit: str, study_dir: str, shards: int) -> str:
+    return (f'{memaudit} merge "{study_dir}"/shards/shard-{{1..{shards}}}.db --into "{study_dir}/{STUDY_STORE}"')
+
+
+# -- Slurm -------------------------------------------------------------------------------------
+def slurm_files(study: Study, bench_name: str, shards: int, res: Resources, env: dict[str, str], out: Path,
+                memaudit: str) -> dict[str, str]:
+    """array.sbatch, merge.sbatch, submit.sh and study.env, by file name."""
+    res.seconds()  # a bad --time is refused before anything is written
+    here = str(out.resolve())
+    header = [f"#SBATCH --time={res.time}", f"#SBATCH --mem={res.mem_gb}G"]
+    if res.partition:
+        header.append(f"#SBATCH --partition={res.partition}")
+    prelude = ["set -euo pipefail", f'STUDY={shlex.quote(here)}', 'source "$STUDY/study.env"',
+               f'MEMAUDIT="${{MEMAUDIT_BIN:-{memaudit}}}"']
+    array = ["#!/bin/bash", "#SBATCH --job-name=memaudit-study", f"#SBATCH --array=1-{shards}",
+             f"#SBATCH --cpus-per-task={res.cpus}", *header, "#SBATCH --output=" + here + "/logs/shard-%a.out",
+             f"# One array task per shard of {shards}: the task id is the shard (--shard auto reads it).",
+             *prelude, *shard_body(study_commands(study, bench_name), '"$MEMAUDIT"', "$STUDY",
+                                   "$SLURM_ARRAY_TASK_ID")]
+    merge = ["#!/bin/bash", "#SBATCH --job-name=memaudit-merge", "#SBATCH --cpus-per-task=1", *header,
+             "#SBATCH --output=" + here + "/logs/merge.out",
+             "# Refuses to run while a shard is missing, and names it.",
+             *prelude, merge_line('"$MEMAUDIT"', "$STUDY", shards)]
+    submit = ["#!/bin/bash", "# bash submit.sh        the study: every shard, then the merge once all succeeded",
+              "# bash submit.sh 2,5    shards 2 and 5 again (failed ones), then the merge once they succeeded",
+              "# The API key is not in these files: export it here first (sbatch passes the environment on).",
+              "set -euo pipefail", f'STUDY={shlex.quote(here)}',
+              f'array=$(sbatch --parsable --export=ALL ${{1:+--array=$1}} "$STUDY/array.sbatch")',
+              'array=${array%%;*}',
+              'merge=$(sbatch --parsable --export=ALL --dependency=afterok:$array "$STUDY/merge.sbatch")',
+              'merge=${merge%%;*}',
+              f'echo "array job $array (shards ${{1:-1-{shards}}} of {shards}), merge job $merge after it; '
+              f'logs in $STUDY/logs"']
+    exported = [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
+    study_env = ["# The model settings every command of the study runs with (no API key: it comes from the",
+                 "# environment sbatch is called in).", *exported]
+    return {"array.sbatch": _lines(array), "merge.sbatch": _lines(merge), "submit.sh": _lines(submit),
+            "study.env": _lines(study_env)}
+
+
+# -- Kubernetes --------------------------------------------------------------------------------
+def k8s_files(study: Study, bench_name: str, shards: int, res: Resources, env: dict[str, str],
+              name: str = "memaudit-study") -> dict[str, str]:
+    """job.yaml (the Indexed Job), merge-job.yaml and submit.sh, by file name."""
+    deadline = res.seconds()
+    mount = res.mount.rstrip("/") or "/"
+    shard = ["set -eu", f"mkdir -p {shlex.quote(mount)}/shards", "I=$((JOB_COMPLETION_INDEX + 1))",
+             *shard_body(study_commands(study, bench_name), "memaudit", mount, "$I")]
+    job = _job(name, res, env, shard, deadline, {"MEMAUDIT_SHARDS": str(shards)},
+               {"completionMode": "Indexed", "completions": shards, "parallelism": shards})
+    merge = _job(f"{name}-merge", res, env, ["set -eu", merge_line("memaudit", mount, shards)], deadline, {}, {})
+    submit = ["#!/bin/bash", "# The volume must hold the study's bench.db first (copy it there, e.g. with kubectl cp",
+              f"# into a pod that mounts {res.volume} at {mount}). The key comes from Secret {res.secret}.",
+              "set -euo pipefail", 'HERE=$(cd "$(dirname "$0")" && pwd)', 'kubectl apply -f "$HERE/job.yaml"',
+              f"kubectl wait --for=condition=complete --timeout={deadline}s job/{name}",
+              'kubectl apply -f "$HERE/merge-job.yaml"']
+    return {"job.yaml": to_yaml(job), "merge-job.yaml": to_yaml(merge), "submit.sh": _lines(submit)}
+
+
+def _job(name: str, res: Resources, env: dict[str, str], script: list[str], deadline: int, extra_env: dict,
+         spec: dict) -> dict:
+    variables = [{"name": k, "value": v} for k, v in sorted({**env, **extra_env}.items())]
+    variables.append({"name": KEY_ENV, "valueFrom": {"secretKeyRef": {"name": res.secret, "key": "api-key",
+                                                                      "optional": True}}})
+    container = {"name": "memaudit", "image": res.image, "command": ["bash", "-c", "\n".join(script)],
+                 "env": variables,
+                 "resources": {"requests": {"cpu": str(res.cpus), "memory": f"{res.mem_gb}Gi"},
+                               "limits": {"memory": f"{res.mem_gb}Gi"}},
+                 "volumeMounts": [{"name": "study", "mountPath": res.mount}]}
+    pod = {"restartPolicy": "OnFailure", "activeDeadlineSeconds": deadline, "containers": [container],
+           "volumes": [{"name": "study", "persistentVolumeClaim": {"claimName": res.volume}}]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": {"app": "memaudit"}},
+            "spec": {**spec, "backoffLimit": 6, "template": {"metadata": {"labels": {"app": "memaudit"}},
+                                                             "spec": pod}}}
+
+
+def to_yaml(value, indent: int = 0) -> str:
+    """A small YAML writer for the manifests (no dependency): mappings, lists, numbers, booleans and
+    strings as JSON-quoted scalars (valid YAML), a multi-line string as a literal block."""
+    return "\n".join(_yaml_lines(value, indent)) + "\n"
+
+
+def _yaml_lines(value, indent: int) -> list[str]:
+    pad = " " * indent
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                lines += [f"{pad}{key}:", *_yaml_lines(item, indent + 2)]
+            else:
+                lines.append(f"{pad}{key}: {_scalar(item, indent + 2)}")
+        return lines
+    lines = []
+    for item in value:
+        inner = _yaml_lines(item, indent + 2) if isinstance(item, (dict, list)) and item else \
+            [f"{pad}  {_scalar(item, indent + 2)}"]
+        lines += [f"{pad}- {inner[0].lstrip()}", *inner[1:]]
+    return lines
+
+
+def _scalar(value, indent: int) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (dict, list)):
+        return "{}" if isinstance(value, dict) else "[]"
+    if "\n" in value:
+        return "|-\n" + "\n".join(" " * indent + line for line in value.split("\n"))
+    return json.dumps(value)
+
+
+def _lines(lines: list[str]) -> str:
+    return "\n".join(lines) + "\n"
+
+
+def write_files(out: Path, files: dict[str, str]) -> list[Path]:
+    """The files under `out` (created with `shards/` and `logs/`); scripts executable."""
+    for folder in ("shards", "logs"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in files.items():
+        path = out / name
+        path.write_text(text)
+        if name.endswith((".sh", ".sbatch")):
+            path.chmod(0o755)
+        written.append(path)
+    return written

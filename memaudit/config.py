@@ -38,9 +38,10 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, redact_url
 from memaudit.resources import data_dir
 from memaudit.roles import GROUPS, embedded_max_tokens, groups_of, role_group
+from memaudit.userfiles import read_regular
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
 # here, before any client exists, so a config file's mistake names its file and field.
@@ -48,6 +49,7 @@ BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sent as reasoning_effort
 EMBEDDED_MODEL = "smollm2-135m-instruct"
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few kB
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
 EMBEDDING_GROUPS = groups_of("memory")  # the role groups whose memory systems embed; each may configure its own
@@ -192,6 +194,23 @@ def _urls(value) -> tuple[str, ...]:
     return tuple(p.strip().rstrip("/") for p in parts if p.strip())
 
 
+def url_problem(url: str) -> str | None:
+    """What makes a base URL one memaudit cannot send requests to (None: an http(s) URL with a host)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return "a base URL must start with http:// or https://"
+    if not rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]:
+        return "a base URL needs a host"
+    return None
+
+
+def _check_urls(value, field: str) -> None:
+    for url in _urls(value):
+        problem = url_problem(url)
+        if problem:
+            raise BadInput(f"{problem}, got {redact_url(url)!r}", field=field)
+
+
 def load_settings(*, db=None, base_url=None, model=None, backend=None, config=None, concurrency=None,
                   cache=None, seed=None, prompts_dir=None, context_window=None, embed_model=None,
                   memt_prompts=None, timeout=None, rpm=None, tpm=None, env: dict | None = None) -> Settings:
@@ -212,6 +231,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
 
     # One base URL or a fleet, kept as one comma-separated string (split by `_urls`).
     url = ",".join(_urls(pick(base_url, ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", None))) or None
+    _check_urls(url, "base_url")
     resolved_model = pick(model, ("MEMAUDIT_MODEL",), "model", None)
     resolved_backend = pick(backend, ("MEMAUDIT_BACKEND",), "backend", None)
     if url is None:
@@ -245,6 +265,7 @@ def load_settings(*, db=None, base_url=None, model=None, backend=None, config=No
     if memt_dir is not None and not Path(memt_dir).is_dir():
         raise BadInput("--memt-prompts must be a Mem-T checkout directory", file=str(memt_dir), field="memt_prompts")
     embed_url = pick(None, ("MEMAUDIT_EMBED_BASE_URL",), "embed_base_url", None)
+    _check_urls(embed_url, "embed_base_url")
     return Settings(
         db=Path(pick(db, ("MEMAUDIT_DB",), "db", "memaudit.db")),
         base_url=url,
@@ -301,11 +322,9 @@ def _with_defaults(sections: dict, default: dict) -> dict:
 def _read_config(path: Path) -> tuple[dict, dict, dict]:
     import tomllib  # here: most commands run without a config file, and every start-up counts
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput("config file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read the config file: {exc}", file=str(path)) from None
+        data = tomllib.loads(read_regular(path, limit=MAX_CONFIG_BYTES).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"cannot read the config file: not UTF-8 text (byte {exc.start})", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"invalid TOML: {exc}", file=str(path)) from None
     for key in data:
@@ -342,8 +361,8 @@ def _checked(path: Path, where: str, section, allowed: dict) -> dict:
             raise BadInput(f"unknown key {key!r}; known keys: {', '.join(sorted(allowed))}", file=str(path),
                            field=field_name)
         problem = allowed[key](value)
-        if problem:
-            raise BadInput(f"{problem}, got {value!r}", file=str(path), field=field_name)
+        if problem:  # a URL's credentials never reach the message
+            raise BadInput(f"{problem}, got {redact_url(repr(value))}", file=str(path), field=field_name)
     return dict(section)
 
 
@@ -352,9 +371,13 @@ def _text(value) -> str | None:
 
 
 def _urls_value(value) -> str | None:
-    if isinstance(value, list) and value and all(not _text(v) for v in value):
-        return None
-    return _text(value) and "expected a URL or a list of URLs"
+    if isinstance(value, list) and value and all(not _text(v) for v in value) or not _text(value):
+        return next(filter(None, map(url_problem, _urls(value))), None)
+    return "expected a URL or a list of URLs"
+
+
+def _url_value(value) -> str | None:
+    return _text(value) or url_problem(value)
 
 
 def _number(low: float, high: float, *, whole: bool = False):
@@ -377,7 +400,7 @@ ROLE_KEYS = {
     "base_url": _urls_value, "model": _text, "backend": _one_of(BACKENDS),
     "temperature": _number(0, 2), "max_tokens": _number(1, 10_000_000, whole=True),
     "context_window": _number(1, 100_000_000, whole=True), "api_key_env": _text,
-    "reasoning_effort": _one_of(REASONING_EFFORTS), "embed_model": _text, "embed_base_url": _text,
+    "reasoning_effort": _one_of(REASONING_EFFORTS), "embed_model": _text, "embed_base_url": _url_value,
     "rpm": _number(1, RATE_MAX), "tpm": _number(1, RATE_MAX),
 }
 DEFAULT_KEYS = {

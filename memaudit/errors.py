@@ -4,26 +4,29 @@ from __future__ import annotations
 import re
 
 # Credentials that may ride along in a server's message or a URL: bearer tokens, `user:key@` in a
-# URL, and OpenAI-style keys quoted on their own.
+# URL, a URL's query, and OpenAI-style keys quoted on their own.
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{6,}")
+# A URL's query: some hosts take the key as `?api-key=…`, so every query of a URL is hidden whole.
+_QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s?#\"'<>]*)\?[^\s#\"'<>]*")
 REDACTED = "***"
 
 
 def scrub(text: str, secrets=()) -> str:
-    """`text` without credentials: every given secret, bearer tokens, URL userinfo, sk- keys."""
+    """`text` without credentials: every given secret, bearer tokens, URL userinfo and queries, sk- keys."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, REDACTED)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
-    text = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    text = redact_url(text)
     return _KEY_LIKE.sub("sk-" + REDACTED, text)
 
 
 def redact_url(url: str) -> str:
-    """A base URL fit to print: `http://user:key@host/v1` -> `http://***@host/v1`."""
-    return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", url)
+    """A URL fit to print or store: `http://user:key@host/v1?api-key=K` -> `http://***@host/v1?***`."""
+    url = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", url)
+    return _QUERY.sub(lambda m: m.group(1) + "?" + REDACTED, url)
 
 
 class MemauditError(Exception):

@@ -78,7 +78,7 @@ def test_bad_config_names_file_and_field(tmp_path, text, field):
 
 
 def test_bad_values_are_refused(tmp_path):
-    with pytest.raises(BadInput, match="config file not found"):
+    with pytest.raises(BadInput, match="missing.toml: not found"):
         load_settings(config=tmp_path / "missing.toml", env={})
     with pytest.raises(BadInput, match="cache"):
         load_settings(cache="sometimes", env={})

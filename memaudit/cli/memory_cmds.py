@@ -17,6 +17,9 @@ from memaudit.cli.common import current_settings, global_options, run
 from memaudit.bench.files import read_json
 from memaudit.errors import BadInput
 from memaudit.runtime import open_runtime
+from memaudit.userfiles import read_regular
+
+MAX_QUERIES_BYTES = 256 * 1024 * 1024  # a queries file: one short JSON line per query
 
 
 def read_store(path: Path) -> list[dict]:
@@ -30,9 +33,9 @@ def read_store(path: Path) -> list[dict]:
 
 def read_queries(path: Path) -> list[dict]:
     try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise BadInput("queries file not found", file=str(path)) from None
+        lines = read_regular(path, limit=MAX_QUERIES_BYTES).decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
     queries = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

@@ -36,6 +36,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.llm.server import require_embedded
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
+    from memaudit.shards import WHOLE
     from memaudit.tables.metrics import memory_write_failures, total_write_failures
 
     if transcripts is not None and max_turns is not None:
@@ -52,8 +53,13 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
                                  max_turns=25 if max_turns is None else max_turns, tag=tag, k=k,
                                  progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts)
         forced = f" (teacher-forced on the transcripts of {transcripts})" if transcripts else ""
+        elsewhere = []
         for run_name in runs:
             row = await rt.store.episodes.outcomes(run_name)
+            if not row["episodes"] and rt.shard != WHOLE:  # every cell of this run is another shard's (its run is
+                # opened all the same: the study's later sharded commands name it)
+                elsewhere.append(run_name)
+                continue
             by_user = await memory_write_failures(rt.store, run_name)
             lost = total_write_failures(by_user.values())
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
@@ -63,6 +69,9 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
             if lost:  # never a silently emptier memory: who lost how many writes
                 out.print(f"{run_name}: memory writes lost (a model answer the memory system could not use): "
                           + ", ".join(f"{user} {n}" for user, n in sorted(by_user.items()) if n), highlight=False)
+        if elsewhere:
+            out.print(f"shard {rt.shard}: no (system, user) cell of {', '.join(elsewhere)} falls in this shard",
+                      highlight=False)
 
 
 COMMANDS = [rollout]

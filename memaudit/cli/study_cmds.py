@@ -69,8 +69,7 @@ COLUMNS = ("calls", "uncached_prompt_tokens", "cached_prompt_tokens", "completio
 
 
 def _cost_markdown(report: dict) -> str:
-    p = report["prices"]
-    lines = [f"Prices of {p['date'] or 'unknown date'} ({p['source'] or 'no source given'}); USD.", "",
+    lines = [_prices_line(report["prices"]), "",
              "| run | stage | role | calls | prompt (uncached) | prompt (cached) | completion | of which reasoning "
              "| on demand | batch |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["runs"]:
@@ -84,11 +83,31 @@ def _cost_markdown(report: dict) -> str:
     lines.append("| **total** | | | " + " | ".join(f"{t[c]:,}" for c in COLUMNS)
                  + f" | {_usd(t['usd_on_demand'])} | {_usd(t['usd_batch'])} |")
     lines += _estimates(report["runs"])
-    unpriced = sorted({m for r in report["runs"] for m in r["unpriced"]})
-    if unpriced:
-        lines += ["", f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their "
-                      "prices with --prices FILE."]
-    return "\n".join(lines)
+    return "\n".join(lines + _unpriced_lines([t]))
+
+
+def _prices_line(p: dict) -> str:
+    """Where the prices come from: the bundled list, or a --prices file and the bundled list for the
+    models the file does not price."""
+    line = f"Prices of {p['date'] or 'no stated date'} ({p['source'] or 'no source given'})"
+    if "others" in p:
+        line += f"; models it does not price: the bundled list of {p['others']['date']} ({p['others']['source']})"
+    return line + "; USD."
+
+
+def _unpriced_lines(groups: list[dict]) -> list[str]:
+    """One line per reason some calls have no price, with their number: shown as unpriced, never $0."""
+    counts: dict[str, int] = {}
+    for group in groups:
+        for why, n in group["unpriced_calls"].items():
+            counts[why] = counts.get(why, 0) + n
+    if not counts:
+        return []
+    lines = ["", "Unpriced calls (their cost is unknown, not 0):", *(f"- {n:,} call(s): {why}"
+                                                                  for why, n in sorted(counts.items()))]
+    if any(e["unpriced"] for e in groups):
+        lines.append("Give the missing models' prices with --prices FILE.")
+    return lines
 
 
 def _estimates(runs: list[dict]) -> list[str]:
@@ -165,7 +184,7 @@ def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, j
     if emit is not None and (not shards or out is None):
         raise BadInput("--emit needs --shards N and --out DIR", field="emit")
     if emit is None:
-        found, written = run(_plan, settings, study, pilot_db, prices_file), []
+        (found, _), written = run(_plan, settings, study, pilot_db, prices_file), []
     else:
         resources = Resources(cpus, mem_gb, time_limit, partition, image, volume, mount, secret)
         found, written = _emit(emit, settings, study, shards, resources, pilot_db, prices_file, out)
@@ -185,7 +204,7 @@ def _emit(engine, settings, study, shards, resources, pilot_db, prices_file, out
     """The plan recorded in DIR/bench.db and the engine's files written beside it."""
     resources.seconds()  # refused before anything is written, as credentials in the base URL are:
     env = settings_env(settings, click.get_current_context().obj.get("config_file") or os.environ.get("MEMAUDIT_CONFIG"))
-    found, bench_name = run(_plan_into, settings, study, pilot_db, prices_file, out)
+    found, bench_name = run(_plan, settings, study, pilot_db, prices_file, out)
     files = (slurm_files(study, bench_name, shards, resources, env, out, _memaudit_command()) if engine == "slurm"
              else k8s_files(study, bench_name, shards, resources, env))
     return found, write_files(out, {**files, "plan.md": _plan_markdown(found) + "\n"})
@@ -205,11 +224,7 @@ def _plan_markdown(found: dict) -> str:
     for run_name, e in found.items():
         lines.append(f"| {run_name} | {e['basis']} | {e['calls']:,} | {e['prompt_tokens']:,} | "
                      f"{e['completion_tokens']:,} | {_usd(e['usd_on_demand'])} | {_usd(e['usd_batch'])} |")
-    unpriced = sorted({m for e in found.values() for m in e["unpriced"]})
-    if unpriced:
-        lines.append(f"No price for model(s) {', '.join(unpriced)}: their cost is unknown, not 0; give their prices "
-                     "with --prices FILE.")
-    return "\n".join(lines)
+    return "\n".join(lines + _unpriced_lines(list(found.values())))
 
 
 def _memaudit_command() -> str:
@@ -219,24 +234,6 @@ def _memaudit_command() -> str:
 
     beside = Path(sys.executable).with_name("memaudit")
     return str(beside) if beside.exists() else shutil.which("memaudit") or "memaudit"
-
-
-async def _plan_into(settings, study, pilot_db, prices_file, out: Path):
-    """The plan recorded in DIR/bench.db, the seed of every shard's store; (estimates, bench name)."""
-    from contextlib import AsyncExitStack
-
-    from memaudit.store import open_store
-    from memaudit.study.cost import load_prices
-    from memaudit.study.emit import SEED_STORE
-    from memaudit.study.plan import plan_study
-
-    prices = load_prices(prices_file)
-    out.mkdir(parents=True, exist_ok=True)
-    async with AsyncExitStack() as stack:
-        seed = await stack.enter_async_context(open_store(out / SEED_STORE))
-        pilot = await stack.enter_async_context(open_store(pilot_db)) if pilot_db else None
-        bench = await _seed_bench(seed, settings.db, study.bench)
-        return await plan_study(seed, settings, bench, study, pilot=pilot, prices=prices), bench.name
 
 
 async def _seed_bench(seed, db: Path, ref: str):
@@ -253,20 +250,24 @@ async def _seed_bench(seed, db: Path, ref: str):
     return bench
 
 
-async def _plan(settings, study, pilot_db, prices_file):
+async def _plan(settings, study, pilot_db, prices_file, out: Path | None = None):
+    """(estimates, the benchmark's name): recorded in --db, or with --emit in DIR/bench.db, the seed
+    of every shard's store."""
     from contextlib import AsyncExitStack
 
     from memaudit.bench.instances import resolve_bench
     from memaudit.store import open_store
     from memaudit.study.cost import load_prices
+    from memaudit.study.emit import SEED_STORE
     from memaudit.study.plan import plan_study
 
     prices = load_prices(prices_file)
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(open_store(settings.db))
+        store = await stack.enter_async_context(open_store(settings.db if out is None else out / SEED_STORE))
         pilot = await stack.enter_async_context(open_store(pilot_db)) if pilot_db else None
-        bench = await resolve_bench(store, study.bench)
-        return await plan_study(store, settings, bench, study, pilot=pilot, prices=prices)
+        bench = await (resolve_bench(store, study.bench) if out is None else _seed_bench(store, settings.db,
+                                                                                          study.bench))
+        return await plan_study(store, settings, bench, study, pilot=pilot, prices=prices), bench.name
 
 
 COMMANDS = [merge, cost, plan]

@@ -33,6 +33,7 @@ from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOut
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
 from memaudit.llm.dialects import BATCH_CHAT_URL, DIALECTS, ParameterRefused, Refusals, answer_error, request_body
+from memaudit.userfiles import read_regular
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -44,6 +45,9 @@ COMMIT_EVERY = 500  # result lines applied per transaction while collecting
 PANEL_ROLE = "recovery_judge"  # the role whose panel judges may each have an endpoint ([judges.NAME])
 # `--batch-file` writes input files for vLLM's offline batch runner (the dialect's `batch_runner`).
 FILE_RUNNER = DIALECTS["vllm"].batch_runner.format(input="FILE", output="OUTPUT", model="MODEL")
+# The largest output file `batch collect --from` reads: answers to a full input file (MAX_BYTES of
+# requests) are of the same order; anything far larger is not a batch runner's output.
+MAX_OUTPUT_BYTES = 1024 * 1024 * 1024
 
 
 class BatchPending(MemauditError):
@@ -83,7 +87,8 @@ class BatchCollector:
                 body = request_body(backend=record["backend"], model=record["model"], messages=record["messages"],
                                     temperature=record["temperature"], top_p=record["top_p"],
                                     max_tokens=record["max_tokens"], seed=record["seed"], schema=schema,
-                                    schema_name=role, reasoning_effort=record.get("reasoning_effort"),
+                                    schema_name=record.get("schema_name", role),
+                                    reasoning_effort=record.get("reasoning_effort"),
                                     refused=await self.refusals.of(record["model"], record["backend"]),
                                     tools=record.get("tools"))
                 self.store.write_later([self.store.batches.request_statement(
@@ -200,7 +205,7 @@ async def _write_file(store: Store, directory: Path, keys: list[str], content: b
 async def _send(store: Store, api: BatchAPI, role: str, keys: list[str], content: bytes) -> str:
     """Upload one input file and make it a batch, recording each id as soon as it exists."""
     name = await file_name(store, content)
-    await store.write([store.batches.batch_statement(name=name, role=role, endpoint=redact_url(api.base_url),
+    await store.write([store.batches.batch_statement(name=name, role=role, endpoint=api.shown,
                                                      input_file=None, status="uploading", requests=len(keys),
                                                      created=_now()),
                        store.batches.assign_statement(name, keys)])
@@ -257,7 +262,9 @@ class Tally:
     repairs: int = 0       # answers needing a repair attempt: it waits to be sent
     retry: int = 0         # no result (429, 5xx, expired, cancelled): sent again
     rejected: int = 0      # the endpoint refused the request's form: sent again once fixed
-    skipped: int = 0       # lines already applied (a collect run again) or of unknown keys
+    skipped: int = 0       # lines already applied (a collect run again): their calls are in the cache
+    unknown: int = 0       # custom_ids this store never sent (another store's output, a hand-made line)
+    elsewhere: int = 0     # requests of this store that wait in another batch, or to be sent
     problems: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -267,6 +274,10 @@ class Tally:
             parts.append(f"{self.rejected} rejected ({self.problems[0]})")
         if self.skipped:
             parts.append(f"{self.skipped} already collected")
+        if self.unknown:
+            parts.append(f"{self.unknown} unknown custom_id(s) (not requests of this store; ignored)")
+        if self.elsewhere:
+            parts.append(f"{self.elsewhere} of requests not in this batch (ignored)")
         return ", ".join(parts)
 
 
@@ -282,20 +293,19 @@ class Collector:
 
     async def apply_file(self, content: bytes, batch: str | None) -> None:
         """Apply every line of an output or error file; `batch` None accepts any sent request
-        (an imported vLLM output file), else only requests of that batch."""
+        (an imported vLLM output file), else only requests of that batch. Every line is checked
+        before any is applied: a damaged or truncated file stores nothing."""
         statements: list = []
-        for number, raw in enumerate(content.splitlines(), 1):
-            if not raw.strip():
-                continue
-            try:
-                line = orjson.loads(raw)
-                key = line["custom_id"]
-            except (orjson.JSONDecodeError, TypeError, KeyError):
-                raise BadInput(f"line {number} is not a batch output line (JSON with custom_id)",
-                               field="custom_id") from None
+        for line in result_lines(content):
+            key = line["custom_id"]
             row = await self.store.batches.request(key)
-            if row is None or row["batch"] is None or (batch is not None and row["batch"] != batch):
-                self.tally.skipped += 1
+            if row is None:
+                known = await self.store.calls.get_call(key) is not None
+                self.tally.skipped += known
+                self.tally.unknown += not known
+                continue
+            if row["batch"] is None or (batch is not None and row["batch"] != batch):
+                self.tally.elsewhere += 1
                 continue
             self.touched.add(row["batch"])
             statements += await self.apply(row, line)
@@ -333,7 +343,9 @@ class Collector:
             return [self.store.batches.done_statement(key)]
         attempt = row["attempt"] + 1
         if attempt > self.settings.repair_attempts:
-            return self._failed(row, InvalidOutput(role, outcome.raw, outcome.problem))
+            failed = InvalidOutput(role, outcome.raw, outcome.problem)
+            failed.usage = usage  # the tokens of every attempt, as the live path records them
+            return self._failed(row, failed)
         self.tally.repairs += 1
         seed = request["seed"] + attempt  # as the live path seeds a repair
         body = {**sent, "messages": outcome.next_messages, "seed": seed}
@@ -367,6 +379,47 @@ class Collector:
         self.tally.rejected += 1
         self.tally.problems.append(verdict.message[:200])
         return [self.store.batches.requeue_statement(row["key"], f"rejected: {verdict.message[:200]}")]
+
+
+def result_lines(content: bytes) -> list[dict]:
+    """The result lines of an output or error file, each checked for the fields collecting reads,
+    once per custom_id (an identical repeat is dropped, a conflicting one refused). Any problem
+    refuses the whole file in one line naming the line: nothing of it is stored."""
+    lines: dict[str, dict] = {}
+    for number, raw in enumerate(content.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            line = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise BadInput(f"line {number} is not JSON (a truncated or damaged file?); nothing was stored",
+                           field="custom_id") from None
+        problem = _line_problem(line)
+        if problem:
+            raise BadInput(f"line {number}: {problem}; nothing was stored", field="custom_id")
+        key = line["custom_id"]
+        if key in lines and lines[key] != line:
+            raise BadInput(f"line {number}: custom_id {key} appears twice with different results; nothing was stored",
+                           field="custom_id")
+        lines[key] = line
+    return list(lines.values())
+
+
+def _line_problem(line) -> str | None:
+    """What makes a line no batch result line (a vLLM runner's or the Batch API's), or None."""
+    if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str) or not line["custom_id"]:
+        return "not a batch output line (JSON with custom_id)"
+    response = line.get("response")
+    if response is None:
+        return None  # no answer (expired, cancelled): sent again
+    if not isinstance(response, dict):
+        return f"response must be an object, got {type(response).__name__}"
+    status = response.get("status_code")
+    if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
+        return f"status_code must be a whole number, got {status!r}"
+    if status == 200 and not isinstance(response.get("body"), dict):
+        return "status_code 200 without a response body object"
+    return None
 
 
 async def collect(collector: Collector) -> list[str]:
@@ -413,11 +466,7 @@ async def _close(store: Store, name: str, note: str, tally: Tally) -> None:
 async def import_output(collector: Collector, path: Path) -> str:
     """Apply a vLLM batch runner's output file; a written file all of whose requests are answered
     is closed, and any of its requests the output lacks wait to be sent again."""
-    try:
-        content = path.read_bytes()
-    except OSError as exc:
-        raise BadInput(f"cannot read the batch output: {exc.strerror}", file=str(path)) from None
-    await collector.apply_file(content, None)
+    await collector.apply_file(read_regular(path, limit=MAX_OUTPUT_BYTES), None)
     store = collector.store
     for b in await store.batches.batches(open_only=True):
         if b["name"] in collector.touched:

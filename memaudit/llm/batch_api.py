@@ -8,15 +8,14 @@ EndpointError naming the endpoint, with credentials scrubbed."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import random
 
 import anyio
 import orjson
-from yarl import URL
 
 from memaudit.errors import EndpointError, redact_url
 from memaudit.llm.dialects import RETRYABLE, server_message
+from memaudit.llm.transport import Address
 
 COMPLETION_WINDOW = "24h"
 ATTEMPTS = 5
@@ -27,14 +26,9 @@ class BatchAPI:
         import aiohttp  # only commands that talk to a batch endpoint load it
 
         self.aiohttp = aiohttp
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        url = URL(base_url)
-        if url.user is not None:  # `http://user:key@host/v1`, as the chat transport takes it
-            if not headers:
-                basic = base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode()
-                headers = {"Authorization": f"Basic {basic}"}
-            url = url.with_user(None)
-        self.base_url = str(url).rstrip("/")
+        self.address = Address.of(base_url)  # credentials in the URL, as the chat transport takes them
+        self.shown = redact_url(base_url)  # the base URL as recorded and named in errors
+        headers = self.address.headers({"Authorization": f"Bearer {api_key}"} if api_key else {})
         self.secrets = (api_key,) if api_key else ()
         self.session = aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=timeout))
 
@@ -91,8 +85,7 @@ class BatchAPI:
         for attempt in range(ATTEMPTS):
             try:
                 async with self.session.request(
-                        method, self.base_url + path, params=params, data=form() if form else None,
-                        json=body) as resp:
+                        method, self.address.to(path, params), data=form() if form else None, json=body) as resp:
                     data = await resp.read()
                     if resp.status == 200:
                         return data
@@ -107,4 +100,4 @@ class BatchAPI:
         raise self._error(f"{method} {path}: gave up after {ATTEMPTS} attempts: {last}", None)
 
     def _error(self, message: str, status: int | None) -> EndpointError:
-        return EndpointError(message, status=status, url=redact_url(self.base_url), secrets=self.secrets)
+        return EndpointError(message, status=status, url=self.shown, secrets=self.secrets)

@@ -136,32 +136,35 @@ class LLM:
     async def call(self, role: str, messages: list[dict], *, temperature: float = 0.0,
                    max_tokens: int | None = None, schema: dict | None = None,
                    check: Callable[[object], str | None] | None = None, sample: int = 0,
-                   seed_parts: tuple = (), tools: dict | None = None) -> CallResult:
+                   seed_parts: tuple = (), tools: dict | None = None,
+                   schema_name: str | None = None) -> CallResult:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. `tools`: tool fields sent natively (memaudit/llm/tools.py `ToolRequest.fields`),
         keyed with the call; the answer's tool calls are in `tool_calls`, and a required call that
-        was not made is an invalid answer. Per-role config overrides `temperature` and `max_tokens`."""
+        was not made is an invalid answer. The schema goes by the role's name unless `schema_name`
+        names it (a published request's own name, then keyed). Per-role config overrides
+        `temperature` and `max_tokens`."""
         # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
         # key of what is then sent; the refusal is remembered (memaudit/llm/dialects/).
         for _ in REFUSABLE:
             try:
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools)
+                                                seed_parts, tools, schema_name)
             except ParameterRefused as exc:
                 rc = self.role_config(role)
                 await self.refusals.learn(rc.model, rc.backend, exc.param)
         return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts,
-                                        tools)
+                                        tools, schema_name)
 
     async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
-                            seed_parts, tools=None) -> CallResult:
+                            seed_parts, tools=None, schema_name=None) -> CallResult:
         rc = self.role_config(role)
         sent = sampling(rc, temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
                             top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,
-                            reasoning_effort=sent.reasoning_effort, tools=tools)
+                            reasoning_effort=sent.reasoning_effort, tools=tools, schema_name=schema_name)
         key, request_json = keyed(record)
         stats = self.stats.setdefault(role, RoleStats())
         flight = self._flights.get(key)
@@ -170,7 +173,7 @@ class LLM:
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools)
+                                                seed_parts, tools, schema_name)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)
@@ -355,7 +358,8 @@ class LLM:
             body = request_body(backend=rc.backend, model=rc.model, messages=messages,
                                 temperature=record["temperature"], top_p=record["top_p"],
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
-                                schema_name=role, reasoning_effort=record.get("reasoning_effort"),
+                                schema_name=record.get("schema_name", role),
+                                reasoning_effort=record.get("reasoning_effort"),
                                 refused=await self.refusals.of(rc.model, rc.backend), tools=record.get("tools"))
             response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
             latency += took
@@ -366,6 +370,7 @@ class LLM:
             messages = outcome.next_messages
         failed = InvalidOutput(role, outcome.raw, outcome.problem)
         failed.latency = latency  # the time the attempts took, recorded with the failure
+        failed.usage = total  # and the tokens they spent (`memaudit cost`)
         raise failed
 
 
@@ -394,8 +399,12 @@ def read_attempt(role: str, first_messages: list, messages: list, response: dict
     raw, finish, usage = parse_choice(response)
     for name in USAGE_FIELDS:
         total[name] += usage.get(name, 0)
+    if "unknown" in usage:  # one attempt without counts leaves the call's tokens unknown
+        total["unknown"] = usage["unknown"]
     if finish == "refusal":
-        raise Refusal(role, raw)
+        refused = Refusal(role, raw)
+        refused.usage = dict(total)
+        raise refused
     calls = None if tools is None else answered_calls(response)
     found, data = _validate(raw, finish, schema, check) if tools is None else (_tools_problem(raw, finish, tools, calls),
                                                                                 None)
@@ -416,18 +425,21 @@ def ok_row(key: str, role: str, model: str, request_json: str, text: str, usage:
     answer = {"text": text, "usage": usage} if tool_calls is None else {"text": text, "usage": usage,
                                                                          "tool_calls": tool_calls}
     return dict(key=key, role=role, model=model, request=request_json,
-                response=orjson.dumps(answer).decode(), ok=True,
-                prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
-                cached_tokens=usage.get("cached_tokens", 0), latency=latency, created=_now(),
-                reasoning_tokens=usage.get("reasoning_tokens", 0))
+                response=orjson.dumps(answer).decode(), ok=True, latency=latency, created=_now(),
+                **_token_columns(usage))
+
+
+def _token_columns(usage: dict) -> dict:
+    return {name: usage.get(name, 0) for name in USAGE_FIELDS}
 
 
 def failure_row(key: str, role: str, model: str, request_json: str, exc: InvalidOutput | ContextOverflow,
                 secrets) -> dict:
     """The cache row of a request that failed as itself (invalid output, overflow, refusal), with the
     time its attempts took (`memaudit calls` counts what failures cost, not only answers)."""
+    usage = getattr(exc, "usage", None) or {}
     return dict(key=key, role=role, model=model, request=request_json, response=_failure_json(exc, secrets),
-                ok=False, latency=getattr(exc, "latency", 0.0), created=_now())
+                ok=False, latency=getattr(exc, "latency", 0.0), created=_now(), **_token_columns(usage))
 
 
 def _validate(raw: str, finish: str | None, schema: dict | None, check) -> tuple[str | None, object]:
@@ -477,6 +489,8 @@ def _failure_json(exc: InvalidOutput | ContextOverflow, secrets) -> str:
     payload: dict = {"error_kind": type(exc).__name__, "error": str(exc)}
     if isinstance(exc, InvalidOutput):
         payload.update(raw=exc.raw, problem=exc.problem)
+        if getattr(exc, "usage", None):
+            payload.update(usage=exc.usage)
     if isinstance(exc, ContextOverflow):
         payload.update(tokens=exc.tokens, window=exc.window)
     return orjson.dumps({k: scrub(v, secrets) if isinstance(v, str) else v for k, v in payload.items()}).decode()

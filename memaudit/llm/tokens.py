@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import orjson
+from yarl import URL
 
 CHARS_PER_TOKEN = 3
 PER_MESSAGE = 4
@@ -28,9 +29,11 @@ def estimate_tokens(messages: list[dict]) -> int:
 
 
 def server_root(base_url: str) -> str:
-    """`http://host:8080/v1` -> `http://host:8080`: the tokenize routes sit beside /v1."""
-    root = base_url.rstrip("/")
-    return root[:-3] if root.endswith("/v1") else root
+    """`http://host:8080/v1` -> `http://host:8080`: the tokenize routes sit beside /v1 (a query,
+    such as a key some hosts take as `?api-key=…`, stays)."""
+    url = URL(base_url)
+    path = url.path.rstrip("/")
+    return str(url.with_path(path[:-3] if path.endswith("/v1") else path).with_query(url.query)).rstrip("/")
 
 
 async def server_count(session, messages: list[dict], routes) -> int | None:

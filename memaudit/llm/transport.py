@@ -51,27 +51,48 @@ class Session(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Address:
+    """Where the requests to a configured base URL go. `http://user:key@host/v1` means basic auth,
+    unless a bearer token is configured too (it wins); `…/v1?api-key=K` (how some hosts take a key)
+    means every request carries that query. Either way the credentials leave the URL, which error
+    messages may then name: a route is joined to the path, the query put back after it."""
+    url: str  # scheme://host[:port]/path: no userinfo, no query, no trailing slash
+    query: tuple[tuple[str, str], ...]
+    basic: str | None  # the Authorization value of `user:key@`
+
+    @classmethod
+    def of(cls, base_url: str) -> "Address":
+        url = URL(base_url)
+        basic = None
+        if url.user is not None:
+            basic = "Basic " + base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode()
+        bare = url.with_user(None).with_query(None).with_fragment(None)
+        return cls(str(bare).rstrip("/"), tuple(url.query.items()), basic)
+
+    def to(self, path: str, params: Mapping[str, str] | None = None) -> URL:
+        """The URL of a route (`/chat/completions`) below the base URL, with the base URL's query
+        and `params` of this request."""
+        return URL(self.url + path).with_query([*self.query, *(params or {}).items()])
+
+    def headers(self, headers: dict) -> dict:
+        return headers if self.basic is None or "Authorization" in headers else {**headers, "Authorization": self.basic}
+
+
 class AiohttpSession:
     def __init__(self, base_url: str, headers: dict, connections: int, timeout: float):
         import aiohttp  # here: commands that call no model (tables, view, export) never load it
         self.errors = (aiohttp.ClientError, asyncio.TimeoutError)
-        # `http://user:key@host/v1` means basic auth, unless a bearer token is configured too (it
-        # wins); either way the credentials leave the URL, which error messages may then name.
-        url = URL(base_url)
-        if url.user is not None:
-            if "Authorization" not in headers:
-                basic = base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode()
-                headers = {**headers, "Authorization": f"Basic {basic}"}
-            url = url.with_user(None)
-        self.base_url = str(url)
+        self.address = Address.of(base_url)
         # As many connections are kept alive as may be in flight: none is reopened between calls.
         self.client = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections, keepalive_timeout=60),
-            timeout=aiohttp.ClientTimeout(total=timeout, connect=10.0), headers={**headers, **JSON_HEADERS})
+            timeout=aiohttp.ClientTimeout(total=timeout, connect=10.0),
+            headers={**self.address.headers(headers), **JSON_HEADERS})
 
     async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
         try:
-            async with self.client.post(self.base_url + path, data=content) as resp:
+            async with self.client.post(self.address.to(path), data=content) as resp:
                 return resp.status, resp.headers, await resp.read()
         except self.errors as exc:
             raise Unreachable(f"{type(exc).__name__}: {exc}".strip().rstrip(":")) from None
@@ -84,13 +105,13 @@ class MockSession:
     """The same calls through an httpx transport that never opens a socket (the unit tests' double)."""
 
     def __init__(self, base_url: str, headers: dict, mock: httpx.AsyncBaseTransport):
-        self.base_url = base_url
-        self.headers = {**headers, **JSON_HEADERS}
+        self.address = Address.of(base_url)
+        self.headers = {**self.address.headers(headers), **JSON_HEADERS}
         self.mock = mock
 
     async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
         import httpx
-        request = httpx.Request("POST", self.base_url + path, headers=self.headers, content=content)
+        request = httpx.Request("POST", str(self.address.to(path)), headers=self.headers, content=content)
         try:
             resp = await self.mock.handle_async_request(request)
             return resp.status_code, resp.headers, await resp.aread()

@@ -79,7 +79,8 @@ def _timeline(history, n_tasks: int) -> str:
         colour = "#d1495b" if v.op == "delete" else "#1f5f8b"
         marks.append(f'<circle cx="{x:.1f}" cy="{HEIGHT // 2}" r="6" fill="{colour}"><title>version {i} '
                      f'({esc(v.op)}) from task {v.valid_from_task}: {esc(v.short)}</title></circle>')
-        marks.append(f'<text x="{x:.1f}" y="{HEIGHT // 2 - 10}" font-size="11" text-anchor="middle">'
+        edge = "start" if x < PAD + 40 else "end" if x > WIDTH - PAD - 40 else "middle"  # not cut at the sides
+        marks.append(f'<text x="{x:.1f}" y="{HEIGHT // 2 - 10}" font-size="11" text-anchor="{edge}">'
                      f'v{i} · task {v.valid_from_task}</text>')
     marks.append(f'<text x="{PAD}" y="{HEIGHT - 4}" font-size="10">task 1</text>'
                  f'<text x="{WIDTH - PAD}" y="{HEIGHT - 4}" font-size="10" text-anchor="end">task {n_tasks}</text>')

@@ -16,9 +16,11 @@ import orjson
 from memaudit.errors import BadInput
 from memaudit.store import Store, select_runs
 from memaudit.types import DEFAULT_VARIANT, RUBRIC
+from memaudit.userfiles import read_regular
 
 TARGET = ("run", "mode", "k", "user_id", "dimension")
 SHOWN = 5  # unknown ids named in an error
+MAX_GRADES_BYTES = 64 * 1024 * 1024  # a grades file: a few hundred bytes per graded target
 
 
 def target_id(row) -> str:
@@ -56,9 +58,7 @@ def sample_targets(rows: list[dict], n: int, seed: int) -> list[dict]:
 def read_grades(path: Path) -> tuple[str, list[tuple[str, float]]]:
     """(grader, [(id, score)]) from an exported file; every problem is one line naming the file."""
     try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise BadInput("grades file not found", file=str(path)) from None
+        data = orjson.loads(read_regular(path, limit=MAX_GRADES_BYTES))
     except orjson.JSONDecodeError as exc:
         raise BadInput(f"not JSON: {exc}", file=str(path)) from None
     if not isinstance(data, dict) or not isinstance(data.get("grader"), str) or not data["grader"].strip():

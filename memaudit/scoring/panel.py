@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import anyio
 
-from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
+from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
 from memaudit.prompts import Prompt
@@ -172,6 +172,8 @@ async def ask_judge(judge: PanelJudge, prompt: Prompt, seed_parts: tuple, repeat
         answer = await ask(judge.llm, ROLE, prompt=prompt, seed_parts=parts, **values)
     except (ContextOverflow, InvalidOutput) as exc:
         return Verdict(judge.name, repeat, None, None, "failed", failure_note(exc))
+    except EndpointError as exc:  # judges share the role: the one whose endpoint is down is named
+        raise EndpointError(f"panel judge {judge.name}: {exc.message}", status=exc.status, url=exc.url) from None
     return Verdict(judge.name, repeat, float(answer.data["score"]), answer.data["reason"], "ok")
 
 

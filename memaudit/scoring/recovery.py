@@ -25,7 +25,7 @@ from memaudit.bench.history import user_for_run
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.llm.client import LLM
 from memaudit.llm.tokens import counting
-from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
+from memaudit.prompts import Prompt, category_guides, is_published_pack, load_prompt, prompt_pack
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS, role_group
 from memaudit.runtime import Runtime
@@ -131,13 +131,15 @@ class UserMemory:
     items: list[dict]
     block: str                       # the whole store, serialised with native fields
     adapter: MemoryAdapter | None    # restored, for retrieve
+    published: bool = False          # results shown as the published scorer showed them (the pack)
 
     async def surface(self, recon: Reconstruction, guides: dict) -> tuple[str, dict]:
         """The read operator for the row's target: (memory text for the reader, evidence for the row)."""
         if recon.mode == "dump_all":
             return self.block, {"n_items": len(self.items), "chars": len(self.block)}
         query = retrieval_query(recon.category, recon.dimension, guides)
-        found = [self.adapter.result_json(item) for item in await self.adapter.search(query, recon.k)]
+        found = [self.adapter.result_json(item, published=self.published)
+                 for item in await self.adapter.search(query, recon.k)]
         return dumps_indented(found), {"items": found}
 
 
@@ -152,7 +154,7 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
             await adapter.load_items(items)
         elif snapshot is not None:
             await adapter.restore(snapshot["state"])
-    return UserMemory(items, dumps_indented(items), adapter)
+    return UserMemory(items, dumps_indented(items), adapter, is_published_pack(rt.settings.prompts_dir))
 
 
 # -- one target ------------------------------------------------------------------------------
@@ -283,10 +285,10 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
     for mode, k in passes:
         await rt.store.scores.record_pass(run_id, mode, k, variant,
                                           PassConfig(context_window, window, dims, rescore, described))
-    have = await rt.store.scores.keys(run_id, variant)
     jobs = []
     ready, skipped = await ready_users(rt.store, run, bench, rt.shard)
     skipped += unplayed_note(run_id, bench, ready, dims)
+    have = await _drop_other_truths(rt, run_id, variant, ready)
     for r in ready:
         user = r.user
         todo = [(mode, k, e) for mode, k in passes for e in targets(bench, user, r.done, dims)
@@ -298,6 +300,19 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
             row = replace(blank_row(run_id, mode, k, variant, user.id, entry), snapshot_task=r.snapshot_task)
             jobs.append(partial(_score_target, rt, scorer, memory, row, window))
     return jobs, skipped
+
+
+async def _drop_other_truths(rt: Runtime, run_id: str, variant: str, ready: list[ReadyUser]) -> set[tuple]:
+    """Delete the rows of ready users judged against a value that is not their target's truth in
+    this run (an evolving entry scored, before issue 33, against its last version; an entry not yet
+    true when the run ended), with what was made from them; the keys of the rows kept."""
+    truths = await rt.store.scores.truths(run_id, variant)
+    runs_truth = {(r.user.id, e.dimension): e.short for r in ready for e in r.user.bank}
+    users = {r.user.id for r in ready}
+    other = [key for key, truth in truths.items() if key[2] in users and runs_truth.get(key[2:]) != truth]
+    if other:
+        await rt.store.write(rt.store.scores.drop_statements(run_id, variant, other))
+    return truths.keys() - set(other)
 
 
 def unplayed_note(run_id: str, bench: Benchmark, ready: list[ReadyUser], dims: str) -> list[str]:

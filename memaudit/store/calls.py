@@ -134,11 +134,14 @@ class Calls:
             "JOIN calls c ON c.key = d.key GROUP BY d.user_id, d.role ORDER BY d.user_id, d.role", (run,))
 
     async def run_call_usage(self, run: str):
-        """Each distinct call the run's artifacts used, once: its key, role, model, tokens and the
-        first artifact (by name) that used it."""
+        """Each distinct call the run's artifacts used, once: its key, role, model, tokens, the
+        first artifact (by name) that used it, whether it failed (`error_kind`, else None) and why
+        its tokens are unknown when the answer said (`usage_unknown`, else None)."""
         return await self.db.fetchall(
             "SELECT u.key, u.role, u.artifact, c.model, c.prompt_tokens, c.cached_tokens, c.completion_tokens, "
-            "c.reasoning_tokens FROM (SELECT key, MIN(role) AS role, MIN(artifact) AS artifact FROM call_uses "
+            "c.reasoning_tokens, CASE WHEN c.ok THEN NULL ELSE json_extract(c.response, '$.error_kind') END "
+            "AS error_kind, json_extract(c.response, '$.usage.unknown') AS usage_unknown "
+            "FROM (SELECT key, MIN(role) AS role, MIN(artifact) AS artifact FROM call_uses "
             "WHERE run=? GROUP BY key) u JOIN calls c ON c.key = u.key ORDER BY u.key", (run,))
 
     async def models_by_role(self, run: str) -> list[tuple[str, str]]:

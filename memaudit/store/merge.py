@@ -28,7 +28,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, StoreError
 from memaudit.canonical import differences
 from memaudit.store import Store, loads
 from memaudit.store.calls import CACHE_TABLES, CACHE_UNION, store_tables
@@ -111,17 +111,42 @@ def _checked_paths(shards: list[Path], into: Path) -> list[Path]:
 
 @contextmanager
 def _merge_lock(into: Path):
-    """An advisory lock beside the study, dropped by the system however the holder exits."""
-    into.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(into.with_name(into.name + ".merge.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    """An advisory lock beside the study, dropped by the system however the holder exits; the holder
+    removes its file when done. A merger that opened the file just before the holder removed it
+    holds a lock on a removed file: it sees so and takes the lock anew on the file now there."""
+    path = into.with_name(into.name + ".merge.lock")
+    while True:
+        fd = _open_lock(path, into)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise MergeBusy(f"busy: another memaudit merge into {into} is running") from None
+        if _is_file_at(fd, path):
+            break
+        os.close(fd)
+    try:
         yield
     finally:
+        path.unlink(missing_ok=True)
         os.close(fd)
+
+
+def _open_lock(path: Path, into: Path) -> int:
+    try:
+        into.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise BadInput(f"cannot write beside the study store: {exc.strerror or exc}", file=str(into)) from None
+
+
+def _is_file_at(fd: int, path: Path) -> bool:
+    try:
+        there = path.stat()
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def _refuse_live_writer(into: Path) -> None:
@@ -139,7 +164,10 @@ async def _prepare_copy(into: Path, side: Path) -> None:
     if into.exists():
         _check_store(into)
         shutil.copyfile(into, side)
-    await (await Store.open(side)).close()
+    try:
+        await (await Store.open(side)).close()
+    except StoreError as exc:  # e.g. a study written by a newer memaudit: name it, not its copy
+        raise StoreError(exc.detail.replace(str(side), str(into)), file=str(into)) from None
 
 
 def _check_store(path: Path) -> None:

@@ -118,6 +118,20 @@ class Scores:
             "SELECT mode, k, user_id, dimension FROM reconstructions WHERE run=? AND variant=?", (run, variant))
         return {(r["mode"], r["k"], r["user_id"], r["dimension"]) for r in rows}
 
+    async def truths(self, run: str, variant: str) -> dict[tuple, str]:
+        """(mode, k, user, dimension) -> the ground truth each stored row was judged against."""
+        rows = await self.db.fetchall("SELECT mode, k, user_id, dimension, ground_truth FROM reconstructions "
+                                      "WHERE run=? AND variant=?", (run, variant))
+        return {(r["mode"], r["k"], r["user_id"], r["dimension"]): r["ground_truth"] for r in rows}
+
+    @staticmethod
+    def drop_statements(run: str, variant: str, keys) -> list[Statement]:
+        """Delete the rows of these (mode, k, user, dimension) keys and the attributions and panel
+        verdicts made from them."""
+        where = "run=? AND variant=? AND mode=? AND k=? AND user_id=? AND dimension=?"
+        return [(f"DELETE FROM {table} WHERE {where}", (run, variant, *key))
+                for key in keys for table in ("attributions", "judge_verdicts", "reconstructions")]
+
     async def stale(self, run: str):
         """Per (variant, user, snapshot read): reconstructions of the run whose memory snapshot is not
         the user's final one (read while the rollout was still writing, or before it was resumed)."""

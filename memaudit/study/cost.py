@@ -6,22 +6,26 @@ batch from a price list (prices.toml, bundled with its date and source; a user's
 Each distinct call is counted once per run, in the stage of the first artifact that used it (as the
 token table does); the total counts each call once however many runs used it, as a bill would.
 Reasoning tokens are part of the completion tokens, as the API reports and bills them. A model
-without a price is named and its cost left unknown (null), never counted as 0: a total that
-includes it is unknown too. Provider-cached prompt tokens in a batch are billed at the cached rate
-scaled by the batch discount of input (the two discounts stack)."""
+without a price, and a call whose tokens are unknown (the server sent no usage, a failure recorded
+without its tokens), are named with their number of calls and their cost left unknown (null), never
+counted as 0: a total that includes them is unknown too. Provider-cached prompt tokens in a batch
+are billed at the cached rate scaled by the batch discount of input (the two discounts stack)."""
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from memaudit.errors import BadInput
+from memaudit.userfiles import read_regular
 
 BUNDLED_PRICES = Path(__file__).with_name("prices.toml")
 PRICE_FIELDS = ("input_per_mtok", "cached_input_per_mtok", "output_per_mtok", "batch_input_per_mtok",
                 "batch_output_per_mtok")
 # The first part of an artifact name (call_uses.artifact) says which stage made it.
 STAGES = {"episode": "rollout", "recon": "score", "attr": "attribute", "act": "utilization"}
+MAX_PRICE_BYTES = 1024 * 1024  # a price list is a few kB
 
 
 @dataclass(frozen=True)
@@ -48,19 +52,23 @@ class PriceList:
     date: str
     source: str
     files: tuple[str, ...]
+    bundled: "PriceList | None" = None  # with --prices: the list the models the file does not price come from
 
     def describe(self) -> dict:
-        return {"date": self.date, "source": self.source, "files": list(self.files)}
+        return {"date": self.date, "source": self.source, "files": list(self.files),
+                **({"others": self.bundled.describe()} if self.bundled else {})}
 
 
 @dataclass
 class Usage:
-    """Tokens of a set of calls; `cached` = prompt tokens the provider served from its prompt cache."""
+    """Tokens of a set of calls; `cached` = prompt tokens the provider served from its prompt cache;
+    `unknown` = calls among them whose tokens are not known (their counts here are 0, not measured)."""
     calls: int = 0
     prompt: int = 0
     cached: int = 0
     completion: int = 0
     reasoning: int = 0
+    unknown: int = 0
 
     @property
     def uncached(self) -> int:
@@ -72,20 +80,22 @@ class Usage:
 
 
 def load_prices(path: Path | None = None) -> PriceList:
-    """The bundled price list, with the models of `path` (when given) replacing or adding to it."""
+    """The bundled price list, with the models of `path` (when given) replacing or adding to it. The
+    list then names `path` as its source (with the date and source the file states, if any) and the
+    bundled list as where the models the file does not price come from."""
     bundled = _read_prices(BUNDLED_PRICES)
     if path is None:
         return bundled
     own = _read_prices(Path(path))
-    return PriceList({**bundled.models, **own.models}, own.date or bundled.date, own.source or bundled.source,
-                     (*bundled.files, str(path)))
+    source = f"{path}" + (f": {own.source}" if own.source else "")
+    return PriceList({**bundled.models, **own.models}, own.date, source, (*bundled.files, str(path)), bundled)
 
 
 def _read_prices(path: Path) -> PriceList:
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise BadInput(f"cannot read the price file: {exc.strerror}", file=str(path)) from None
+        data = tomllib.loads(read_regular(path, limit=MAX_PRICE_BYTES).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not UTF-8 text (byte {exc.start}); a price file is TOML", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"not valid TOML: {exc}", file=str(path)) from None
     models = data.get("models", {})
@@ -104,11 +114,18 @@ def _price(path: Path, name: str, entry) -> Price:
         problem = f"unknown field {unknown[0]}" if unknown else f"missing {missing[0]}"
         raise BadInput(f"{problem} (fields: {', '.join(PRICE_FIELDS)})", file=str(path), field=f"models.{name}")
     bad = next((f for f in PRICE_FIELDS if isinstance(entry[f], bool) or not isinstance(entry[f], (int, float))
-                or entry[f] < 0), None)
+                or not math.isfinite(entry[f]) or entry[f] < 0), None)
     if bad:
-        raise BadInput(f"{bad} must be a non-negative number of USD per million tokens, got {entry[bad]!r}",
+        raise BadInput(f"{bad} must be a finite, non-negative number of USD per million tokens, got {entry[bad]!r}",
                        file=str(path), field=f"models.{name}")
     return Price(*(float(entry[f]) for f in PRICE_FIELDS))
+
+
+def call_usage(row) -> tuple[Usage, str | None]:
+    """One recorded call's usage (a row of `calls.run_call_usage`), and why its tokens are unknown."""
+    unknown = unknown_tokens(row)
+    return Usage(1, row["prompt_tokens"], row["cached_tokens"], row["completion_tokens"], row["reasoning_tokens"],
+                 int(unknown is not None)), unknown
 
 
 def call_role(role: str) -> str:
@@ -124,32 +141,55 @@ def stage_of(artifact: str) -> str:
     return STAGES.get(parts[0], parts[0])
 
 
+def unknown_tokens(row) -> str | None:
+    """Why a recorded call's tokens are unknown (a row of `calls.run_call_usage`), or None when they
+    are known. Every answered call spends prompt tokens, so a call recorded with none was not
+    counted; a context overflow was refused before any token was spent (by memaudit's own count or
+    by the server), so its zero is known."""
+    if row["usage_unknown"]:
+        return row["usage_unknown"]
+    if row["prompt_tokens"] or row["completion_tokens"] or row["error_kind"] == "ContextOverflow":
+        return None
+    return "a failed call recorded without its tokens" if row["error_kind"] else "no tokens recorded"
+
+
 @dataclass
 class Priced:
-    """Usage of one group of calls with its price (None when some model of it has no price)."""
+    """Usage of one group of calls with its price: None when some of its calls cannot be priced,
+    each counted in `unpriced_calls` under the reason (no price for its model, unknown tokens)."""
     usage: Usage = field(default_factory=Usage)
     usd_on_demand: float | None = 0.0
     usd_batch: float | None = 0.0
     models: set[str] = field(default_factory=set)
-    unpriced: set[str] = field(default_factory=set)
+    unpriced: set[str] = field(default_factory=set)  # models without a price
+    unpriced_calls: dict[str, int] = field(default_factory=dict)
 
-    def add(self, model: str, usage: Usage, prices: PriceList) -> None:
+    def add(self, model: str, usage: Usage, prices: PriceList, unknown: str | None = None) -> None:
+        """Add calls of one model; `unknown` says why their tokens are unknown (usage.unknown of them)."""
         self.usage.add(usage)
         self.models.add(model)
         price = prices.models.get(model)
         if price is None:
             self.unpriced.add(model)
-            self.usd_on_demand = self.usd_batch = None
+            self._unpriced(f"no price for model {model}", usage.calls)
+        elif usage.unknown:
+            self._unpriced(f"unknown tokens: {unknown or 'not recorded'}", usage.unknown)
         elif self.usd_on_demand is not None:
             self.usd_on_demand += price.on_demand(usage)
             self.usd_batch += price.batch(usage)
+
+    def _unpriced(self, why: str, calls: int) -> None:
+        self.unpriced_calls[why] = self.unpriced_calls.get(why, 0) + calls
+        self.usd_on_demand = self.usd_batch = None
 
     def to_json(self) -> dict:
         u = self.usage
         return {"calls": u.calls, "prompt_tokens": u.prompt, "cached_prompt_tokens": u.cached,
                 "uncached_prompt_tokens": u.uncached, "completion_tokens": u.completion,
-                "reasoning_tokens": u.reasoning, "usd_on_demand": self.usd_on_demand, "usd_batch": self.usd_batch,
-                "models": sorted(self.models), "unpriced": sorted(self.unpriced)}
+                "reasoning_tokens": u.reasoning, "unknown_token_calls": u.unknown,
+                "usd_on_demand": self.usd_on_demand, "usd_batch": self.usd_batch,
+                "models": sorted(self.models), "unpriced": sorted(self.unpriced),
+                "unpriced_calls": dict(sorted(self.unpriced_calls.items()))}
 
 
 async def run_costs(store, runs: list[str], prices: PriceList) -> dict:
@@ -160,18 +200,18 @@ async def run_costs(store, runs: list[str], prices: PriceList) -> dict:
     for run in runs:
         whole, by_role, by_stage = Priced(), {}, {}
         for r in await store.calls.run_call_usage(run):
-            usage = Usage(1, r["prompt_tokens"], r["cached_tokens"], r["completion_tokens"], r["reasoning_tokens"])
+            usage, unknown = call_usage(r)
             role, stage = call_role(r["role"]), stage_of(r["artifact"])
             for group in (whole, by_role.setdefault(role, Priced()),
                           by_stage.setdefault(stage, {}).setdefault(role, Priced())):
-                group.add(r["model"], usage, prices)
-            seen[r["key"]] = (r["model"], usage)
+                group.add(r["model"], usage, prices, unknown)
+            seen[r["key"]] = (r["model"], usage, unknown)
         out.append({"run": run, **whole.to_json(),
                     "by_role": {k: v.to_json() for k, v in sorted(by_role.items())},
                     "by_stage": {s: {k: v.to_json() for k, v in sorted(roles.items())}
                                  for s, roles in sorted(by_stage.items())},
                     "estimate": await store.plans.get(run)})
     total = Priced()
-    for model, usage in seen.values():
-        total.add(model, usage, prices)
+    for model, usage, unknown in seen.values():
+        total.add(model, usage, prices, unknown)
     return {"prices": prices.describe(), "runs": out, "total": total.to_json()}

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memaudit.errors import BadInput
-from memaudit.study.cost import Priced, PriceList, Usage, call_role, stage_of
+from memaudit.study.cost import Priced, PriceList, Usage, call_role, call_usage, stage_of
 from memaudit.types import DEFAULT_VARIANT
 
 # Per unit of its stage: (calls, prompt tokens per call, completion tokens per call). Rough figures
@@ -62,22 +62,28 @@ class Study:
 
 @dataclass(frozen=True)
 class Rate:
-    """Per unit: calls; per call: prompt, provider-cached prompt, completion and reasoning tokens."""
+    """Per unit: calls; per call: prompt, provider-cached prompt, completion and reasoning tokens.
+    `unknown` says why the sizes are unknown (every pilot call of the role lacked token counts)."""
     calls: float
     prompt: float
     cached: float = 0.0
     completion: float = 0.0
     reasoning: float = 0.0
+    unknown: str | None = None
 
     @classmethod
-    def measured(cls, usage: Usage, units: int) -> "Rate":
-        n = max(usage.calls, 1)
-        return cls(usage.calls / units, usage.prompt / n, usage.cached / n, usage.completion / n, usage.reasoning / n)
+    def measured(cls, usage: Usage, units: int, unknown: str | None = None) -> "Rate":
+        """Calls per unit of every pilot call; sizes per call of those whose tokens are known."""
+        n = max(usage.calls - usage.unknown, 1)
+        why = unknown if usage.calls and usage.unknown == usage.calls else None
+        return cls(usage.calls / units, usage.prompt / n, usage.cached / n, usage.completion / n, usage.reasoning / n,
+                   why)
 
     def usage(self, units: float, calls_factor: float = 1.0) -> Usage:
         calls = self.calls * units * calls_factor
         return Usage(round(calls), round(calls * self.prompt), round(calls * self.cached),
-                     round(calls * self.completion), round(calls * self.reasoning))
+                     round(calls * self.completion), round(calls * self.reasoning),
+                     round(calls) if self.unknown else 0)
 
 
 def default_rates(system: str, max_turns: int = 25) -> dict[str, dict[str, Rate]]:
@@ -94,6 +100,7 @@ async def pilot_rates(store) -> dict[str, dict[str, dict[str, Rate]]]:
     """system -> stage -> role -> Rate, measured on the pilot store's rollout runs (the recovery
     judge's per judge asked: `judge_asks`)."""
     usage: dict[str, dict[str, dict[str, Usage]]] = {}
+    unknown: dict[tuple[str, str, str], str] = {}  # (system, stage, role) -> why some call's tokens are unknown
     units: dict[str, dict[str, int]] = {}
     asks: dict[str, list[int]] = {}
     for run in await store.runs.list():
@@ -104,11 +111,14 @@ async def pilot_rates(store) -> dict[str, dict[str, dict[str, Rate]]]:
             units[run.system][stage] += n
         asks.setdefault(run.system, []).append(await judge_asks(store, run.run))
         for r in await store.calls.run_call_usage(run.run):
-            call = Usage(1, r["prompt_tokens"], r["cached_tokens"], r["completion_tokens"], r["reasoning_tokens"])
-            by_stage = usage.setdefault(run.system, {}).setdefault(stage_of(r["artifact"]), {})
-            by_stage.setdefault(call_role(r["role"]), Usage()).add(call)
+            call, why = call_usage(r)
+            stage, role = stage_of(r["artifact"]), call_role(r["role"])
+            usage.setdefault(run.system, {}).setdefault(stage, {}).setdefault(role, Usage()).add(call)
+            if why:
+                unknown.setdefault((run.system, stage, role), why)
     # A stage the pilot ran counts even without calls (nomem's reads of an empty memory call no model).
-    return {system: {stage: {role: Rate.measured(u, n * (max(asks[system]) if role == JUDGE else 1))
+    return {system: {stage: {role: Rate.measured(u, n * (max(asks[system]) if role == JUDGE else 1),
+                                                 unknown.get((system, stage, role)))
                              for role, u in usage.get(system, {}).get(stage, {}).items()}
                      for stage, n in stages.items() if n}
             for system, stages in units.items()}
@@ -138,12 +148,16 @@ def rates_for(system: str, pilot: dict, max_turns: int = 25) -> tuple[dict[str, 
 
 def _mean(found: list[Rate], systems: int) -> Rate:
     """Calls per unit over every measured system (one without the role made none); sizes per call
-    over the systems that made such calls."""
-    def per_call(name: str) -> float:
-        return sum(getattr(r, name) for r in found) / len(found)
+    over the systems that made such calls with known tokens."""
+    calls = sum(r.calls for r in found) / systems
+    known = [r for r in found if r.unknown is None]
+    if not known:  # no system measured a size: the mean's are unknown too
+        return Rate(calls, 0.0, unknown=found[0].unknown)
 
-    return Rate(sum(r.calls for r in found) / systems, per_call("prompt"), per_call("cached"),
-                per_call("completion"), per_call("reasoning"))
+    def per_call(name: str) -> float:
+        return sum(getattr(r, name) for r in known) / len(known)
+
+    return Rate(calls, per_call("prompt"), per_call("cached"), per_call("completion"), per_call("reasoning"))
 
 
 def study_users(bench, spec: str | None) -> tuple[list, int]:
@@ -193,8 +207,9 @@ def estimate(units: dict[str, float], rates: dict, models: dict[str, list[str]],
                 usage = rate.usage(units.get(stage, 0.0), (factors or {}).get(role, 1.0))
                 if usage.calls == 0:
                     continue
-                by_stage.setdefault(stage, {}).setdefault(role, Priced()).add(model, usage, prices)
-                whole.add(model, usage, prices)
+                why = rate.unknown and f"the pilot's {role} calls have no token counts ({rate.unknown})"
+                by_stage.setdefault(stage, {}).setdefault(role, Priced()).add(model, usage, prices, why)
+                whole.add(model, usage, prices, why)
     return {**whole.to_json(), "units": {k: round(v, 2) for k, v in units.items()},
             "by_stage": {s: {r: p.to_json() for r, p in roles.items()} for s, roles in by_stage.items()}}
 

@@ -122,8 +122,9 @@ class FakeOpenAI:
 
     def reply_http(self, method: str, path: str, headers: dict, content: bytes) -> tuple[int, object, dict] | None:
         """The loopback server's entry point (headers with lower-case names); a sibling fake with
-        more routes (memaudit/testing/fake_batches.py) answers them here."""
-        return self.reply(path, headers.get("authorization"), content)
+        more routes (memaudit/testing/fake_batches.py) answers them here. A query (a key some hosts
+        take as `?api-key=…`) is no part of the route."""
+        return self.reply(path.split("?")[0], headers.get("authorization"), content)
 
     def reply(self, path: str, authorization: str | None, content: bytes) -> tuple[int, dict, dict] | None:
         """(status, JSON payload, headers) for one request, or None for a timeout. Shared by the

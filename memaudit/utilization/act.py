@@ -26,6 +26,7 @@ from functools import partial
 from memaudit.adapters.base import AgentContext
 from memaudit.ask import ask
 from memaudit.bench.act import ActScenario
+from memaudit.bench.history import user_for_run
 from memaudit.bench.instances import resolve_act_scenarios
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.prompts import prompt_hashes
@@ -231,8 +232,11 @@ async def plan_utilization(rt: Runtime, run_id: str, k: int, threshold: float) -
                        f"`memaudit generate-act --bench {bench.name}`", field="bench")
     await record_pass(rt, run_id, k, threshold)
     have = await rt.store.utilization.case_keys(run_id, k)
-    users = {u.id: u for u in bench.users}
     episodes = {(e.user_id, e.task_index): e for e in await rt.store.episodes.load(run_id)}
+    last: dict[str, int] = {}
+    for uid, index in episodes:
+        last[uid] = max(last.get(uid, 0), index)
+    users = {u.id: user_for_run(u, last[u.id]) for u in bench.users if u.id in last}  # the run's truth
     jobs = []
     for recon in recons:
         if (recon.user_id, recon.dimension) in have or not rt.shard.holds(run.system, recon.user_id):
@@ -241,7 +245,9 @@ async def plan_utilization(rt: Runtime, run_id: str, k: int, threshold: float) -
         if scenario is None:
             raise BadInput(f"no Act scenario for {recon.dimension}; write them with "
                            f"`memaudit generate-act --bench {bench.name}`", user=recon.user_id, field="act_scenarios")
-        entry = next(e for e in users[recon.user_id].bank if e.dimension == recon.dimension)
+        entry = next((e for e in users[recon.user_id].bank if e.dimension == recon.dimension), None)
+        if entry is None:  # not yet true when the run ended: no target of it
+            continue
         task = next((t for t in bench.tasks.get(recon.user_id, ()) if t.target_dimension == recon.dimension), None)
         target = ActTarget(run, k, entry, recon, scenario, episodes.get((recon.user_id, task.index)) if task else None)
         jobs.append(partial(_case_job, rt, target, threshold))

@@ -235,3 +235,29 @@ def test_a_judge_with_its_own_endpoint_replays_from_the_recorded_provenance(tmp_
     assert list(judges) == ["low"]  # the judges without a section are the recovery judge's settings
     assert judges["low"]["model"] == "big-low" and judges["low"]["temperature"] == 0.3
     assert not {"base_url", "api_key", "api_key_env"} & set(judges["low"])
+
+
+@pytest.mark.anyio
+async def test_a_panel_judge_whose_endpoint_is_down_is_named_by_its_judge(tmp_path):
+    from dataclasses import replace
+
+    from memaudit.errors import EndpointError
+    from memaudit.llm.embed import Embedder
+    from memaudit.runtime import open_runtime
+    from tests.rollout.conftest import fake_encoder
+    from memaudit.testing.fake_openai import FakeOpenAI
+    from memaudit.testing.http_server import serve
+
+    config = tmp_path / "panel.toml"
+    config.write_text('[judges.judge-b]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    fake = fixed_judges(script(FakeOpenAI()))
+    with serve(fake) as url:
+        settings = replace(load_settings(db=tmp_path / "m.db", base_url=url, model="fake-model", backend="openai",
+                                         config=config, env={}), backoff_base=0.001, backoff_cap=0.01)
+        async with open_runtime(settings) as rt:
+            rt.embedder = Embedder(rt.store.vectors, encoder=fake_encoder)
+            await record(rt, ("longctx_full",), users=1, tasks=1)
+            with pytest.raises(EndpointError) as down:
+                await score_runs(rt, ["longctx_full"], ["dump_all"], panel=panel(rt, ["top-a", "judge-b", "low"]))
+    assert str(down.value).count("\n") == 0 and "panel judge judge-b: unreachable" in str(down.value)
+    assert "127.0.0.1:9" in str(down.value)

@@ -144,5 +144,5 @@ async def test_an_output_line_without_a_custom_id_is_one_line_naming_it(settings
     async with open_runtime(replace(settings, db=tmp_path / "c.db"), transport=FakeOpenAI().transport()) as rt:
         bad = tmp_path / "out.jsonl"
         bad.write_text('{"id": "x"}\n')
-        with pytest.raises(BadInput, match="line 1 is not a batch output line"):
+        with pytest.raises(BadInput, match="line 1: not a batch output line"):
             await import_output(Collector(rt.store, rt.settings, {}, rt.llm.refusals), bad)

@@ -202,13 +202,19 @@ async def test_a_static_benchmark_gets_no_change_no_note_and_no_evolving_table(o
 async def test_a_partial_run_targets_the_versions_valid_at_its_last_task(scripted_systems, open_rt, fake, tmp_path):
     """user_002 played to task 15: only food_preparation_skill (changed at task 14) is an evolving
     target; investing_… (changed at 16) is a static target whose truth is its first version, and no
-    later change is judged or counted as stale: a judgment of one (made before issue 33) is dropped."""
+    later change is judged or counted as stale: a row or judgment made against a later version
+    (before issue 33) is made again or dropped."""
     static = "investing_and_retirement_accounts_knowledge"
     async with open_rt() as rt:
         bench = await resolve_bench(rt.store, "sample")
         script(fake, bench)
         (run,) = await run_rollout(rt, bench, ["keep_all"], users=["user_002"], tasks=15, max_turns=1,
                                    progress=False)
+        await score_runs(rt, [run], ["dump_all"])
+        # a row judged against the bank's last version (as before issue 33) is scored again
+        last = next(e for u in bench.users if u.id == "user_002" for e in u.bank if e.dimension == static).short
+        await rt.store.write([("UPDATE reconstructions SET ground_truth=? WHERE run=? AND dimension=?",
+                               (last, run, static))])
         await score_runs(rt, [run], ["dump_all"])
         old = EvolvingJudgment(run, "dump_all", 0, "default", "user_002", "knowledge_memory", static,
                                "stale_absent", 0, True, "judged against the last version", "ok", snapshot_task=15)

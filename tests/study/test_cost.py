@@ -21,6 +21,7 @@ from memaudit.scoring.recovery import score_runs
 from memaudit.store import open_store
 from memaudit.study.cost import load_prices, run_costs, stage_of
 from memaudit.study.plan import Study, plan_study
+from memaudit.testing.fake_openai import FakeOpenAI
 from tests.scoring.recorded import runtime, script
 
 PRICES = """
@@ -63,6 +64,8 @@ def test_the_bundled_price_list_states_its_date_and_source_and_a_user_file_overr
 @pytest.mark.parametrize("text, field", [("[models.m]\ninput_per_mtok = 1", "models.m"),
                                          (PRICES.replace("= 8.0", "= -1"), "models.fake-model"),
                                          (PRICES + "\nextra_per_mtok = 3\n", "models.fake-model"),
+                                         (PRICES.replace("= 8.0", "= nan"), "models.fake-model"),
+                                         (PRICES.replace("= 2.0", "= inf"), "models.fake-model"),
                                          ("[models", None)])
 def test_a_bad_price_file_is_one_error_naming_file_and_model(tmp_path, text, field):
     path = tmp_path / "p.toml"
@@ -213,3 +216,57 @@ def test_an_even_panel_is_refused_by_plan_as_score_refuses_it(tmp_path, capsys):
         assert exit_info.value.code == 2
         said[command[0]] = capsys.readouterr().err.strip()
     assert said["plan"] == said["score"] and "odd number" in said["plan"]
+
+
+class NoUsage(FakeOpenAI):
+    """A server that answers without `usage` (or, `odd`, with counts that are no numbers)."""
+
+    def __init__(self, odd: bool = False):
+        super().__init__()
+        self.odd = odd
+
+    def completion(self, body: dict, text: str) -> dict:
+        answer = super().completion(body, text)
+        if self.odd:
+            answer["usage"] = {"prompt_tokens": "12", "completion_tokens": None}
+        else:
+            del answer["usage"]
+        return answer
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("odd, why", [(False, "the server sent no usage"),
+                                      (True, "the server's usage has no numeric prompt and completion tokens")])
+async def test_calls_without_usage_are_unknown_tokens_named_unpriced_never_0(settings, tmp_path, odd, why):
+    from memaudit.cli.study_cmds import _cost_markdown
+
+    fake = script(NoUsage(odd))
+    db = tmp_path / "s.db"
+    runs = await sample_study(settings, fake, db, users=1)
+    prices_file = tmp_path / "prices.toml"
+    prices_file.write_text(PRICES)
+    async with open_store(db) as store:
+        rows = await store.fetchall("SELECT response FROM calls WHERE ok=1")
+        report = await run_costs(store, runs, load_prices(prices_file))
+        planned = await plan_study(store, settings, await resolve_bench(store, "sample"),
+                                   Study("sample", ("longctx_full",), users="2", tasks=3, modes=("dump_all",)),
+                                   pilot=store, prices=load_prices(prices_file))
+    assert rows and all(orjson.loads(r["response"])["usage"]["unknown"] == why for r in rows)
+    total = report["total"]
+    assert total["usd_on_demand"] is None and total["unknown_token_calls"] == total["calls"]
+    assert total["unpriced_calls"] == {f"unknown tokens: {why}": total["calls"]}
+    printed = _cost_markdown(report)
+    assert "$0.0000" not in printed and f"call(s): unknown tokens: {why}" in printed
+    estimate = planned["longctx_full"]
+    assert estimate["usd_on_demand"] is None
+    assert any(f"calls have no token counts ({why})" in reason for reason in estimate["unpriced_calls"])
+
+
+def test_cost_names_the_price_file_as_its_source(tmp_path):
+    from memaudit.cli.study_cmds import _prices_line
+
+    own = tmp_path / "mine.toml"
+    own.write_text(PRICES.replace('date = "2026-01-01"\nsource = "a test"\n', ""))
+    line = _prices_line(load_prices(own).describe())
+    assert line.startswith(f"Prices of no stated date ({own})") and "the bundled list of 2026-" in line
+    assert "OpenAI" not in line.split(";")[0]

@@ -76,6 +76,7 @@ async def test_three_shards_merge_into_the_unsharded_study(settings, fake, tmp_p
     again = await merge_shards(paths, into)
     assert not again.changed and all(not s.added for s in again.shards)
     assert into.read_bytes() == before
+    assert not list(tmp_path.glob("*.merge.lock")) and not list(tmp_path.glob(".*.merging*"))
 
 
 @pytest.mark.anyio

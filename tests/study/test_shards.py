@@ -119,3 +119,24 @@ def test_every_command_that_takes_a_shard_records_the_stage_it_ran():
     sharded = {name: c for name, c in sharded.items() if any(p.name == "shard" for p in getattr(c, "params", ()))}
     assert set(sharded) == {"rollout", "score", "attribute", "utilization", "judge-check"}
     assert all(getattr(c.callback, "records_shard_stage", False) for c in sharded.values()), sharded
+
+
+def test_a_shard_lists_and_stores_only_the_systems_it_holds(tmp_path, capsys):
+    """A system none of whose cells falls in the shard is not listed with `0 episodes`: one line says
+    its cells are other shards' (its run is still opened: the study's later sharded commands name it)."""
+    from memaudit.testing.http_server import serve
+
+    held = {system: cell_shard(system, "user_001", 2) for system in ("nomem", "bm25")}
+    assert sorted(held.values()) == [1, 2]  # one system in each shard
+    with serve() as url:
+        for i in (1, 2):
+            db = tmp_path / f"shard{i}.db"
+            main(["rollout", "--bench", "sample", "--systems", "nomem,bm25", "--users", "1", "--tasks", "1",
+                  "--max-turns", "1", "--quiet", "--base-url", url, "--model", "fake", "--db", str(db),
+                  "--shard", f"{i}/2"])
+            mine, other = sorted(held, key=lambda system: held[system] != i)
+            printed = capsys.readouterr().out
+            assert f"{mine}: 1 episodes" in printed and f"{other}: 0 episodes" not in printed
+            assert f"shard {i}/2: no (system, user) cell of {other} falls in this shard" in printed
+            with sqlite3.connect(db) as conn:
+                assert sorted(conn.execute("SELECT run FROM runs").fetchall()) == [("bm25",), ("nomem",)]

@@ -1,7 +1,8 @@
 """`memaudit plan --shards 3 --emit slurm --out DIR`, then `bash DIR/submit.sh`, on a real single-node
 Slurm (scripts/slurm_local.sh; .ci/run installs and starts it) against the loopback fake: DIR/study.db
-has the tables of the same study run unsharded, the API key reached the jobs from the environment
-and is nowhere in DIR, and the merge refuses a shard left out, naming it.
+has the tables of the same study run unsharded and the plan's estimate (for `cost`), the API key
+reached the jobs from the environment and is nowhere in DIR, and the merge refuses a shard left
+out, naming it.
 
 Without a Slurm that takes jobs the test skips and says why; with MEMAUDIT_REQUIRE_SLURM=1 (CI) it
 fails instead, so CI never passes without having run it."""
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 import anyio
+import orjson
 import pytest
 
 from memaudit.cli import main
@@ -86,6 +88,10 @@ def test_the_emitted_slurm_study_has_the_unsharded_tables_and_no_key(slurm, tmp_
     for path in out.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+    cost = subprocess.run([sys.executable, str(REPO / "memaudit.py"), "cost", "--db", str(out / "study.db"),
+                           "--format", "json"], capture_output=True, text=True, check=True)
+    assert all(r["estimate"] is not None for r in orjson.loads(cost.stdout)["runs"])  # the plan rode in bench.db
 
     capsys.readouterr()
     left_out = [str(out / "shards" / f"shard-{i}.db") for i in (1, 3)]

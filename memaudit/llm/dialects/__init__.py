@@ -163,10 +163,23 @@ def parse_choice(response: dict) -> tuple[str, str | None, dict]:
         text, finish = str(message.get("refusal") or text or "the content filter stopped the answer"), "refusal"
     usage = _fields(response.get("usage"))
     details, completion = _fields(usage.get("prompt_tokens_details")), _fields(usage.get("completion_tokens_details"))
-    return text, finish, {"prompt_tokens": _tokens(usage.get("prompt_tokens")),
-                          "completion_tokens": _tokens(usage.get("completion_tokens")),
-                          "cached_tokens": _tokens(details.get("cached_tokens")),
-                          "reasoning_tokens": _tokens(completion.get("reasoning_tokens"))}
+    tokens = {"prompt_tokens": _tokens(usage.get("prompt_tokens")),
+              "completion_tokens": _tokens(usage.get("completion_tokens")),
+              "cached_tokens": _tokens(details.get("cached_tokens")),
+              "reasoning_tokens": _tokens(completion.get("reasoning_tokens"))}
+    unknown = _usage_unknown(response.get("usage"))
+    return text, finish, tokens if unknown is None else {**tokens, "unknown": unknown}
+
+
+def _usage_unknown(usage) -> str | None:
+    """Why a server's answer gives no token counts (None: it gives them): the call is recorded with
+    unknown tokens, which `cost` reports as unpriced, never as 0."""
+    if not isinstance(usage, dict):
+        return "the server sent no usage"
+    counts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 for v in counts):
+        return "the server's usage has no numeric prompt and completion tokens"
+    return None
 
 
 def embeddings_body(model: str, texts: list[str]) -> dict:

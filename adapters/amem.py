@@ -14,12 +14,20 @@ fails, the note keeps the published defaults (no keywords or tags, context "Gene
 evolution still runs, as published: the message is not lost, the failure is counted.
 
 The dump has the published fields (id, content, keywords, context, tags, category, timestamp);
-links are kept apart in the state (`links`: note id -> linked ids), not in the dump."""
+links are kept apart in the state (`links`: note id -> linked ids), not in the dump.
+
+With the published pack (`--prompts` from `memaudit prompts import-published`, which reads A-Mem's
+requests from the A-mem-sys the published checkout vendors), both calls are A-Mem's own: its system
+line, analysis and evolution prompts, response formats, neighbours shown by id as A-Mem lists them,
+and the answers applied as A-Mem applies them (`should_evolve`; `strengthen` links the suggested
+ids and replaces the note's tags; `update_neighbor` rewrites the neighbours' tags and contexts in
+list order). Without it our own wording and JSON stay (docs/fidelity.md M-rows)."""
 from __future__ import annotations
 
 from memaudit.adapters.base import Event
 from memaudit.adapters.indexed import IndexedMemory
 from memaudit.adapters.memory_calls import memory_call
+from memaudit.prompts import fill, rollout_layout
 from memaudit.roles import BOOL, NONEMPTY, obj
 
 NEIGHBOURS = 5
@@ -41,9 +49,16 @@ def describe(note: dict) -> str:
             f"keywords: {', '.join(note['keywords'])}\ntags: {', '.join(note['tags'])}")
 
 
+def neighbour_values(item: dict) -> dict:
+    """A neighbour as A-Mem's evolution prompt lists it: lists as Python writes them (`str(list)`)."""
+    return {"id": item["id"], "timestamp": item["timestamp"], "content": item["content"],
+            "context": item["context"], "keywords": str(item["keywords"]), "tags": str(item["tags"])}
+
+
 class AMem(IndexedMemory):
     name = "amem"
     result_fields = ("id", "content", "keywords", "context", "tags", "category", "score")
+    published_result = {"category": ""}  # A-Mem's search returns no category; the scorer showed ""
     prompts = ("memory_amem_note", "memory_amem_evolve")
     extra_state = ("bad_indices", "links")
 
@@ -51,6 +66,9 @@ class AMem(IndexedMemory):
         super().__init__(ctx)
         self.bad_indices: list[dict] = []
         self.links: dict[str, list[str]] = {}
+        # A-Mem's own requests, when the prompt directory is a published pack holding them.
+        layout = rollout_layout(ctx.llm.settings.prompts_dir) if ctx.llm is not None else None
+        self.published: dict | None = (layout or {}).get("amem")
 
     def rank_text(self, item: dict) -> str:
         # The published index text: content, then context (unless the default), keywords and tags
@@ -69,13 +87,11 @@ class AMem(IndexedMemory):
             return
         note = {"content": event.text, "keywords": [], "context": DEFAULT_CONTEXT, "tags": [],
                 "category": SOURCE[event.kind], "timestamp": event.clock}
-        analysis = await memory_call(self, "memory:amem_note", "memory_amem_note", schema=NOTE_SCHEMA,
-                                     clock=event.clock, temperature=TEMPERATURE,
-                                     seed_parts=self.seed_parts(event.task_index, event.turn, "note"),
-                                     content=event.text)
-        if analysis is not None:
-            note.update(keywords=analysis["keywords"], context=analysis["context"], tags=analysis["tags"])
-        links = await self._evolve(event, note)
+        analysis = await self._call(event, "note", NOTE_SCHEMA, content=event.text)
+        if analysis is not None:  # A-Mem's schema requires nothing: what is missing keeps its default
+            note.update(keywords=analysis.get("keywords", []), context=analysis.get("context", DEFAULT_CONTEXT),
+                        tags=analysis.get("tags", []))
+        links = await (self._evolve if self.published is None else self._evolve_published)(event, note)
         content = note.pop("content")
         item = await self.add(content, **note)
         if links:
@@ -87,10 +103,7 @@ class AMem(IndexedMemory):
         if not neighbours:
             return []
         shown = "\n\n".join(f"[{n}]\n{describe(self.items[i])}" for n, i in enumerate(neighbours))
-        data = await memory_call(self, "memory:amem_evolve", "memory_amem_evolve", schema=EVOLVE_SCHEMA,
-                                 clock=event.clock, temperature=TEMPERATURE,
-                                 seed_parts=self.seed_parts(event.task_index, event.turn, "evolve"),
-                                 neighbours=shown, note=describe(note))
+        data = await self._call(event, "evolve", EVOLVE_SCHEMA, neighbours=shown, note=describe(note))
         if data is None:
             return []
         links = []
@@ -105,6 +118,42 @@ class AMem(IndexedMemory):
                     neighbour["context"] = update["context"]
                     if update["tags"]:
                         neighbour["tags"] = update["tags"]
+                    await self.reindex(neighbour)
+        return links
+
+    async def _call(self, event: Event, call: str, schema: dict, **values) -> dict | None:
+        """The analysis (`note`) or evolution (`evolve`) call: ours, or A-Mem's own with the pack (its
+        prompt file of the same name, its schema under its own name)."""
+        published = (self.published or {}).get(call)
+        return await memory_call(self, f"memory:amem_{call}", f"memory_amem_{call}", clock=event.clock,
+                                 schema=schema if published is None else published["schema"],
+                                 schema_name=None if published is None else published["name"],
+                                 temperature=TEMPERATURE,
+                                 seed_parts=self.seed_parts(event.task_index, event.turn, call), **values)
+
+    async def _evolve_published(self, event: Event, note: dict) -> list[str]:
+        """A-Mem's evolution: its neighbours listed by id, its answer applied as A-Mem applies it; the
+        ids the new note links to (as the model wrote them)."""
+        neighbours = [i for i, _ in await self.index.nearest(note["content"], NEIGHBOURS)]
+        if not neighbours:
+            return []
+        shown = "".join(fill(self.published["neighbour"], neighbour_values(self.items[i])) for i in neighbours)
+        data = await self._call(event, "evolve", EVOLVE_SCHEMA, context=note["context"], content=note["content"],
+                                keywords=str(note["keywords"]), neighbours=shown, count=len(neighbours))
+        if data is None or not data["should_evolve"]:
+            return []
+        links = []
+        for action in data["actions"]:
+            if action == "strengthen":
+                links.extend(data["suggested_connections"])
+                note["tags"] = data["tags_to_update"]
+            elif action == "update_neighbor":
+                contexts, tags = data["new_context_neighborhood"], data["new_tags_neighborhood"]
+                for n in range(min(len(neighbours), len(tags))):
+                    neighbour = self.items[neighbours[n]]
+                    neighbour["tags"] = tags[n]
+                    if n < len(contexts):
+                        neighbour["context"] = contexts[n]
                     await self.reindex(neighbour)
         return links
 

@@ -79,6 +79,9 @@ class MemoryAdapter(ABC):
     # The fields, in order, of one search result as the published system returned it to the scorer
     # (None: every field, `MemoryItem.to_json`). The retrieve reader sees results in this shape.
     result_fields: ClassVar[tuple[str, ...] | None] = None
+    # Result fields the published scorer showed otherwise than this system gives them (its library's
+    # search left them out): shown so under the published pack only.
+    published_result: ClassVar[dict] = {}
     # Prompt files (`prompts/<name>.md`) of the memory-side calls; runs record their sha256.
     prompts: ClassVar[tuple[str, ...]] = ()
     # The configured role group whose embedding model this system uses.
@@ -115,9 +118,10 @@ class MemoryAdapter(ABC):
     @abstractmethod
     def dump(self) -> list[dict]: ...
 
-    def result_json(self, item: MemoryItem) -> dict:
-        """A search result as the retrieve reader is shown it (see `result_fields`)."""
-        out = item.to_json()
+    def result_json(self, item: MemoryItem, *, published: bool = False) -> dict:
+        """A search result as the retrieve reader is shown it (see `result_fields`; `published`: under
+        the published pack, see `published_result`)."""
+        out = {**item.to_json(), **self.published_result} if published else item.to_json()
         if self.result_fields is None:
             return out
         return {name: out[name] for name in self.result_fields if name in out}

@@ -38,24 +38,25 @@ class FailureLog:
 
 
 async def model_call(adapter, role: str, messages: list[dict], *, clock: str, seed_parts: tuple,
-                     max_tokens: int | None = None,
-                     schema: dict | None = None, temperature: float = 0.0):
+                     max_tokens: int | None = None, schema: dict | None = None, temperature: float = 0.0,
+                     schema_name: str | None = None):
     """Call `role` with ready messages; the CallResult, or None (and a recorded failure) when the
     model failed for good. `max_tokens` None: no output cap (the published memory systems sent none;
-    the embedded model's cap still applies)."""
+    the embedded model's cap still applies). `schema_name`: the schema's own name in the request."""
     try:
         return await ask(adapter.ctx.llm, role, messages=messages, seed_parts=seed_parts,
-                         spec=RoleSpec(None, schema, temperature, max_tokens))
+                         spec=RoleSpec(None, schema, temperature, max_tokens), schema_name=schema_name)
     except MODEL_FAILURES as exc:
         adapter.failures.record(role, clock, exc)
         return None
 
 
 async def memory_call(adapter, role: str, prompt: str, *, schema: dict, clock: str, max_tokens: int | None = None,
-                      seed_parts: tuple, temperature: float = 0.0, **values) -> dict | None:
+                      seed_parts: tuple, temperature: float = 0.0, schema_name: str | None = None,
+                      **values) -> dict | None:
     """Render `prompts/<prompt>.md`, call `role` with structured output; None (and a recorded
     failure) when the model failed for good."""
     messages = load_prompt(prompt, adapter.ctx.llm.settings.prompts_dir).render(**values)
     result = await model_call(adapter, role, messages, max_tokens=max_tokens, clock=clock, seed_parts=seed_parts,
-                              schema=schema, temperature=temperature)
+                              schema=schema, temperature=temperature, schema_name=schema_name)
     return None if result is None else result.data

@@ -138,6 +138,7 @@ class OwnSearch:
 class MemT(MemoryAdapter):
     name = "memt"
     result_fields = ("id", "content", "category", "score", "timestamp")
+    published_result = {"score": None}  # Mem-T's search returns no score; the scorer showed null
     prompts = ("memory_memt_formation", "memory_memt_update", "memory_memt_search")
     embed_role = "memt_policy"
 

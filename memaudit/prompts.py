@@ -119,6 +119,24 @@ def category_guides(prompts_dir: Path) -> dict[str, str]:
     return {c: guides[c] for c in CATEGORY_DEFINITIONS}
 
 
+def is_published_pack(prompts_dir: Path) -> bool:
+    """A directory built by `memaudit prompts import-published` (it holds the pack's manifest)."""
+    return (Path(prompts_dir) / PACK_FILE).exists()
+
+
+@lru_cache(maxsize=None)
+def rollout_layout(prompts_dir: Path) -> dict | None:
+    """The directory's `rollout_layout.json` (a published pack's request layout:
+    memaudit/published/layout.py, and A-Mem's requests: adapters/amem.py), or None."""
+    path = Path(prompts_dir) / LAYOUT_FILE
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise BadInput(f"not JSON: {exc}", file=str(path)) from None
+
+
 @lru_cache(maxsize=None)
 def prompt_pack(prompts_dir: Path) -> dict:
     """The identity of a prompt directory: {name, hash}. The name is `bundled` for memaudit's own
@@ -128,9 +146,8 @@ def prompt_pack(prompts_dir: Path) -> dict:
     digest = hashlib.sha256()
     for path in sorted([*prompts_dir.glob("*.md"), *prompts_dir.glob("*.json")]):
         digest.update(f"{path.name}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
-    manifest = prompts_dir / PACK_FILE
-    if manifest.exists():
-        commit = json.loads(manifest.read_text()).get("commit") or "unknown"
+    if is_published_pack(prompts_dir):
+        commit = json.loads((prompts_dir / PACK_FILE).read_text()).get("commit") or "unknown"
         name = f"published-{commit[:7]}"
     else:
         name = "bundled" if prompts_dir.resolve() == PROMPTS_DIR.resolve() else prompts_dir.name

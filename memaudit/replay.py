@@ -162,11 +162,12 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         modes = await recorded.attributions.modes(run.run)
         recorded_passes = await recorded.attributions.passes(run.run)
         prompts = next((recorded_dir(p["config"].get("prompts")) for p in recorded_passes), None)
+        failed_stages = any(p["config"].get("failed_stages") for p in recorded_passes)
         if modes:
-            attribution.setdefault(dumps([modes, prompts]), []).append(run.run)
+            attribution.setdefault(dumps([modes, prompts, failed_stages]), []).append(run.run)
     for signature, group in attribution.items():
-        modes, prompts = loads(signature)
-        await attribute_runs(with_prompts(rt, prompts), group, modes)
+        modes, prompts, failed_stages = loads(signature)
+        await attribute_runs(with_prompts(rt, prompts), group, modes, failed_stages=failed_stages)
 
     # Utilization passes (memaudit/utilization/) after scoring: Know is read from the reconstructions.
     utilization: dict[tuple, list[str]] = {}

@@ -40,7 +40,7 @@ def list_cmd(as_json):
     serves, its sha256, and where its text comes from (memaudit, or the published source)."""
     import orjson
 
-    from memaudit.prompts import GUIDES_FILE, LAYOUT_FILE, PACK_FILE, load_prompt, prompt_pack
+    from memaudit.prompts import GUIDES_FILE, LAYOUT_FILE, is_published_pack, load_prompt, prompt_pack
 
     prompts_dir = current_settings().prompts_dir
     pack = prompt_pack(prompts_dir)
@@ -51,7 +51,7 @@ def list_cmd(as_json):
                       not line.startswith(" "))
         rows.append({"prompt": path.stem, "role": header.get("role", "").strip(), "sha256": prompt.sha256,
                      "source": header.get("source", "").strip() or "memaudit", "file": str(path)})
-    published = (Path(prompts_dir) / PACK_FILE).exists()
+    published = is_published_pack(prompts_dir)
     for name, role, source in ((GUIDES_FILE, "slot_fill, retrieve query", "published category guides"),
                                (LAYOUT_FILE, "agent, simulator, pref_judge", "published request layout")):
         path = Path(prompts_dir) / name

@@ -184,7 +184,7 @@ def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, j
     if emit is not None and (not shards or out is None):
         raise BadInput("--emit needs --shards N and --out DIR", field="emit")
     if emit is None:
-        found, written = run(_plan, settings, study, pilot_db, prices_file), []
+        (found, _), written = run(_plan, settings, study, pilot_db, prices_file), []
     else:
         resources = Resources(cpus, mem_gb, time_limit, partition, image, volume, mount, secret)
         found, written = _emit(emit, settings, study, shards, resources, pilot_db, prices_file, out)
@@ -204,7 +204,7 @@ def _emit(engine, settings, study, shards, resources, pilot_db, prices_file, out
     """The plan recorded in DIR/bench.db and the engine's files written beside it."""
     resources.seconds()  # refused before anything is written, as credentials in the base URL are:
     env = settings_env(settings, click.get_current_context().obj.get("config_file") or os.environ.get("MEMAUDIT_CONFIG"))
-    found, bench_name = run(_plan_into, settings, study, pilot_db, prices_file, out)
+    found, bench_name = run(_plan, settings, study, pilot_db, prices_file, out)
     files = (slurm_files(study, bench_name, shards, resources, env, out, _memaudit_command()) if engine == "slurm"
              else k8s_files(study, bench_name, shards, resources, env))
     return found, write_files(out, {**files, "plan.md": _plan_markdown(found) + "\n"})
@@ -236,24 +236,6 @@ def _memaudit_command() -> str:
     return str(beside) if beside.exists() else shutil.which("memaudit") or "memaudit"
 
 
-async def _plan_into(settings, study, pilot_db, prices_file, out: Path):
-    """The plan recorded in DIR/bench.db, the seed of every shard's store; (estimates, bench name)."""
-    from contextlib import AsyncExitStack
-
-    from memaudit.store import open_store
-    from memaudit.study.cost import load_prices
-    from memaudit.study.emit import SEED_STORE
-    from memaudit.study.plan import plan_study
-
-    prices = load_prices(prices_file)
-    out.mkdir(parents=True, exist_ok=True)
-    async with AsyncExitStack() as stack:
-        seed = await stack.enter_async_context(open_store(out / SEED_STORE))
-        pilot = await stack.enter_async_context(open_store(pilot_db)) if pilot_db else None
-        bench = await _seed_bench(seed, settings.db, study.bench)
-        return await plan_study(seed, settings, bench, study, pilot=pilot, prices=prices), bench.name
-
-
 async def _seed_bench(seed, db: Path, ref: str):
     """The study's benchmark in the seed store: `sample` or a release folder as resolved there, an
     imported name copied from --db."""
@@ -268,20 +250,24 @@ async def _seed_bench(seed, db: Path, ref: str):
     return bench
 
 
-async def _plan(settings, study, pilot_db, prices_file):
+async def _plan(settings, study, pilot_db, prices_file, out: Path | None = None):
+    """(estimates, the benchmark's name): recorded in --db, or with --emit in DIR/bench.db, the seed
+    of every shard's store."""
     from contextlib import AsyncExitStack
 
     from memaudit.bench.instances import resolve_bench
     from memaudit.store import open_store
     from memaudit.study.cost import load_prices
+    from memaudit.study.emit import SEED_STORE
     from memaudit.study.plan import plan_study
 
     prices = load_prices(prices_file)
     async with AsyncExitStack() as stack:
-        store = await stack.enter_async_context(open_store(settings.db))
+        store = await stack.enter_async_context(open_store(settings.db if out is None else out / SEED_STORE))
         pilot = await stack.enter_async_context(open_store(pilot_db)) if pilot_db else None
-        bench = await resolve_bench(store, study.bench)
-        return await plan_study(store, settings, bench, study, pilot=pilot, prices=prices)
+        bench = await (resolve_bench(store, study.bench) if out is None else _seed_bench(store, settings.db,
+                                                                                          study.bench))
+        return await plan_study(store, settings, bench, study, pilot=pilot, prices=prices), bench.name
 
 
 COMMANDS = [merge, cost, plan]

@@ -87,7 +87,8 @@ class BatchCollector:
                 body = request_body(backend=record["backend"], model=record["model"], messages=record["messages"],
                                     temperature=record["temperature"], top_p=record["top_p"],
                                     max_tokens=record["max_tokens"], seed=record["seed"], schema=schema,
-                                    schema_name=role, reasoning_effort=record.get("reasoning_effort"),
+                                    schema_name=record.get("schema_name", role),
+                                    reasoning_effort=record.get("reasoning_effort"),
                                     refused=await self.refusals.of(record["model"], record["backend"]),
                                     tools=record.get("tools"))
                 self.store.write_later([self.store.batches.request_statement(

@@ -131,32 +131,35 @@ class LLM:
     async def call(self, role: str, messages: list[dict], *, temperature: float = 0.0,
                    max_tokens: int | None = None, schema: dict | None = None,
                    check: Callable[[object], str | None] | None = None, sample: int = 0,
-                   seed_parts: tuple = (), tools: dict | None = None) -> CallResult:
+                   seed_parts: tuple = (), tools: dict | None = None,
+                   schema_name: str | None = None) -> CallResult:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. `tools`: tool fields sent natively (memaudit/llm/tools.py `ToolRequest.fields`),
         keyed with the call; the answer's tool calls are in `tool_calls`, and a required call that
-        was not made is an invalid answer. Per-role config overrides `temperature` and `max_tokens`."""
+        was not made is an invalid answer. The schema goes by the role's name unless `schema_name`
+        names it (a published request's own name, then keyed). Per-role config overrides
+        `temperature` and `max_tokens`."""
         # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
         # key of what is then sent; the refusal is remembered (memaudit/llm/dialects/).
         for _ in REFUSABLE:
             try:
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools)
+                                                seed_parts, tools, schema_name)
             except ParameterRefused as exc:
                 rc = self.role_config(role)
                 await self.refusals.learn(rc.model, rc.backend, exc.param)
         return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts,
-                                        tools)
+                                        tools, schema_name)
 
     async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
-                            seed_parts, tools=None) -> CallResult:
+                            seed_parts, tools=None, schema_name=None) -> CallResult:
         rc = self.role_config(role)
         sent = sampling(rc, temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
                             top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,
-                            reasoning_effort=sent.reasoning_effort, tools=tools)
+                            reasoning_effort=sent.reasoning_effort, tools=tools, schema_name=schema_name)
         key, request_json = keyed(record)
         stats = self.stats.setdefault(role, RoleStats())
         flight = self._flights.get(key)
@@ -165,7 +168,7 @@ class LLM:
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools)
+                                                seed_parts, tools, schema_name)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)
@@ -350,7 +353,8 @@ class LLM:
             body = request_body(backend=rc.backend, model=rc.model, messages=messages,
                                 temperature=record["temperature"], top_p=record["top_p"],
                                 max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
-                                schema_name=role, reasoning_effort=record.get("reasoning_effort"),
+                                schema_name=record.get("schema_name", role),
+                                reasoning_effort=record.get("reasoning_effort"),
                                 refused=await self.refusals.of(rc.model, rc.backend), tools=record.get("tools"))
             response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
             latency += took

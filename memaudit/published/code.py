@@ -5,7 +5,8 @@ is executed) and turns it into memaudit's template syntax: literal text stays by
 value becomes `{{name}}` under the name memaudit fills it with. The caller (memaudit/published/rollout.py)
 says which function and variable hold a piece and what each of its values means here, by the
 value's shape: a variable `name`, a field `x["f"]` / `x.get("f", …)` (`f`), `self.attr` (`attr`),
-`n + 1` (`n+1`), `len(x)` (`len x`), a join over `xs` (`join xs`), a condition on `v` (`if v`).
+`n + 1` (`n+1`), `len(x)` (`len x`), `str(x)` (`str x`), a join over `xs` (`join xs`), a condition
+on `v` (`if v`).
 Anything else is refused: a checkout whose code has another shape fails with one line, never with
 a request that is silently not the published one."""
 from __future__ import annotations
@@ -90,6 +91,54 @@ def assigned(fn: ast.FunctionDef, name: str, kind: type = ast.expr) -> ast.expr:
     raise Shape(f"{fn.name} assigns no {name}")
 
 
+def attribute_assigned(fn: ast.FunctionDef, attr: str) -> ast.expr:
+    """The value of the one `self.attr = …` in `fn`."""
+    found = [node.value for node in in_order(fn, ast.Assign)
+             if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                    and t.value.id == "self" for t in node.targets)]
+    if len(found) != 1:
+        raise Shape(f"{fn.name} sets self.{attr} {len(found)} times, not once")
+    return found[0]
+
+
+def augmented(fn: ast.FunctionDef, name: str) -> ast.expr:
+    """The value of the one `name += …` in `fn` (a text built line by line in a loop)."""
+    found = [node.value for node in in_order(fn, ast.AugAssign)
+             if isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) and node.target.id == name]
+    if len(found) != 1:
+        raise Shape(f"{fn.name} adds to {name} {len(found)} times, not once")
+    return found[0]
+
+
+def keyword_literal(fn: ast.FunctionDef, method: str, keyword: str):
+    """The literal value of `keyword=` in the one call of `….method(…)` in `fn`."""
+    calls = [node for node in in_order(fn, ast.Call)
+             if isinstance(node.func, ast.Attribute) and node.func.attr == method]
+    if len(calls) != 1:
+        raise Shape(f"{fn.name} calls {method} {len(calls)} times, not once")
+    value = next((k.value for k in calls[0].keywords if k.arg == keyword), None)
+    if value is None:
+        raise Shape(f"{fn.name} passes no {keyword} to {method}")
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise Shape(f"the {keyword} {fn.name} passes is not a literal") from None
+
+
+def message_text(fn: ast.FunctionDef, role: str) -> str:
+    """The content of the one literal chat message `{"role": role, "content": "…"}` in `fn`."""
+    found = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):
+            fields = {k.value: v for k, v in zip(node.keys, node.values)}
+            role_value = fields.get("role")
+            if isinstance(role_value, ast.Constant) and role_value.value == role and "content" in fields:
+                found.append(fields["content"])
+    if len(found) != 1:
+        raise Shape(f"{fn.name} has {len(found)} {role} messages, not one")
+    return text(found[0])
+
+
 def returned(fn: ast.FunctionDef) -> list[ast.expr]:
     """The values `fn` returns, in source order."""
     return [n.value for n in in_order(fn, ast.Return) if n.value is not None]
@@ -124,8 +173,9 @@ def key(node: ast.expr) -> str:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
             and node.args and isinstance(node.args[0], ast.Constant):
         return str(node.args[0].value)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1:
-        return f"len {key(node.args[0])}"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("len", "str") \
+            and len(node.args) == 1:
+        return f"{node.func.id} {key(node.args[0])}"
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.right, ast.Constant) \
             and node.right.value == 1:
         return f"{key(node.left)}+1"

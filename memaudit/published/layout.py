@@ -8,29 +8,14 @@ assistant, the simulated user and the preference judge send its request text byt
 Without a layout nothing here is used and every request is memaudit's own."""
 from __future__ import annotations
 
-import json
-from functools import lru_cache
 from pathlib import Path
 
-from memaudit.adapters.base import AgentContext
 from memaudit.canonical import dumps_indented
-from memaudit.errors import BadInput
-from memaudit.prompts import LAYOUT_FILE, fill
-from memaudit.types import BankEntry
+from memaudit.prompts import fill, rollout_layout
+from memaudit.types import BankEntry, MemoryItem
 
 # memaudit systems that stand for a published one (the mem0ai library is what published mem0 ran).
 PUBLISHED_SYSTEM = {"mem0ai": "mem0"}
-
-
-@lru_cache(maxsize=None)
-def rollout_layout(prompts_dir: Path) -> dict | None:
-    path = Path(prompts_dir) / LAYOUT_FILE
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise BadInput(f"not JSON: {exc}", file=str(path)) from None
 
 
 def agent_layout(layout: dict | None, system: str) -> dict | None:
@@ -56,13 +41,13 @@ def agent_message(layout: dict, task: str, exchanges: list[tuple[str, str]]) -> 
     return fill(agent["message"], {"task": task, "conversation": turns})
 
 
-def agent_memory(system: dict, context: AgentContext) -> str:
+def agent_memory(system: dict, notes: list[MemoryItem]) -> str:
     """The memory block of the system prompt ("" when nothing was retrieved, or for a system
     without one)."""
     if "memory_block" not in system:
         return ""
     lines = []
-    for item in context.notes:
+    for item in notes:
         if system["skip_empty"] and not item.content:
             continue
         tags = item.fields.get("tags") if isinstance(item.fields.get("tags"), list) else []

@@ -8,7 +8,8 @@ under the names memaudit's roles load, so `--prompts DIR` sends the published re
 category guides become `category_guides.json` (slot-fill definitions and the retrieve query). The
 assistant, simulator and preference-judge requests, which the published code assembles in
 functions, are read the same way by memaudit/published/rollout.py (prompt files plus
-`rollout_layout.json`). Every other prompt file of memaudit is copied in unchanged, so the directory
+`rollout_layout.json`), and so are A-Mem's own memory-side requests from the A-mem-sys the checkout
+vendors (memaudit/published/amem.py). Every other prompt file of memaudit is copied in unchanged, so the directory
 serves every command. `pack.json` records the commit and each source file's sha256. memaudit never
 ships the text.
 """
@@ -23,10 +24,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from memaudit.canonical import canonical_pretty
+from memaudit.canonical import canonical_pretty, dumps_indented
 from memaudit.config import PROMPTS_DIR
 from memaudit.errors import BadInput
 from memaudit.prompts import GUIDES_FILE, LAYOUT_FILE, PACK_FILE
+from memaudit.published.amem import build as build_amem
 from memaudit.published.code import Shape, assigned_names, format_template, module_statements
 from memaudit.published.rollout import Reader, build as build_rollout
 from memaudit.types import CATEGORIES
@@ -76,8 +78,12 @@ def import_published(src: Path, out: Path) -> dict:
     checkout = Checkout(src)
     files = {s.prompt: Piece(s.prompt, f"{s.file} {s.constant}", "", _converted(checkout, s)) for s in SOURCES}
     guides = _guides(checkout)
-    rollout, layout, published = build_rollout(Reader(checkout.tree, checkout.constant, str(src)))
-    files |= {name: Piece(role, where, system, user) for name, (role, where, system, user) in rollout.items()}
+    reader = Reader(checkout.tree, checkout.constant, str(src))
+    rollout, layout, published = build_rollout(reader)
+    amem, layout["amem"], amem_published = build_amem(reader)
+    published |= amem_published
+    files |= {name: Piece(role, where, system, user) for name, (role, where, system, user)
+              in (rollout | amem).items()}
     manifest = {"pack": "published", "repository": PUBLISHED_REPO, "commit": _commit(src),
                 "source_files": dict(sorted(checkout.sha256.items())),
                 "published": {s.prompt: f"{s.file} {s.constant}" for s in SOURCES} | published | {
@@ -128,7 +134,9 @@ def _write(out: Path, files: dict[str, Piece], sha256: dict, guides: dict, layou
     for name, piece in files.items():
         (out / f"{name}.md").write_text(_prompt_file(piece, sha256[piece.where.split()[0]]))
     (out / GUIDES_FILE).write_bytes(canonical_pretty(guides))
-    (out / LAYOUT_FILE).write_bytes(canonical_pretty(layout))
+    # Keys in their native order: a response format's schema is sent as read (strict structured
+    # output writes an answer's fields in the schema's order).
+    (out / LAYOUT_FILE).write_text(dumps_indented(layout))
     (out / PACK_FILE).write_bytes(canonical_pretty(manifest))
 
 
@@ -168,8 +176,8 @@ class Checkout:
             lines = ", ".join(str(node.lineno) for node in found)
             raise BadInput(f"{name} is assigned more than once (lines {lines}); refused", file=path, field=name)
         node = found[0]
-        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None or \
-                not all(isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not all(isinstance(t, ast.Name) for t in targets):
             raise BadInput(f"{name} is not assigned a literal on its own", file=path, field=name)
         try:
             return ast.literal_eval(node.value)

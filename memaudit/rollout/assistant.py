@@ -7,9 +7,9 @@ from __future__ import annotations
 from memaudit.adapters.base import AgentContext
 from memaudit.ask import ask
 from memaudit.llm.client import LLM
-from memaudit.prompts import load_prompt
+from memaudit.prompts import load_prompt, rollout_layout
 from memaudit.roles import ROLE_SPECS
-from memaudit.published.layout import agent_layout, agent_memory, agent_message, rollout_layout
+from memaudit.published.layout import agent_layout, agent_memory, agent_message
 
 NOTES_HEADER = "What you remember about this person from earlier conversations:"
 PREAMBLE_HEADER = "Your standing notes about this person:"
@@ -53,7 +53,7 @@ def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], contex
         values = {"memory": render_memory(context), "message": render_message(task, exchanges)}
     else:
         prompt = published["prompt"]
-        values = {"memory": agent_memory(published, context), "message": agent_message(layout, task, exchanges)}
+        values = {"memory": agent_memory(published, context.notes), "message": agent_message(layout, task, exchanges)}
         history = [m for n, m in enumerate(history) if n not in context.published_omits]
     first, final = load_prompt(prompt, llm.settings.prompts_dir).render(**values)
     return [first, *history, final]

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from memaudit.ask import ask
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
+from memaudit.prompts import rollout_layout
 from memaudit.roles import REASON, STR, obj
-from memaudit.published.layout import preference_values, rollout_layout
+from memaudit.published.layout import preference_values
 from memaudit.types import BankEntry
 
 SCORES = ("1", "2", "3", "4", "5", "na")

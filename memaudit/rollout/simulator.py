@@ -8,9 +8,9 @@ from memaudit.ask import ask
 from memaudit.config import EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.errors import InvalidOutput
 from memaudit.llm.client import LLM
-from memaudit.prompts import load_prompt
+from memaudit.prompts import load_prompt, rollout_layout
 from memaudit.roles import ROLE_SPECS
-from memaudit.published.layout import rollout_layout, simulator_values
+from memaudit.published.layout import simulator_values
 from memaudit.store import dumps_indented
 from memaudit.types import CATEGORIES, Task, User
 

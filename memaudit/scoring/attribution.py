@@ -8,11 +8,14 @@
     Stage 1 the targeted episode disclosed it              -> memory_failure
     Stage 2 who stalled               -> agent_elicitation_failure | simulator_too_strict
     a stage that fails                -> unclassified (the error in the note)
-    a failed reconstruction           -> unclassified (noted)
+    a failed reconstruction           -> unclassified (noted; the stages still run: see below)
 
-An `overflow` target keeps its own label, and is also run through the stages as the published
-runner did (it scored such a target "unknown" -> 0): memaudit/tables/metrics.py `published_label`
-reads from them the label the published code would have given, for Table 4's `published_equivalent`.
+An `overflow` target keeps its own label, and so does a `failed` one (its reader or judge never gave
+a valid answer); both are also run through the stages as the published runner did (it scored such
+a target 0): memaudit/tables/metrics.py `published_label` reads from them the label the published
+code would have given, for Table 4's `published_equivalent`. Attribution passes recorded before
+failed targets went through the stages say so (no `failed_stages` in their config), and replay
+re-executes them that way.
 
 The oracle sees only the task text, dimension, short and explanation, so one verdict (one model
 call) is shared by every system and mode; verdicts are recorded in the `oracle` table keyed by
@@ -100,21 +103,22 @@ async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: T
     return data
 
 
-async def classify(rt: Runtime, target: Target, stages: list) -> tuple[str, str]:
-    """(label, note) of a target below the recovery threshold; `stages` collects each verdict."""
+async def classify(rt: Runtime, target: Target, stages: list, failed_stages: bool = True) -> tuple[str, str]:
+    """(label, note) of a target below the recovery threshold; `stages` collects each verdict. An
+    overflowing or failed reconstruction keeps its own label whatever its stages say."""
     recon = target.recon
-    if recon.status == "failed":
-        return "unclassified", f"reconstruction failed: {recon.error}"
+    failed = ("unclassified", f"reconstruction failed: {recon.error}")
+    if recon.status == "failed" and not failed_stages:
+        return failed
     if target.task is None:
-        return ("overflow" if recon.status == "overflow" else "no_targeted_task"), recon.error or ""
-    if target.episode is None:  # scored with --dims all after a partial rollout: no task played
-        if recon.status == "overflow":
-            return "overflow", recon.error or ""
-        return "no_targeted_task", f"the targeted task {target.task.index} never ran in this run"
-    label, note = await run_stages(rt, target, stages)
+        label, note = "no_targeted_task", ""
+    elif target.episode is None:  # scored with --dims all after a partial rollout: no task played
+        label, note = "no_targeted_task", f"the targeted task {target.task.index} never ran in this run"
+    else:
+        label, note = await run_stages(rt, target, stages)
     if recon.status == "overflow":
         return "overflow", recon.error or ""
-    return label, note
+    return failed if recon.status == "failed" else (label, note)
 
 
 async def run_stages(rt: Runtime, target: Target, stages: list) -> tuple[str, str]:
@@ -139,14 +143,14 @@ async def run_stages(rt: Runtime, target: Target, stages: list) -> tuple[str, st
         return "unclassified", str(exc)
 
 
-async def _attribute(rt: Runtime, target: Target) -> None:
+async def _attribute(rt: Runtime, target: Target, failed_stages: bool) -> None:
     recon = target.recon
     stages: list = []
     with rt.llm.collect() as uses:
         if recon.status == "ok" and RUBRIC.is_recovered(recon.score):
             label, note = "ok", ""
         else:
-            label, note = await classify(rt, target, stages)
+            label, note = await classify(rt, target, stages, failed_stages)
     row = Attribution(recon.run, recon.mode, recon.k, recon.variant, recon.user_id, recon.category, recon.dimension,
                       label, recon.score, stages, target.task.index if target.task else None, note)
     artifact = f"attr:{recon.mode}:{recon.k}:{recon.variant}:{recon.user_id}:{recon.dimension}"
@@ -155,14 +159,16 @@ async def _attribute(rt: Runtime, target: Target) -> None:
     await rt.store.maybe_flush()
 
 
-def attribution_provenance(rt: Runtime) -> dict:
-    """What an attribution pass runs with: the prompt directory and the stage roles' sending."""
+def attribution_provenance(rt: Runtime, failed_stages: bool) -> dict:
+    """What an attribution pass runs with: the prompt directory, the stage roles' sending and
+    whether failed reconstructions go through the stages (`failed_stages`, recorded when they do)."""
     return {"prompts": prompts_provenance(rt.settings.prompts_dir), "protocol": PROTOCOL_VERSION,
+            **({"failed_stages": True} if failed_stages else {}),
             "roles": {role: role_provenance(rt.settings, role, ROLE_SPECS[role].temperature,
                                             ROLE_SPECS[role].max_tokens) for role in STAGE_ROLES}}
 
 
-async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
+async def plan_attribution(rt: Runtime, run_id: str, modes, failed_stages: bool) -> list:
     run = await rt.store.runs.require(run_id)
     bench = await rt.store.benchmarks.load(run.bench)
     variant = await pass_variant(rt, run_id)
@@ -172,22 +178,24 @@ async def plan_attribution(rt: Runtime, run_id: str, modes) -> list:
     for mode in modes:
         recons = await rt.store.scores.load(run_id, mode, variant=variant)
         for k in sorted({r.k for r in recons}):
-            await rt.store.attributions.record_pass(run_id, mode, k, variant, attribution_provenance(rt))
+            await rt.store.attributions.record_pass(run_id, mode, k, variant,
+                                                    attribution_provenance(rt, failed_stages))
         for recon in recons:
             if (recon.mode, recon.k, recon.user_id, recon.dimension) in have \
                     or not rt.shard.holds(run.system, recon.user_id):
                 continue
             task = next((t for t in bench.tasks.get(recon.user_id, ()) if t.target_dimension == recon.dimension), None)
             episode = episodes.get((recon.user_id, task.index)) if task else None
-            jobs.append(partial(_attribute, rt, Target(run.bench, recon, task, episode)))
+            jobs.append(partial(_attribute, rt, Target(run.bench, recon, task, episode), failed_stages))
     return jobs
 
 
-async def attribute_runs(rt: Runtime, runs, modes) -> None:
+async def attribute_runs(rt: Runtime, runs, modes, *, failed_stages: bool = True) -> None:
     """Attribute every scored target of each run's `pass_variant` (the default variant, or an
-    imported run's re-scoring), per access mode (and k), in parallel."""
+    imported run's re-scoring), per access mode (and k), in parallel. `failed_stages` False: failed
+    reconstructions skip the stages (how passes recorded before were made; replay only)."""
     check_options(modes, "all")
     jobs = []
     for run_id in runs:
-        jobs += await plan_attribution(rt, run_id, modes)
+        jobs += await plan_attribution(rt, run_id, modes, failed_stages)
     await run_all(rt.store, jobs)

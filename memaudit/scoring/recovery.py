@@ -25,7 +25,7 @@ from memaudit.bench.history import user_for_run
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.llm.client import LLM
 from memaudit.llm.tokens import counting
-from memaudit.prompts import Prompt, category_guides, load_prompt, prompt_pack
+from memaudit.prompts import Prompt, category_guides, is_published_pack, load_prompt, prompt_pack
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
 from memaudit.roles import ROLE_SPECS, role_group
 from memaudit.runtime import Runtime
@@ -131,13 +131,15 @@ class UserMemory:
     items: list[dict]
     block: str                       # the whole store, serialised with native fields
     adapter: MemoryAdapter | None    # restored, for retrieve
+    published: bool = False          # results shown as the published scorer showed them (the pack)
 
     async def surface(self, recon: Reconstruction, guides: dict) -> tuple[str, dict]:
         """The read operator for the row's target: (memory text for the reader, evidence for the row)."""
         if recon.mode == "dump_all":
             return self.block, {"n_items": len(self.items), "chars": len(self.block)}
         query = retrieval_query(recon.category, recon.dimension, guides)
-        found = [self.adapter.result_json(item) for item in await self.adapter.search(query, recon.k)]
+        found = [self.adapter.result_json(item, published=self.published)
+                 for item in await self.adapter.search(query, recon.k)]
         return dumps_indented(found), {"items": found}
 
 
@@ -152,7 +154,7 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
             await adapter.load_items(items)
         elif snapshot is not None:
             await adapter.restore(snapshot["state"])
-    return UserMemory(items, dumps_indented(items), adapter)
+    return UserMemory(items, dumps_indented(items), adapter, is_published_pack(rt.settings.prompts_dir))
 
 
 # -- one target ------------------------------------------------------------------------------

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memaudit.store.rows import Row
+
 if TYPE_CHECKING:
     from memaudit.store import Store
+
+
+@dataclass(frozen=True)
+class ShardStageRow(Row):
+    TABLE = "shard_stages"
+    VERB = "INSERT OR IGNORE"  # a shard's command run again records nothing new
+    stage: str
+    shard: int
+    shards: int
 
 
 class ShardStages:
@@ -16,8 +28,7 @@ class ShardStages:
         self.db = db
 
     async def record(self, stage: str, shard: int, shards: int) -> None:
-        await self.db.write([("INSERT OR IGNORE INTO shard_stages(stage, shard, shards) VALUES (?,?,?)",
-                              (stage, shard, shards))])
+        await self.db.write([ShardStageRow(stage, shard, shards).statement()])
 
 
 def recorded(path: Path) -> set[tuple[str, int, int]]:

@@ -179,10 +179,16 @@ def stage_label(stages: list) -> str | None:
     return by_name.get("elicitation", {}).get("label")
 
 
+# Labels memaudit gives where the published runner scored 0 and asked the stages: an overflowing
+# store ("unknown" -> 0) and a failed reader or judge call (0); a failed stage is `unclassified` too.
+RELABELLED = ("overflow", "unclassified")
+
+
 def published_label(label: str, stages: list, ep_index: int | None) -> str:
-    """The label the published runner would have given: it scored an overflowing store "unknown"
-    -> 0 and ran the target through the stages, which memaudit records for `overflow` rows too."""
-    if label != "overflow":
+    """The label the published runner would have given: it scored an overflowing store or a failed
+    slot-fill or judge call 0 and ran the target through the stages, which memaudit records for such
+    rows too. A row whose stages stopped before a verdict stays `unclassified`."""
+    if label not in RELABELLED:
         return label
     if ep_index is None and not stages:
         return "no_targeted_task"
@@ -192,17 +198,19 @@ def published_label(label: str, stages: list, ep_index: int | None) -> str:
 async def published_attribution_counts(store: Store, run: str, *,
                                        variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], dict]:
     """`attribution_counts` as the published code would have produced them (`published_label`).
-    Only overflow rows are relabelled, so only theirs are read whole (with their stages)."""
+    Only overflow and unclassified rows are relabelled, so only theirs are read whole (with their
+    stages)."""
     out: dict[tuple[str, int], dict] = {}
 
     def add(mode: str, k: int, label: str, n: int) -> None:
         counts = out.setdefault((mode, k), {label: 0 for label in ATTRIBUTION_LABELS})
         counts[label] = counts.get(label, 0) + n
     for r in await store.attributions.label_counts(run, variant):
-        if r["label"] != "overflow":
+        if r["label"] not in RELABELLED:
             add(r["mode"], r["k"], r["label"], r["n"])
-    for a in await store.attributions.load(run, variant=variant, label="overflow"):
-        add(a.mode, a.k, published_label(a.label, a.stages, a.ep_index), 1)
+    for label in RELABELLED:
+        for a in await store.attributions.load(run, variant=variant, label=label):
+            add(a.mode, a.k, published_label(a.label, a.stages, a.ep_index), 1)
     return dict(sorted(out.items()))
 
 

@@ -202,3 +202,105 @@ class NoMemoryAgent:
     "agents/agent_longctx.py": f'''"""stand-in long-context agent"""
 _SYSTEM_PROMPT = {_PLAIN}''',
 }
+
+# A-Mem as the published checkout vendors it (A-mem-sys/agentic_memory): the class, method and
+# attribute names where the pack reads A-Mem's requests, its way of building them (a constant plus
+# the content, a `.format` template set in __init__, neighbour lines added one by one), our own text,
+# another schema name ("reply") and another field order than memaudit's, so a test can tell read
+# from assumed. Runnable with stubs (tests/adapters/test_amem_published.py runs it).
+AMEM = {
+    "A-mem-sys/agentic_memory/llm_controller.py": '''"""stand-in A-Mem model controller"""
+
+
+class OpenAIController:
+    def __init__(self, client, model):
+        self.client, self.model = client, model
+
+    def get_completion(self, prompt, response_format, temperature=1.0):
+        kwargs = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": "STAND-IN: answer with JSON, nothing else."},
+                {"role": "user", "content": prompt},
+            ],
+            "response_format": response_format,
+            "temperature": temperature,
+        }
+        return self.client.complete(**kwargs)
+''',
+    "A-mem-sys/agentic_memory/memory_system.py": '''"""stand-in A-Mem memory system"""
+import json
+
+
+class AgenticMemorySystem:
+    def __init__(self, retriever=None, llm_controller=None):
+        self.memories = {}
+        self.retriever = retriever
+        self.llm_controller = llm_controller
+        self._evolution_system_prompt = \'\'\'
+            STAND-IN NOTE GARDENER. Should the fresh note reshape the notes near it?
+            Fresh note, about: {context}
+            says: {content}
+            words: {keywords}
+            Nearby notes, id first:
+            {nearest_neighbors_memories}
+            That is {neighbor_number} notes. Answer in JSON:
+            {{"should_evolve": true, "actions": ["strengthen", "update_neighbor"], "suggested_connections": [],
+              "tags_to_update": [], "new_context_neighborhood": [], "new_tags_neighborhood": []}}
+            \'\'\'
+
+    def analyze_content(self, content):
+        prompt = """STAND-IN NOTE READER. Give key words, one sentence of context and a few tags
+            as JSON (keywords, context, tags) for this note:
+            """ + content
+        try:
+            response = self.llm_controller.get_completion(prompt, response_format={"type": "json_schema", "json_schema": {
+                "name": "reply",
+                "schema": {"type": "object", "properties": {
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "keywords": {"type": "array", "items": {"type": "string"}},
+                    "context": {"type": "string"}}}}})
+            return json.loads(response)
+        except Exception:
+            return {"keywords": [], "context": "General", "tags": []}
+
+    def find_related_memories(self, query, k=5):
+        results = self.retriever.search(query, k)
+        memory_str = ""
+        memory_ids = []
+        for i, doc_id in enumerate(results["ids"][0]):
+            metadata = results["metadatas"][0][i]
+            memory_str += f"#{doc_id} | at {metadata.get('timestamp', '')} | says {metadata.get('content', '')} | about {metadata.get('context', '')} | words {str(metadata.get('keywords', []))} | tags {str(metadata.get('tags', []))}\\n"
+            memory_ids.append(doc_id)
+        return memory_str, memory_ids
+
+    def process_memory(self, note):
+        neighbors_text, memory_ids = self.find_related_memories(note.content, k=5)
+        prompt = self._evolution_system_prompt.format(
+            content=note.content,
+            context=note.context,
+            keywords=note.keywords,
+            nearest_neighbors_memories=neighbors_text,
+            neighbor_number=len(memory_ids),
+        )
+        response = self.llm_controller.get_completion(prompt, response_format={"type": "json_schema", "json_schema": {
+            "name": "reply",
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "actions": {"type": "array", "items": {"type": "string"}},
+                    "should_evolve": {"type": "boolean"},
+                    "suggested_connections": {"type": "array", "items": {"type": "string"}},
+                    "tags_to_update": {"type": "array", "items": {"type": "string"}},
+                    "new_context_neighborhood": {"type": "array", "items": {"type": "string"}},
+                    "new_tags_neighborhood": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+                },
+                "required": ["actions", "should_evolve", "suggested_connections", "tags_to_update",
+                             "new_context_neighborhood", "new_tags_neighborhood"],
+                "additionalProperties": False,
+            },
+            "strict": True,
+        }})
+        return json.loads(response), memory_ids
+''',
+}

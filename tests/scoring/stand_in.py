@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.rollout.stand_in_rollout import AGENTS, SIMULATION
+from tests.rollout.stand_in_rollout import AGENTS, AMEM, SIMULATION
 
 SCORER = '''"""stand-in scorer"""
 import json
@@ -83,8 +83,8 @@ def write_stand_in(root: Path) -> Path:
     (root / "scorer.py").write_text(SCORER)
     (root / "failure_attribution.py").write_text(ATTRIBUTION)
     (root / "simulation.py").write_text(SIMULATION)
-    for path, source in AGENTS.items():
-        (root / path).parent.mkdir(exist_ok=True)
+    for path, source in (AGENTS | AMEM).items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(source)
     return root
 

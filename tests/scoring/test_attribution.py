@@ -96,6 +96,46 @@ async def test_overflow_targets_run_the_stages_and_table4_counts_them_as_publish
     assert published["recovery_rate"] == 0.0 and row["recovery_rate"] is None
 
 
+async def test_failed_targets_run_the_stages_and_table4_counts_them_as_published(settings, fake):
+    """The published runner scored a failed slot-fill or judge call 0 and ran the stages: memaudit
+    keeps `unclassified` (T2) and counts the stages' labels in `published_equivalent`."""
+    scripted(fake)
+    fake.on("recovery_judge", lambda b: {"score": 0.3, "reason": "off grid"})  # every target fails
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=6)
+        await score_runs(rt, ["longctx_full"], ["dump_all"])
+        await attribute_runs(rt, ["longctx_full"], ["dump_all"])
+        rows = {a.dimension: a for a in await rt.store.attributions.load("longctx_full", "dump_all")}
+        (row,) = [r for r in (await compute_tables(rt.store, bootstrap=0))["table4"] if r["mode"] == "dump_all"]
+        passes = await rt.store.attributions.passes("longctx_full")
+    assert {a.label for a in rows.values()} == {"unclassified"}
+    assert all(a.note.startswith("reconstruction failed") for a in rows.values())
+    assert [s["name"] for s in rows["skill_memory_dim_5"].stages] == ["oracle", "disclosure", "elicitation"]
+    assert row["unclassified"] == 31
+    published = row["published_equivalent"]
+    assert published["task_design_failure"] == 1 and published["memory_failure"] == 1
+    assert published["agent_elicitation_failure"] == 1 and published["simulator_too_strict"] == 2
+    assert published["unclassified"] == 1 and published["no_targeted_task"] == 25
+    assert all(p["config"]["failed_stages"] is True for p in passes)
+
+
+async def test_a_pass_recorded_before_failed_targets_ran_the_stages_replays_as_it_was_made(settings, fake):
+    """An attribution pass without `failed_stages` (recorded before) is re-executed without stages for
+    its failed targets: its calls are all in the cache, and the replay is identical."""
+    from memaudit.replay import replay_runs
+    scripted(fake)
+    fake.on("recovery_judge", lambda b: {"score": 0.3, "reason": "off grid"})
+    async with runtime(settings, fake) as rt:
+        await record(rt, ("longctx_full",), users=1, tasks=3)
+        await score_runs(rt, ["longctx_full"], ["dump_all"])
+        await attribute_runs(rt, ["longctx_full"], ["dump_all"], failed_stages=False)
+        rows = await rt.store.attributions.load("longctx_full", "dump_all")
+        (recorded,) = await rt.store.attributions.passes("longctx_full")
+    assert all(a.stages == [] for a in rows) and "failed_stages" not in recorded["config"]
+    assert requests_for(fake, "oracle") == []
+    assert await replay_runs(settings) is None
+
+
 async def test_attribution_resumes(settings, fake):
     scripted(fake)
     async with runtime(settings, fake) as rt:

@@ -45,7 +45,9 @@ def test_the_pack_holds_the_templates_and_records_their_sources(pack, tmp_path, 
     manifest = json.loads((pack / "pack.json").read_text())
     assert set(manifest["source_files"]) == {"scorer.py", "failure_attribution.py", "simulation.py",
                                              *(f"agents/{f}.py" for f in ("agent", "agent_mem0", "agent_memt",
-                                                                          "agent_nomem", "agent_longctx"))}
+                                                                          "agent_nomem", "agent_longctx")),
+                                             *(f"A-mem-sys/agentic_memory/{f}.py"
+                                               for f in ("memory_system", "llm_controller"))}
     assert manifest["published"]["slot_fill"] == "scorer.py _SLOT_FILL_PROMPT"
     assert manifest["published"]["pref_judge"] == "simulation.py _PREF_SYSTEM_PROMPT, PreferenceChecker.check"
     assert (pack / "task_gen.md").exists()  # every other role keeps memaudit's own prompt
@@ -188,3 +190,27 @@ async def test_replay_is_identical_for_runs_scored_with_and_without_the_pack(pac
     requests = len(fake.requests)
     assert await replay_runs(settings) is None
     assert len(fake.requests) == requests
+
+
+@pytest.mark.anyio
+async def test_retrieve_results_reach_the_reader_as_the_published_scorer_showed_them(pack, tmp_path, settings, fake):
+    """With the pack, amem's results carry an empty category (A-Mem's search returns none) and memt's
+    a null score (Mem-T's returns none), as the published prompt carried them."""
+    runs = ("amem_pooled_50", "memt_memonly_pooled_50")
+    root = write_release(tmp_path / "pub", users=1, runs=runs)
+    native = {"amem_pooled_50": lambda j: {"keywords": ["k"], "context": "c", "tags": ["t"], "category": "user"},
+              "memt_memonly_pooled_50": lambda j: {"category": "facts", "metadata": {}}}
+    for run, fields in native.items():
+        memories = [{"id": f"m{j}", "content": f"note {j} on every axis", **fields(j), "timestamp": "2026-04-30"}
+                    for j in range(6)]
+        path = root / "memory" / run / "user_001" / "memories.json"
+        path.write_text(json.dumps({"num_memories": len(memories), "memories": memories}))
+    script(fake)
+    async with runtime(replace(settings, prompts_dir=pack), fake) as rt:
+        await import_release(rt.store, root)
+        await score_runs(rt, list(runs), ["retrieve"])
+        shown = {run: [item for r in await rt.store.scores.load(run, "retrieve", variant="published-unknown")
+                       for item in r.evidence["items"]] for run in runs}
+    assert shown["amem_pooled_50"] and {item["category"] for item in shown["amem_pooled_50"]} == {""}
+    memt = shown["memt_memonly_pooled_50"]
+    assert memt and all("score" in item and item["score"] is None for item in memt)

@@ -23,7 +23,7 @@ REASONING_MODEL = re.compile(r"(^|[/:])(gpt-5|o\d)([-._:]|$)", re.I)
 # String-length bounds are not accepted by every strict structured-output API; they are still
 # checked locally on the answer (memaudit/llm/schema.py).
 _NOT_STRICT = ("minLength", "maxLength")
-_STRICT_MEMO: dict[int, tuple[dict, dict]] = {}
+_STRICT_MEMO: dict[int, tuple[dict, dict, bool]] = {}
 
 
 class OpenAI(Dialect):
@@ -41,17 +41,36 @@ class OpenAI(Dialect):
         return "max_completion_tokens"
 
     def response_format(self, schema: dict, name: str) -> dict:
-        return {"type": "json_schema", "json_schema": {"name": name, "schema": _strict(schema), "strict": True}}
+        # Strict mode takes a schema only when every object requires all its properties and allows no
+        # others (every schema of memaudit's roles); another one (A-Mem's content analysis, with the
+        # published pack) goes as its authors sent it, without `strict`.
+        sent, strict = _strict(schema)
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": sent, **({"strict": True} if strict
+                                                                                       else {})}}
 
 
-def _strict(schema: dict) -> dict:
-    """The strict form of a schema, made once per schema object (roles reuse theirs on every call)."""
+def _strict(schema: dict) -> tuple[dict, bool]:
+    """(the schema without length bounds, whether strict mode takes it), made once per schema object
+    (roles reuse theirs on every call)."""
     memo = _STRICT_MEMO.get(id(schema))
     if memo is None or memo[0] is not schema:
         if len(_STRICT_MEMO) > 256:  # schemas built per call would otherwise pile up
             _STRICT_MEMO.clear()
-        memo = _STRICT_MEMO[id(schema)] = (schema, _without_length_bounds(schema))
-    return memo[1]
+        memo = _STRICT_MEMO[id(schema)] = (schema, _without_length_bounds(schema), _strict_ready(schema))
+    return memo[1], memo[2]
+
+
+def _strict_ready(schema) -> bool:
+    """Every object in the schema lists all its properties as required and forbids others."""
+    if isinstance(schema, list):
+        return all(_strict_ready(v) for v in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        properties = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False or set(schema.get("required", ())) != set(properties):
+            return False
+    return all(_strict_ready(v) for v in schema.values())
 
 
 def _without_length_bounds(schema):

@@ -59,7 +59,7 @@ TITLES = {
     "table2": ("Table 2 — task outcome, preference, recovery, footprint", _declared("table2")),
     "table3": ("Table 3 — recovery per category", _declared("table3")),
     "table4": ("Table 4 — failure attribution", _declared("table4")),
-    "footprint": ("Footprint distribution over users", _declared("footprint")),
+    "footprint": ("Footprint distribution over users, and what memory cost at rollout", _declared("footprint")),
     "gap": ("Per-user gap B(dump_all) − B(retrieve)", _declared("gap")),
     "tokens": ("Token usage per role", _declared("tokens")),
     "comparisons": ("Paired comparisons of per-user B", _declared("comparisons")),

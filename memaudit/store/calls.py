@@ -54,6 +54,26 @@ class CallRow(Row):
 
 
 @dataclass(frozen=True)
+class EmbeddingRow(Row):
+    """A text's vector under one embedding model (float32 bytes), keyed by the text's hash."""
+    TABLE = "embeddings"
+    VERB = "INSERT OR IGNORE"
+    model: str
+    text_hash: str
+    vector: bytes
+
+
+@dataclass(frozen=True)
+class ParamRefusalRow(Row):
+    """A request parameter a model's server refused (the client stops sending it)."""
+    TABLE = "param_refusals"
+    VERB = "INSERT OR IGNORE"
+    model: str
+    backend: str
+    param: str
+
+
+@dataclass(frozen=True)
 class CallUseRow(Row):
     """`artifact` of `run` used the call `key` (answered from the cache or not)."""
     TABLE = "call_uses"
@@ -101,7 +121,7 @@ class Calls:
                 for r in await self.db.fetchall("SELECT model, backend, param FROM param_refusals")]
 
     async def record_refusal(self, model: str, backend: str, param: str) -> None:
-        await self.db.write([("INSERT OR IGNORE INTO param_refusals VALUES (?,?,?)", (model, backend, param))])
+        await self.db.write([ParamRefusalRow(model, backend, param).statement()])
 
     # -- uses ------------------------------------------------------------------------------
     @staticmethod
@@ -123,6 +143,15 @@ class Calls:
             "SUM(c.cached_tokens) AS cached, SUM(c.reasoning_tokens) AS reasoning "
             "FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
             "JOIN calls c ON c.key=u.key GROUP BY u.role ORDER BY u.role", (run,))
+
+    async def memory_usage_by_user(self, run: str):
+        """Per user and call role of the run's episodes (artifacts `episode:<user>:<task>`): the
+        distinct calls the user's episodes used and their prompt plus completion tokens."""
+        return await self.db.fetchall(
+            "SELECT d.user_id, d.role, COUNT(*) AS calls, SUM(c.prompt_tokens + c.completion_tokens) AS tokens "
+            "FROM (SELECT DISTINCT substr(artifact, 9, instr(substr(artifact, 9), ':') - 1) AS user_id, key, role "
+            "      FROM call_uses WHERE run=? AND artifact LIKE 'episode:%') d "
+            "JOIN calls c ON c.key = d.key GROUP BY d.user_id, d.role ORDER BY d.user_id, d.role", (run,))
 
     async def run_call_usage(self, run: str):
         """Each distinct call the run's artifacts used, once: its key, role, model, tokens, the
@@ -222,8 +251,7 @@ class Vectors:
         return out
 
     def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
-        self.db.write_later([("INSERT OR IGNORE INTO embeddings VALUES (?,?,?)", (model, h, v))
-                             for h, v in vectors.items()])
+        self.db.write_later([EmbeddingRow(model, h, v).statement() for h, v in vectors.items()])
 
 
 def store_tables(path: Path) -> set[str]:

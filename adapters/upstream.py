@@ -19,16 +19,25 @@ async def guarded(adapter, role: str, route, call):
     """Await a library call (a coroutine function of no arguments) with its model calls counted
     with the caller's artifact. A model failure, or the library failing on an answer it could not
     use, is counted in the adapter's write failures and gives None; a cache miss under `--cache
-    replay` or an unreachable endpoint propagates."""
+    replay` or an unreachable endpoint propagates, also when the library caught it and went on
+    (a replay would otherwise go on with another memory, or a broken endpoint pass for an empty one)."""
     with route.calls_from_here(), adapter.clock.running():
         try:
-            return await call()
+            result = await call()
         except Exception as exc:
             cause = route.error or exc
-            if isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES):
+            if _fatal(cause):
                 raise cause from None
             adapter.failures.record(role, adapter.clock.clock, cause)
             return None
+    if _fatal(route.error):
+        raise route.error
+    return result
+
+
+def _fatal(cause) -> bool:
+    """A memaudit error that is not a model failure: it ends the command, never counts as a lost write."""
+    return isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES)
 
 
 def count_problems(adapter, problems: list) -> None:
@@ -36,7 +45,7 @@ def count_problems(adapter, problems: list) -> None:
     a cache miss or an unreachable endpoint among them propagates."""
     for problem in problems:
         cause = problem if isinstance(problem, MemauditError) else adapter.route.error or problem
-        if isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES):
+        if _fatal(cause):
             raise cause from None
         adapter.failures.record(adapter.route.role, adapter.clock.clock, cause)
 

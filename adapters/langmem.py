@@ -31,10 +31,9 @@ from pydantic import PrivateAttr
 from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
-from memaudit.adapters.upstream import PROXY_TIMEOUT, count_problems, guarded
+from memaudit.adapters.upstream import (PROXY_KEY, PROXY_TIMEOUT, RefilledStore, count_problems, embedding_dimensions,
+                                        guarded, library_route)
 from memaudit.errors import BadInput, InvalidOutput
-from memaudit.llm.embed import DIM
-from memaudit.llm.proxy import recording_proxy
 from memaudit.types import MemoryItem
 
 ROLE = "memory:langmem"
@@ -100,7 +99,7 @@ class InTurnEmbeddings(OpenAIEmbeddings):
             return await super().aembed_documents(texts, chunk_size, **kwargs)
 
 
-class LangMemMemory(MemoryAdapter):
+class LangMemMemory(RefilledStore, MemoryAdapter):
     name = "langmem"
     library = "langmem"
 
@@ -113,19 +112,15 @@ class LangMemMemory(MemoryAdapter):
     # -- the library ---------------------------------------------------------------------------
     async def _open(self):
         if self.manager is None:
-            if self.ctx.llm is None:
-                raise BadInput("the langmem system needs a model client", field="systems")
-            proxy = await recording_proxy(self.ctx.llm)
-            self.route = proxy.route(ROLE, self.embedder)
-            key, url = "memaudit-proxy", self.route.base_url
+            self.route = await library_route(self, ROLE)
+            key, url = PROXY_KEY, self.route.base_url
             model = ChatOpenAI(model=self.ctx.llm.settings.role(ROLE).model, base_url=url, api_key=key,
                                max_retries=0, timeout=PROXY_TIMEOUT, use_responses_api=False)
             # The embeddings' length check counts tokens with a tiktoken encoding, which tiktoken
             # downloads on first use: off (memaudit's embedder takes the texts as they are).
             embeddings = InTurnEmbeddings(model=self.embedder.model_name, base_url=url, api_key=key,
                                           check_embedding_ctx_length=False, max_retries=0, timeout=PROXY_TIMEOUT)
-            # `dims` belongs to the documented index configuration; the in-memory store never reads it.
-            self.store = InMemoryStore(index={"dims": DIM, "embed": embeddings})
+            self.store = InMemoryStore(index={"dims": await embedding_dimensions(self), "embed": embeddings})
             self.manager = create_memory_store_manager(model, store=self.store)
         return self.manager
 
@@ -163,16 +158,7 @@ class LangMemMemory(MemoryAdapter):
         without a query embeds nothing)."""
         return [stored_item(item) for item in await self.manager.asearch(limit=1_000_000, config=CONFIG)]
 
-    # -- state ---------------------------------------------------------------------------------
-    def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "stored": self.stored})
-
-    async def restore(self, state: dict) -> None:
-        state = deep_copy(state)
-        self.load_header(state)
-        self.clock.load_state(state["clock"])
-        await self._refill(state["stored"])
-
+    # -- state (snapshot and restore: upstream.RefilledStore) ---------------------------------
     async def load_items(self, items: list[dict]) -> None:
         """A dumped store (ours, or any items with `content`), each a `Memory` of the manager; items
         without times get the logical date of task 1."""

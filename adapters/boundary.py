@@ -3,13 +3,16 @@ every method hands back (a search returning a `str`, an item whose content is an
 `observe` written without `async`) and turns an exception raised inside the adapter into one line
 naming the system, the method and what went wrong; the traceback goes to a log file that the line
 names. memaudit's own errors (a model failure, a cache miss, a bad option) pass through unchanged.
+A rollout also times each write (`observe`) and read (`context`) here (`Checked.ops`).
 
 The same checks are what `memaudit check-adapter` runs (memaudit/testing/adapter_contract.py)."""
 from __future__ import annotations
 
 import inspect
 import math
+import time
 import traceback
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import orjson
@@ -17,7 +20,8 @@ import orjson
 from memaudit.adapters.base import AdapterContext, AgentContext, MemoryAdapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.errors import MemauditError
-from memaudit.types import MemoryItem
+from memaudit.llm.client import collected_uses
+from memaudit.types import MemoryItem, MemoryOp
 
 ADAPTER_LOG = "memaudit-adapter.log"
 
@@ -85,12 +89,29 @@ class Checked:
 
     def __init__(self, adapter: MemoryAdapter, boundary: Boundary):
         self.adapter, self.boundary = adapter, boundary
+        # Set to a list by a rollout: each write and read is timed into it (its wall time, and the
+        # model calls it made, as the calls collected around it say).
+        self.ops: list[MemoryOp] | None = None
 
     def __getattr__(self, name: str):  # name, supports_retrieve, prompts, write_failures …
         return getattr(self.adapter, name)
 
+    @asynccontextmanager
+    async def _timed(self, op: str):
+        if self.ops is None:
+            yield
+            return
+        uses = collected_uses()
+        before = len(uses) if uses is not None else 0
+        start = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - start
+        made = uses[before:] if uses is not None else []
+        self.ops.append(MemoryOp(op, seconds, len(made), sum(1 for _, _, cached in made if cached)))
+
     async def observe(self, event) -> None:
-        await self.boundary.call("observe", self.adapter.observe, event)
+        async with self._timed(event.kind):
+            await self.boundary.call("observe", self.adapter.observe, event)
 
     async def search(self, query: str, k: int) -> list[MemoryItem]:
         found = await self.boundary.call("search", self.adapter.search, query, k)
@@ -100,7 +121,8 @@ class Checked:
         return found
 
     async def context(self, query: str, k: int) -> AgentContext:
-        found = await self.boundary.call("context", self.adapter.context, query, k)
+        async with self._timed("search"):
+            found = await self.boundary.call("context", self.adapter.context, query, k)
         if not isinstance(found, AgentContext):
             raise self.boundary.fault("context", f"returned {_kind(found)}, expected an AgentContext")
         problem = _items_problem(found.notes, None)

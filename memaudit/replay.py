@@ -31,7 +31,7 @@ from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, sele
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
 from memaudit.store.judges import CONTROL_TABLES
 from memaudit.tables.metrics import run_models
-from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper import compute_tables, without_measurements
 from memaudit.types import DEFAULT_VARIANT
 
 from memaudit.utilization.act import utilization_runs
@@ -229,9 +229,10 @@ async def first_difference(recorded: Store, replayed: Store, runs: list[str]) ->
         found = _compare(table, key, before[table], after[table])
         if found:
             return found
-    # Intervals are a function of the compared rows: skip the resampling.
-    return _compare_json("tables", await compute_tables(recorded, runs, bootstrap=0),
-                         await compute_tables(replayed, runs, bootstrap=0))
+    # Intervals are a function of the compared rows: skip the resampling. Wall times are this
+    # machine's measurements, not artifacts: they are not compared.
+    return _compare_json("tables", without_measurements(await compute_tables(recorded, runs, bootstrap=0)),
+                         without_measurements(await compute_tables(replayed, runs, bootstrap=0)))
 
 
 def _compare(table: str, key: tuple, recorded: list, replayed: list) -> str | None:

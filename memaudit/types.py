@@ -166,6 +166,17 @@ class Episode:
 
 
 @dataclass(frozen=True)
+class MemoryOp:
+    """One timed memory operation of a rollout (adapters/boundary.py): a write (`op` is the event
+    kind) or a read (`search`), its wall time, the model calls it made and how many of them the call
+    cache answered."""
+    op: str
+    seconds: float
+    calls: int
+    cached: int
+
+
+@dataclass(frozen=True)
 class MemoryItem:
     id: str
     content: str

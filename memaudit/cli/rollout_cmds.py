@@ -60,11 +60,15 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
                 # opened all the same: the study's later sharded commands name it)
                 elsewhere.append(run_name)
                 continue
-            lost = total_write_failures((await memory_write_failures(rt.store, run_name)).values())
+            by_user = await memory_write_failures(rt.store, run_name)
+            lost = total_write_failures(by_user.values())
             out.print(f"{run_name}: {row['episodes']} episodes, {row['satisfied']} satisfied, "
                       f"{row['failed']} failed, {row['fallbacks']} simulator fallbacks, "
                       f"{row['judge_failures']} preference-judge failures"
                       + ("" if lost is None else f", {lost} memory write failures") + forced, highlight=False)
+            if lost:  # never a silently emptier memory: who lost how many writes
+                out.print(f"{run_name}: memory writes lost (a model answer the memory system could not use): "
+                          + ", ".join(f"{user} {n}" for user, n in sorted(by_user.items()) if n), highlight=False)
         if elsewhere:
             out.print(f"shard {rt.shard}: no (system, user) cell of {', '.join(elsewhere)} falls in this shard",
                       highlight=False)

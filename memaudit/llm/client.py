@@ -43,6 +43,11 @@ REPAIR_MESSAGE = ("Your previous answer could not be used: {problem}. Answer aga
                   "that follows the required format.")
 
 
+def collected_uses() -> list | None:
+    """The (role, key, from_cache) list of the innermost `llm.collect()` around this code, or None."""
+    return _collector.get()
+
+
 @dataclass
 class CallResult:
     text: str

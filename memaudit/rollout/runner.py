@@ -115,12 +115,16 @@ def episode_artifact(ep: Episode) -> str:
 
 
 def episode_record(store: Store, ep: Episode, adapter: MemoryAdapter, uses: list) -> list:
-    """The rows of a finished episode: the episode, the memory state after it, the calls it used."""
+    """The rows of a finished episode: the episode, the memory state after it, the calls it used, and
+    the wall time of its memory operations (taken from the adapter's `ops`)."""
     final = ep.turns[-1].preference_score if ep.turns else None
     statements = store.episodes.statements(ep, final)
     statements.append(store.episodes.snapshot_statement(ep.run, ep.user_id, ep.task_index, adapter.snapshot(),
                                                         adapter.dump()))
     statements.extend(store.calls.use_statements(ep.run, episode_artifact(ep), uses))
+    statements.extend(store.episodes.op_statements(ep, adapter.ops or []))
+    if adapter.ops is not None:
+        adapter.ops.clear()
     return statements
 
 
@@ -138,6 +142,7 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
     adapter = open_adapter(system, AdapterContext(rt.llm, rt.embedder, scope=f"{run}/{user.id}",
                                                   agent_context_window=rt.settings.role("agent").context_window),
                            rt.settings.db.parent)
+    adapter.ops = []  # its writes and reads are timed (adapters/boundary.py)
     snapshot = await rt.store.episodes.last_snapshot(run, user.id)
     if snapshot is not None:
         await adapter.restore(snapshot["state"])

@@ -124,6 +124,15 @@ class Calls:
             "FROM (SELECT DISTINCT key, role FROM call_uses WHERE run=?) u "
             "JOIN calls c ON c.key=u.key GROUP BY u.role ORDER BY u.role", (run,))
 
+    async def memory_usage_by_user(self, run: str):
+        """Per user and call role of the run's episodes (artifacts `episode:<user>:<task>`): the
+        distinct calls the user's episodes used and their prompt plus completion tokens."""
+        return await self.db.fetchall(
+            "SELECT d.user_id, d.role, COUNT(*) AS calls, SUM(c.prompt_tokens + c.completion_tokens) AS tokens "
+            "FROM (SELECT DISTINCT substr(artifact, 9, instr(substr(artifact, 9), ':') - 1) AS user_id, key, role "
+            "      FROM call_uses WHERE run=? AND artifact LIKE 'episode:%') d "
+            "JOIN calls c ON c.key = d.key GROUP BY d.user_id, d.role ORDER BY d.user_id, d.role", (run,))
+
     async def run_call_usage(self, run: str):
         """Each distinct call the run's artifacts used, once: its key, role, model, tokens, the
         first artifact (by name) that used it, whether it failed (`error_kind`, else None) and why

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from memaudit.canonical import dumps_native
 from memaudit.store.rows import Row, Statement, dumps, loads, marks
-from memaudit.types import Episode, Turn, footprint
+from memaudit.types import Episode, MemoryOp, Turn, footprint
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -81,6 +81,21 @@ class SnapshotRow(Row):
         object.__setattr__(self, "write_failures", write_failures(self.state))
 
 
+@dataclass(frozen=True)
+class MemoryOpRow(Row):
+    """One timed memory operation of a rollout (db/016): a machine measurement, not an artifact."""
+    TABLE = "memory_ops"
+    VERB = "INSERT OR REPLACE"  # an episode run again after a kill times its operations again
+    run: str
+    user_id: str
+    task_idx: int
+    seq: int
+    op: str
+    seconds: float
+    calls: int
+    cached: int
+
+
 class Episodes:
     def __init__(self, db: "Store"):
         self.db = db
@@ -97,6 +112,12 @@ class Episodes:
                 st.append(("INSERT INTO turn_changes VALUES (?,?,?,?,?,?)",
                            (ep.run, ep.user_id, ep.task_index, t.index, t.change["dimension"], t.change["version"])))
         return st
+
+    @staticmethod
+    def op_statements(ep: Episode, ops: list[MemoryOp]) -> list[Statement]:
+        """The timed memory operations of an episode, in order."""
+        return [MemoryOpRow(ep.run, ep.user_id, ep.task_index, seq, op.op, op.seconds, op.calls, op.cached).statement()
+                for seq, op in enumerate(ops)]
 
     @staticmethod
     def snapshot_statement(run: str, user_id: str, task_idx: int, state: Any, items: list[dict]) -> Statement:
@@ -194,6 +215,17 @@ class Episodes:
                                         "ORDER BY run, task_idx, turn", [user_id, *runs]):
             episodes[(r["run"], r["task_idx"])]["turns"].append(dict(r))
         return episodes
+
+    async def live_op_seconds(self, run: str) -> tuple[list[float], list[float]]:
+        """(the write time of each episode, the time of each read) in seconds, over what no call
+        cache answered: an episode's writes count when none of their model calls was a cache hit."""
+        writes = await self.db.fetchall(
+            "SELECT SUM(seconds) AS seconds FROM memory_ops WHERE run=? AND op != 'search' "
+            "GROUP BY user_id, task_idx HAVING SUM(cached) = 0 ORDER BY user_id, task_idx", (run,))
+        reads = await self.db.fetchall(
+            "SELECT seconds FROM memory_ops WHERE run=? AND op = 'search' AND cached = 0 "
+            "ORDER BY user_id, task_idx, seq", (run,))
+        return [r["seconds"] for r in writes], [r["seconds"] for r in reads]
 
     # -- snapshots -------------------------------------------------------------------------
     async def last_snapshot(self, run: str, user_id: str) -> dict | None:

@@ -40,6 +40,8 @@ class Column:
     # What the column means, said once: the md legend under its table, the report's legend beside
     # its table and the README's "Reading the tables" show this text.
     doc: str = ""
+    # A wall time measured on the machine that made the run: replay does not compare it.
+    measured: bool = False
 
     def data_keys(self) -> tuple[str, ...]:
         """The row keys csv and json carry for this column: a summary carries its std and interval."""
@@ -177,7 +179,25 @@ FOOTPRINT = (
     Column("items p90", ("items_p90",), digits=0, doc=_quantile(90, "the items")),
     Column("chars p50", ("chars_p50",), digits=1, doc=_quantile(50, "the mean characters per item")),
     Column("chars p90", ("chars_p90",), digits=1, doc=_quantile(90, "the mean characters per item")),
+    # What the memory system cost at rollout (issue 32).
+    Column("write s/episode p50/p95", ("write_p50", "write_p95"), digits=3, measured=True,
+           doc="the wall time of an episode's memory writes in seconds, median and 95th percentile over the episodes "
+               "no call cache answered, timed on the machine that ran the rollout"),
+    Column("search s p50/p95", ("search_p50", "search_p95"), digits=3, measured=True,
+           doc="the wall time of one memory read of the assistant in seconds, median and 95th percentile over the "
+               "reads no call cache answered, timed on the machine that ran the rollout"),
+    Column("memory calls/user", ("memory_calls",), digits=1,
+           doc="the model calls the memory system made for a user's episodes, mean over users"),
+    Column("memory tokens/user", ("memory_tokens",), digits=0,
+           doc="the prompt and completion tokens of those calls, mean over users"),
+    Column("write failures", ("memory_write_failures",), link="run",
+           doc="memory writes lost because a model answer could not be used, over all users"),
 )
+
+
+def measured_keys(columns) -> frozenset[str]:
+    """The row keys of the columns that hold machine measurements (replay leaves them out)."""
+    return frozenset(key for column in columns if column.measured for key in column.data_keys())
 
 # The per-user gap B(dump_all) − B(retrieve); json carries each user's gap.
 GAP = (

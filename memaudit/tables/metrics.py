@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from memaudit.roles import role_group
+from memaudit.roles import groups_of, role_group
 from memaudit.store import Store
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT
 
@@ -238,6 +238,32 @@ async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
         group["cached_tokens"] += r["cached"] or 0
         group["reasoning_tokens"] += r["reasoning"] or 0
     return dict(sorted(out.items()))
+
+
+@dataclass
+class MemorySide:
+    """What a run's memory system cost at rollout: the wall time of each episode's writes and of each
+    read (seconds, over what no call cache answered: store/episodes.py `live_op_seconds`), and per
+    user the model calls its episodes made for the memory system (roles of the memory stage) and
+    their tokens."""
+    write_seconds: list[float]
+    search_seconds: list[float]
+    calls: dict[str, int]
+    tokens: dict[str, int]
+
+
+MEMORY_GROUPS = groups_of("memory")
+
+
+async def memory_side(store: Store, run: str) -> MemorySide:
+    writes, reads = await store.episodes.live_op_seconds(run)
+    calls: dict[str, int] = {}
+    tokens: dict[str, int] = {}
+    for r in await store.calls.memory_usage_by_user(run):
+        if role_group(r["role"]) in MEMORY_GROUPS:
+            calls[r["user_id"]] = calls.get(r["user_id"], 0) + r["calls"]
+            tokens[r["user_id"]] = tokens.get(r["user_id"], 0) + (r["tokens"] or 0)
+    return MemorySide(writes, reads, calls, tokens)
 
 
 async def run_models(store: Store, run: str) -> dict[str, str]:

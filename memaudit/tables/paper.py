@@ -20,7 +20,7 @@ from memaudit.tables.judges import judges_section
 from memaudit.store import Run, Store, select_runs
 from memaudit.tables import carryover, evolving, metrics, stats, utilization
 from memaudit.tables.columns import (COMPARISONS, FOOTPRINT, GAP, PROMPTS, TABLE2, TABLE3, TABLE4, TOKENS, ci_text,
-                                     common_legend, legend, mode_label, num, project, text_table)
+                                     common_legend, legend, measured_keys, mode_label, num, project, text_table)
 from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
 
@@ -43,6 +43,7 @@ class RunData:
     tokens: dict | None  # role group -> usage; None without call records
     partial: bool
     models: dict = field(default_factory=dict)  # role group -> model name(s), from the call log
+    memory_side: metrics.MemorySide | None = None  # wall times, calls and tokens of the memory system
     source_run: str | None = None  # teacher-forced: the run whose transcripts it replayed (A, C, D are its)
 
     def headline(self, mode: str) -> ModeRecovery | None:
@@ -134,7 +135,8 @@ async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> R
                    published_attributions=await metrics.published_attribution_counts(store, run, variant=variant),
                    tokens=await metrics.token_usage(store, run),
                    partial=await is_partial(store, info, variant),
-                   models=await metrics.run_models(store, run), source_run=info.config.transcripts)
+                   models=await metrics.run_models(store, run), source_run=info.config.transcripts,
+                   memory_side=await metrics.memory_side(store, run))
 
 
 async def is_partial(store: Store, info: Run, variant: str) -> bool:
@@ -250,12 +252,27 @@ def recovery_rate(counts: dict) -> float | None:
 
 
 def footprint_row(d: RunData) -> dict:
-    """Footprint quantiles over users with the lower order statistic (metrics.lower_quantile)."""
+    """Footprint quantiles over users with the lower order statistic (metrics.lower_quantile), and
+    what the memory system cost at rollout: the wall time of an episode's writes and of a read
+    (p50/p95), its model calls and tokens per user (mean; None without call records), and the
+    writes it lost."""
     items = [u.items for u in d.users.values()]
     chars = [u.chars for u in d.users.values()]
+    side = d.memory_side or metrics.MemorySide([], [], {}, {})
+    recorded = d.tokens is not None and d.users
+
+    def per_user(counts: dict) -> float | None:
+        return sum(counts.get(user, 0) for user in d.users) / len(d.users) if recorded else None
+
     return {"run": d.run, "system": d.system, "users": sum(i is not None for i in items),
             "items_p50": metrics.lower_quantile(items, 0.5), "items_p90": metrics.lower_quantile(items, 0.9),
-            "chars_p50": metrics.lower_quantile(chars, 0.5), "chars_p90": metrics.lower_quantile(chars, 0.9)}
+            "chars_p50": metrics.lower_quantile(chars, 0.5), "chars_p90": metrics.lower_quantile(chars, 0.9),
+            "write_p50": metrics.lower_quantile(side.write_seconds, 0.5),
+            "write_p95": metrics.lower_quantile(side.write_seconds, 0.95),
+            "search_p50": metrics.lower_quantile(side.search_seconds, 0.5),
+            "search_p95": metrics.lower_quantile(side.search_seconds, 0.95),
+            "memory_calls": per_user(side.calls), "memory_tokens": per_user(side.tokens),
+            "memory_write_failures": metrics.total_write_failures(u.memory_write_failures for u in d.users.values())}
 
 
 def gap_row(d: RunData) -> dict:
@@ -353,6 +370,17 @@ DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4, "footprint": F
             "prompts": PROMPTS, "evolving": evolving.EVOLVING, "evolving_targets": evolving.EVOLVING_TARGETS}
 
 
+MEASURED = {name: measured_keys(columns) for name, columns in DECLARED.items()}
+
+
+def without_measurements(tables: dict) -> dict:
+    """The tables without the wall times measured on the machine that made each run
+    (tables/columns.py `Column.measured`): what two stores of one study agree on (a replay, shards
+    merged, scoring during or after a rollout)."""
+    return {name: [{k: v for k, v in row.items() if k not in MEASURED.get(name, ())} for row in rows]
+            if isinstance(rows, list) else rows for name, rows in tables.items()}
+
+
 def _declared(name: str):
     return lambda rows: text_table(DECLARED[name], rows)
 
@@ -363,7 +391,7 @@ TITLES = {
     "table2": ("Table 2 — task outcome, preference, recovery, footprint", _declared("table2")),
     "table3": ("Table 3 — recovery per category", _declared("table3")),
     "table4": ("Table 4 — failure attribution", _declared("table4")),
-    "footprint": ("Footprint distribution over users", _declared("footprint")),
+    "footprint": ("Footprint distribution over users, and what memory cost at rollout", _declared("footprint")),
     "gap": ("Per-user gap B(dump_all) − B(retrieve)", _declared("gap")),
     "tokens": ("Token usage per role", _declared("tokens")),
     "comparisons": ("Paired comparisons of per-user B", _declared("comparisons")),

@@ -2,6 +2,7 @@
 conversation."""
 from __future__ import annotations
 
+import gc
 import importlib.util
 from contextlib import asynccontextmanager
 
@@ -20,6 +21,15 @@ from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_e
 # cognee its own environment (.venv-cognee), where each user's cognee is a worker process.
 LIBRARY_MODULES = {"mem0ai": "mem0", "graphiti": "graphiti_core", "llamaindex": "llama_index.core"}
 OWN_ENVIRONMENT = ("cognee",)
+
+
+@pytest.fixture(autouse=True)
+def collect_library_clients():
+    """Collect a test's adapters before the next test's event loop runs: a deployed library's
+    async HTTP clients, collected inside a later loop, schedule their closing there, on
+    connections of a loop that is closed ("Event loop is closed" in an unrelated test)."""
+    yield
+    gc.collect()
 
 
 def installed(system: str) -> bool:

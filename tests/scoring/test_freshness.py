@@ -15,7 +15,7 @@ from memaudit.replay import replay_runs
 from memaudit.runtime import open_runtime
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper import compute_tables, without_measurements
 from memaudit.testing.fake_openai import FakeOpenAI
 from tests.rollout.conftest import fake_encoder
 from tests.scoring.recorded import record, runtime, script
@@ -30,7 +30,7 @@ async def scored_after(settings, tmp_path) -> dict:
     async with runtime(quiet, script(FakeOpenAI())) as rt:
         runs = await record(rt)
         assert await score_runs(rt, runs, MODES) == []
-        return await compute_tables(rt.store, bootstrap=0)
+        return without_measurements(await compute_tables(rt.store, bootstrap=0))
 
 
 class SlowUser(httpx.AsyncBaseTransport):
@@ -63,7 +63,7 @@ async def test_scoring_during_a_rollout_then_after_it_equals_scoring_only_after(
         midway = await rt.store.fetchall("SELECT run, user_id, snapshot_task FROM reconstructions")
         assert midway and all(r["user_id"] == "user_001" and r["snapshot_task"] == 3 for r in midway)
         assert await score_runs(rt, runs, MODES) == []
-        assert await compute_tables(rt.store, bootstrap=0) == expected
+        assert without_measurements(await compute_tables(rt.store, bootstrap=0)) == expected
     assert await replay_runs(settings) is None
 
 

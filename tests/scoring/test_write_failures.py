@@ -88,3 +88,7 @@ def test_the_rollout_summary_counts_write_failures(tmp_path, capsys, monkeypatch
     lost = int(mem0.rsplit(", ", 1)[1].split()[0])
     assert lost > 0 and mem0.endswith(f"{lost} memory write failures")
     assert nomem.endswith("0 memory write failures")  # nomem makes no memory calls: nothing lost
+    # ... and who lost them, named once: system (the run), user, how many
+    named = [line for line in out.splitlines() if line.startswith("mem0: memory writes lost")]
+    assert len(named) == 1 and sum(int(n) for n in named[0].split(": ")[-1].replace(",", "").split()[1::2]) == lost
+    assert not any(line.startswith("nomem: memory writes lost") for line in out.splitlines())

@@ -17,7 +17,7 @@ from memaudit.errors import BadInput
 from memaudit.replay import replay_runs
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
-from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper import compute_tables, without_measurements
 from memaudit.store import open_store
 from memaudit.store.merge import MergeBusy, merge_shards
 from memaudit.shards import WHOLE, Shard
@@ -44,7 +44,7 @@ async def shards(settings, fake, tmp_path, n=3):
 
 async def tables(db):
     async with open_store(db) as store:
-        found = await compute_tables(store, bootstrap=0)
+        found = without_measurements(await compute_tables(store, bootstrap=0))
     found.pop("tokens")
     for row in found["table2"]:  # token usage and what it buys: a shard pays for calls an unsharded run shared
         for key in [k for k in row if "tok" in k.lower()]:

@@ -30,6 +30,7 @@ from memaudit.adapters.memory_calls import FailureLog
 from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
 from memaudit.llm.embed import Embedder
+from memaudit.roles import AGENT, MEMORY, ROLE_SPECS
 from memaudit.types import MemoryItem, footprint
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
@@ -75,7 +76,7 @@ class MemoryAdapter(ABC):
     # The assistant's prompt file for this system. The published study gave the systems that show
     # retrieved memories a prompt asking for replies tailored to the person, and the baselines
     # without such a block (nomem, longctx_full) a plain one: `agent_plain`.
-    reply_prompt: ClassVar[str] = "agent"
+    reply_prompt: ClassVar[str] = ROLE_SPECS[AGENT].prompt
     # The fields, in order, of one search result as the published system returned it to the scorer
     # (None: every field, `MemoryItem.to_json`). The retrieve reader sees results in this shape.
     result_fields: ClassVar[tuple[str, ...] | None] = None
@@ -85,7 +86,7 @@ class MemoryAdapter(ABC):
     # Prompt files (`prompts/<name>.md`) of the memory-side calls; runs record their sha256.
     prompts: ClassVar[tuple[str, ...]] = ()
     # The configured role group whose embedding model this system uses.
-    embed_role: ClassVar[str] = "memory"
+    embed_role: ClassVar[str] = MEMORY
     # The distribution of a deployed library this system runs as it ships (None: memaudit's own
     # design); its version is recorded in each run's provenance.
     library: ClassVar[str | None] = None

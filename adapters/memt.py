@@ -39,7 +39,7 @@ from memaudit.adapters.memory_calls import memory_call
 from memaudit.adapters.vector_index import VectorIndex
 from memaudit.errors import BadInput
 from memaudit.llm.keys import text_hash
-from memaudit.roles import NONEMPTY, REASON, STR, obj
+from memaudit.roles import MEMT_POLICY, NONEMPTY, REASON, STR, obj
 from memaudit.types import MemoryItem
 
 COLLECTIONS = ("turns", "facts", "experiences", "personas", "summary")
@@ -140,7 +140,7 @@ class MemT(MemoryAdapter):
     result_fields = ("id", "content", "category", "score", "timestamp")
     published_result = {"score": None}  # Mem-T's search returns no score; the scorer showed null
     prompts = ("memory_memt_formation", "memory_memt_update", "memory_memt_search")
-    embed_role = "memt_policy"
+    embed_role = MEMT_POLICY
 
     def __init__(self, ctx):
         super().__init__(ctx)

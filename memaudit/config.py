@@ -40,7 +40,7 @@ from pathlib import Path
 
 from memaudit.errors import BadInput, redact_url
 from memaudit.resources import data_dir
-from memaudit.roles import GROUPS, embedded_max_tokens, groups_of, role_group
+from memaudit.roles import GROUPS, MEMORY_STAGE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
 from memaudit.userfiles import read_regular
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
@@ -48,11 +48,14 @@ from memaudit.userfiles import read_regular
 BACKENDS = ("openai", "vllm", "llamacpp")
 CACHE_MODES = ("rw", "replay", "refresh", "off")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # sent as reasoning_effort
+# The role a judge panel answers: `[roles.<it>] models = [...]` names the panel, `[judges.NAME]`
+# sections give a panel judge its own endpoint (memaudit/scoring/panel.py).
+PANEL_ROLE = RECOVERY_JUDGE
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few kB
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
-EMBEDDING_GROUPS = groups_of("memory")  # the role groups whose memory systems embed; each may configure its own
+EMBEDDING_GROUPS = groups_of(MEMORY_STAGE)  # the role groups whose memory systems embed; each may configure its own
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
 # The simulated user's text on the embedded model, in characters: the JSON grammar closes the string
@@ -159,10 +162,10 @@ class Settings:
     def panel_judge(self, name: str) -> "Settings":
         """The settings panel judge `name` is asked under: the recovery_judge section refined by
         `[judges.NAME]` (its endpoint, key, backend …); the model sent is `model` there, else NAME."""
-        section = {k: v for k, v in self.role_sections.get("recovery_judge", {}).items() if k != "models"}
+        section = {k: v for k, v in self.role_sections.get(PANEL_ROLE, {}).items() if k != "models"}
         own = self.judge_sections.get(name, {})
         section = {**section, **own, "model": own.get("model", name)}
-        return replace(self, role_sections={**self.role_sections, "recovery_judge": section})
+        return replace(self, role_sections={**self.role_sections, PANEL_ROLE: section})
 
     def rate_limits(self) -> dict[str | None, tuple[float | None, float | None]]:
         """(requests, tokens) per minute this process may send to each endpoint URL (None: to any
@@ -204,111 +207,204 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def _check_urls(value, field: str) -> None:
-    for url in _urls(value):
-        problem = url_problem(url)
-        if problem:
-            raise BadInput(f"{problem}, got {redact_url(url)!r}", field=field)
+# -- the kinds of value a setting takes --------------------------------------------------------
+class Kind:
+    """How a setting's value is written: `check` says what is wrong with a config file's value (TOML
+    gives it its type), or None; `parse` turns a flag's value, an environment variable's text or a
+    config file's value into the setting, or raises BadInput naming where it came from. `cli` names
+    the flag's type on the command line (memaudit/cli/common.py)."""
+    cli = "text"
+
+    def check(self, value) -> str | None:
+        return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
+
+    def convert(self, value):
+        return value
+
+    def parse(self, value, where: str):
+        try:
+            typed = self.convert(value)
+        except (TypeError, ValueError):
+            typed = None  # not even of the right type: check() says what was expected
+        problem = self.check(typed)
+        if problem:  # a URL's credentials never reach the message
+            raise BadInput(f"{problem}, got {redact_url(repr(value))}", field=where)
+        return typed
 
 
-def load_settings(*, db=None, base_url=None, model=None, backend=None, config=None, concurrency=None,
-                  cache=None, seed=None, prompts_dir=None, context_window=None, embed_model=None,
-                  memt_prompts=None, timeout=None, rpm=None, tpm=None, env: dict | None = None) -> Settings:
-    """Resolve settings from flags (keyword arguments), the environment and the config file."""
-    env = os.environ if env is None else env
-    config = config or env.get("MEMAUDIT_CONFIG")
-    file_default, sections, judges = _read_config(Path(config)) if config else ({}, {}, {})
-
-    def pick(flag, env_names, file_key, default):
-        if flag is not None:
-            return flag
-        for name in env_names:
-            if env.get(name):
-                return env[name]
-        if file_key in file_default:
-            return file_default[file_key]
-        return default
-
-    # One base URL or a fleet, kept as one comma-separated string (split by `_urls`).
-    url = ",".join(_urls(pick(base_url, ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", None))) or None
-    _check_urls(url, "base_url")
-    resolved_model = pick(model, ("MEMAUDIT_MODEL",), "model", None)
-    resolved_backend = pick(backend, ("MEMAUDIT_BACKEND",), "backend", None)
-    if url is None:
-        resolved_backend = resolved_backend or "llamacpp"
-        resolved_model = resolved_model or EMBEDDED_MODEL
-    else:
-        resolved_backend = resolved_backend or "openai"
-        if resolved_model is None:
-            raise BadInput("--model (or MEMAUDIT_MODEL) is required with --base-url", field="model")
-    if resolved_backend not in BACKENDS:
-        raise BadInput(f"unknown backend {resolved_backend!r}; choose one of {', '.join(BACKENDS)}",
-                       field="backend")
-    cache_mode = pick(cache, ("MEMAUDIT_CACHE",), "cache", "rw")
-    if cache_mode not in CACHE_MODES:
-        raise BadInput(f"unknown cache mode {cache_mode!r}; choose one of {', '.join(CACHE_MODES)}",
-                       field="cache")
-    try:
-        conc = int(pick(concurrency, ("MEMAUDIT_CONCURRENCY",), "concurrency", 32))
-        seed_value = int(pick(seed, ("MEMAUDIT_SEED",), "seed", 0))
-    except ValueError as exc:
-        raise BadInput(f"expected an integer: {exc}", field="concurrency/seed") from None
-    if conc < 1:
-        raise BadInput("concurrency must be at least 1", field="concurrency")
-    seconds = _timeout(pick(timeout, ("MEMAUDIT_TIMEOUT",), "timeout", Settings.timeout))
-    per_minute = {name: _per_minute(name, pick(flag, (f"MEMAUDIT_{name.upper()}",), name, None))
-                  for name, flag in (("rpm", rpm), ("tpm", tpm))}
-    key_env = file_default.get("api_key_env")
-    api_key = env.get("MEMAUDIT_API_KEY") or env.get("OPENAI_API_KEY") or (env.get(key_env) if key_env else None)
-    window = context_window if context_window is not None else file_default.get("context_window")
-    memt_dir = pick(memt_prompts, ("MEMAUDIT_MEMT_PROMPTS",), "memt_prompts", None)
-    if memt_dir is not None and not Path(memt_dir).is_dir():
-        raise BadInput("--memt-prompts must be a Mem-T checkout directory", file=str(memt_dir), field="memt_prompts")
-    embed_url = pick(None, ("MEMAUDIT_EMBED_BASE_URL",), "embed_base_url", None)
-    _check_urls(embed_url, "embed_base_url")
-    return Settings(
-        db=Path(pick(db, ("MEMAUDIT_DB",), "db", "memaudit.db")),
-        base_url=url,
-        model=resolved_model,
-        backend=resolved_backend,
-        api_key=api_key,
-        concurrency=conc,
-        cache=cache_mode,
-        seed=seed_value,
-        prompts_dir=Path(prompts_dir or env.get("MEMAUDIT_PROMPTS") or PROMPTS_DIR),
-        context_window=int(window) if window else None,
-        role_sections=_with_defaults(sections, file_default),
-        embed_model=str(pick(embed_model, ("MEMAUDIT_EMBED_MODEL",), "embed_model", BUNDLED_EMBED_MODEL)),
-        embed_base_url=str(embed_url).rstrip("/") if embed_url else None,
-        memt_prompts=Path(memt_dir) if memt_dir is not None else None,
-        timeout=seconds,
-        judge_sections=judges,
-        **per_minute,
-    )
+class Text(Kind):
+    convert = staticmethod(str)
 
 
-def _timeout(value) -> float:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = -1.0
-    if not 0 < seconds <= 86_400:
-        raise BadInput(f"the timeout is seconds per request attempt, more than 0 and at most 86400; got {value!r}",
-                       field="timeout")
-    return seconds
+class Url(Kind):
+    """One endpoint URL (a trailing slash dropped)."""
+
+    def check(self, value) -> str | None:
+        return Kind.check(self, value) or url_problem(value)
+
+    def convert(self, value):
+        return str(value).rstrip("/")
 
 
-def _per_minute(name: str, value) -> float | None:
-    """`--rpm`/`--tpm`: a number of requests (tokens) per minute, at least 1; None: no budget."""
-    if value is None:
+class Urls(Kind):
+    """An endpoint or a fleet of them: a list, or one string with commas; kept as one string with
+    commas (split by `_urls`)."""
+
+    def check(self, value) -> str | None:
+        if isinstance(value, list) and value and all(not Kind.check(self, v) for v in value) \
+                or not Kind.check(self, value):
+            return next(filter(None, map(url_problem, _urls(value))), None)
+        return "expected a URL or a list of URLs"
+
+    def parse(self, value, where: str):
+        for url in _urls(value):
+            problem = url_problem(url)
+            if problem:
+                raise BadInput(f"{problem}, got {redact_url(url)!r}", field=where)
+        return ",".join(_urls(value)) or None  # empty: no endpoint (the embedded model)
+
+
+class FilePath(Kind):
+    cli = "file"
+
+    def convert(self, value):
+        return Path(value)
+
+    def check(self, value) -> str | None:
+        return Kind.check(self, str(value) if isinstance(value, Path) else value)
+
+
+class Folder(FilePath):
+    """A directory; `existing`: one that must exist when the settings are read."""
+    cli = "dir"
+
+    def __init__(self, existing: bool = False):
+        self.existing = existing
+
+    def check(self, value) -> str | None:
+        if self.existing and isinstance(value, Path) and not value.is_dir():
+            return "expected an existing directory"
+        return FilePath.check(self, value)
+
+
+class Number(Kind):
+    def __init__(self, low: float, high: float, *, whole: bool = False):
+        self.low, self.high, self.whole = low, high, whole
+        self.cli = "int" if whole else "float"
+
+    def convert(self, value):
+        return value if isinstance(value, (int, float)) else (int if self.whole else float)(value)
+
+    def check(self, value) -> str | None:
+        ok_type = isinstance(value, int) if self.whole else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type or not (self.low <= value <= self.high):
+            span = f"an integer from {self.low} to {self.high}" if self.whole else \
+                f"a number from {self.low:g} to {self.high:g}"
+            return f"expected {span}"
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = 0.0
-    if not 1 <= number <= RATE_MAX:
-        raise BadInput(f"--{name} is per minute, from 1 to {RATE_MAX:g}; got {value!r}", field=name)
-    return number
+
+
+class Choice(Kind):
+    def __init__(self, choices: tuple[str, ...]):
+        self.choices = choices
+
+    def check(self, value) -> str | None:
+        return None if value in self.choices else f"expected one of {', '.join(self.choices)}"
+
+
+# -- the settings table ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Option:
+    """One global setting, declared once: its flag, environment variables (the first one set wins),
+    config-file key (under [default] or at the top level), kind, and a help line; its default is the
+    Settings field's. The command line's global options and their help (memaudit/cli/common.py),
+    the config file's keys and their checks, and load_settings derive from OPTIONS.
+    Precedence: flag > environment > config file > default."""
+    name: str  # the Settings field and the load_settings keyword
+    flag: str | None  # None: set by the environment or the config file only
+    env: tuple[str, ...]
+    key: str | None  # None: not in a config file
+    kind: Kind
+    help: str  # `{default}` in it is filled in
+    role_key: bool = False  # a role section ([roles.<name>], [judges.<name>]) may set it too
+
+    @property
+    def default(self):
+        found = Settings.__dataclass_fields__.get(self.name)
+        return None if found is None else found.default
+
+    @property
+    def help_text(self) -> str:
+        text = self.help.format(default=self.default)
+        return f"{text} [{self.env[0]}]" if self.env else text
+
+
+OPTIONS = (
+    Option("db", "--db", ("MEMAUDIT_DB",), "db", FilePath(), "artifact store"),
+    Option("base_url", "--base-url", ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", Urls(),
+           "OpenAI-compatible endpoint", role_key=True),
+    Option("model", "--model", ("MEMAUDIT_MODEL",), "model", Text(), "model name sent to the endpoint", role_key=True),
+    Option("backend", "--backend", ("MEMAUDIT_BACKEND",), "backend", Choice(BACKENDS), "structured-output dialect",
+           role_key=True),
+    Option("config", "--config", ("MEMAUDIT_CONFIG",), None, FilePath(), "TOML with per-role endpoints"),
+    Option("concurrency", "--concurrency", ("MEMAUDIT_CONCURRENCY",), "concurrency", Number(1, 100_000, whole=True),
+           "max in-flight calls per endpoint"),
+    Option("cache", "--cache", ("MEMAUDIT_CACHE",), "cache", Choice(CACHE_MODES), "call cache mode"),
+    Option("seed", "--seed", ("MEMAUDIT_SEED",), "seed", Number(-2**63, 2**63 - 1, whole=True), "base seed"),
+    Option("prompts_dir", "--prompts", ("MEMAUDIT_PROMPTS",), None, Folder(), "directory with your own prompt files"),
+    Option("embed_model", "--embed-model", ("MEMAUDIT_EMBED_MODEL",), "embed_model", Text(),
+           "sentence-transformers model the memory systems embed with", role_key=True),
+    Option("timeout", "--timeout", ("MEMAUDIT_TIMEOUT",), "timeout", Number(0.001, 86_400),
+           "seconds to wait for one model response before retrying it (default {default:g})"),
+    Option("memt_prompts", "--memt-prompts", ("MEMAUDIT_MEMT_PROMPTS",), "memt_prompts", Folder(existing=True),
+           "a Mem-T checkout: drive memt with Mem-T's own templates"),
+    Option("rpm", "--rpm", ("MEMAUDIT_RPM",), "rpm", Number(1, RATE_MAX),
+           "requests per minute each endpoint takes, shared out across --shard's shards (default: no limit; a "
+           "config section's rpm for its own endpoint)", role_key=True),
+    Option("tpm", "--tpm", ("MEMAUDIT_TPM",), "tpm", Number(1, RATE_MAX),
+           "tokens per minute each endpoint takes, shared out like --rpm", role_key=True),
+    Option("embed_base_url", None, ("MEMAUDIT_EMBED_BASE_URL",), "embed_base_url", Url(),
+           "an OpenAI-compatible /v1/embeddings endpoint of the memory systems' embeddings", role_key=True),
+    Option("context_window", None, (), "context_window", Number(1, 100_000_000, whole=True),
+           "the models' context window in tokens", role_key=True),
+    # Keys never go in files: a config file names the variable that holds one (api_key_env).
+    Option("api_key", None, ("MEMAUDIT_API_KEY", "OPENAI_API_KEY"), None, Text(), "bearer token"),
+)
+OPTION = {o.name: o for o in OPTIONS}
+
+
+def load_settings(*, env: dict | None = None, **given) -> Settings:
+    """Resolve every setting of OPTIONS from `given` (flags, by name), the environment and the
+    config file; then the rule between them: a configured endpoint speaks openai unless told
+    otherwise and needs a model (without one, the embedded model's defaults stand)."""
+    unknown = sorted(set(given) - set(OPTION))
+    if unknown:
+        raise TypeError(f"load_settings() got unknown settings: {', '.join(unknown)}")
+    env = os.environ if env is None else env
+    config = _resolved(OPTION["config"], given, env, {})
+    file_default, sections, judges = _read_config(config) if config else ({}, {}, {})
+    found = {o.name: _resolved(o, given, env, file_default) for o in OPTIONS if o.name != "config"}
+    if found["api_key"] is None and file_default.get("api_key_env"):
+        found["api_key"] = env.get(file_default["api_key_env"])
+    if found["base_url"] is not None:
+        found["backend"] = found["backend"] or "openai"
+        if found["model"] is None:
+            raise BadInput("--model (or MEMAUDIT_MODEL) is required with --base-url", field="model")
+    chosen = {name: value for name, value in found.items() if value is not None}  # the rest: Settings' defaults
+    return Settings(**chosen, role_sections=_with_defaults(sections, file_default), judge_sections=judges)
+
+
+def _resolved(option: Option, given: dict, env, file_default: dict):
+    """The flag, else the first of the option's environment variables that is set, else the config
+    file's value; parsed. None when none is given (the default stands)."""
+    if given.get(option.name) is not None:
+        return option.kind.parse(given[option.name], option.flag or option.name)
+    for name in option.env:
+        if env.get(name):
+            return option.kind.parse(env[name], name)
+    if option.key in file_default:
+        return option.kind.parse(file_default[option.key], option.key)
+    return None
 
 
 def _with_defaults(sections: dict, default: dict) -> dict:
@@ -342,7 +438,7 @@ def _read_config(path: Path) -> tuple[dict, dict, dict]:
     for name, section in roles.items():
         if name not in GROUPS:
             raise BadInput(f"unknown role {name!r}; roles are {', '.join(GROUPS)}", file=str(path), field=f"roles.{name}")
-        sections[name] = _checked(path, f"roles.{name}", section, PANEL_KEYS if name == "recovery_judge" else ROLE_KEYS)
+        sections[name] = _checked(path, f"roles.{name}", section, PANEL_KEYS if name == PANEL_ROLE else ROLE_KEYS)
     judges = data.get("judges", {})
     if not isinstance(judges, dict):
         raise BadInput("must be a table of judge sections ([judges.<name>])", file=str(path), field="judges")
@@ -366,51 +462,18 @@ def _checked(path: Path, where: str, section, allowed: dict) -> dict:
     return dict(section)
 
 
-def _text(value) -> str | None:
-    return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
-
-
-def _urls_value(value) -> str | None:
-    if isinstance(value, list) and value and all(not _text(v) for v in value) or not _text(value):
-        return next(filter(None, map(url_problem, _urls(value))), None)
-    return "expected a URL or a list of URLs"
-
-
-def _url_value(value) -> str | None:
-    return _text(value) or url_problem(value)
-
-
-def _number(low: float, high: float, *, whole: bool = False):
-    kind = "a whole number" if whole else "a number"
-
-    def check(value) -> str | None:
-        ok_type = isinstance(value, int) if whole else isinstance(value, (int, float))
-        if isinstance(value, bool) or not ok_type or not (low <= value <= high):
-            return f"expected {kind} from {low:g} to {high:g}"
-        return None
-    return check
-
-
-def _one_of(choices):
-    return lambda value: None if value in choices else f"expected one of {', '.join(choices)}"
-
-
-# Every key a config file may hold, with its check (one place: [default] takes the role keys too).
+# Every key a config file may hold, with its check: [default] (or the top level) takes every
+# setting's key and the role keys; a role section the role keys.
 ROLE_KEYS = {
-    "base_url": _urls_value, "model": _text, "backend": _one_of(BACKENDS),
-    "temperature": _number(0, 2), "max_tokens": _number(1, 10_000_000, whole=True),
-    "context_window": _number(1, 100_000_000, whole=True), "api_key_env": _text,
-    "reasoning_effort": _one_of(REASONING_EFFORTS), "embed_model": _text, "embed_base_url": _url_value,
-    "rpm": _number(1, RATE_MAX), "tpm": _number(1, RATE_MAX),
+    **{o.key: o.kind.check for o in OPTIONS if o.role_key},
+    "temperature": Number(0, 2).check, "max_tokens": Number(1, 10_000_000, whole=True).check,
+    "api_key_env": Text().check, "reasoning_effort": Choice(REASONING_EFFORTS).check,
 }
-DEFAULT_KEYS = {
-    **ROLE_KEYS, "db": _text, "concurrency": _number(1, 100_000, whole=True), "cache": _one_of(CACHE_MODES),
-    "seed": _number(-2**63, 2**63 - 1, whole=True), "memt_prompts": _text, "timeout": _number(0.001, 86_400),
-}
+DEFAULT_KEYS = {**ROLE_KEYS, **{o.key: o.kind.check for o in OPTIONS if o.key}}
 
 
 def _names(value) -> str | None:
-    if isinstance(value, list) and all(not _text(v) for v in value):
+    if isinstance(value, list) and all(not Text().check(v) for v in value):
         return None
     return "expected a list of model names"
 

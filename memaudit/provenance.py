@@ -17,7 +17,7 @@ from memaudit.config import BUNDLED_EMBED_MODEL, EMBEDDED_MODEL, EMBEDDING_GROUP
 from memaudit.errors import BadInput
 from memaudit.llm.dialects import sampling
 from memaudit.prompts import prompt_pack
-from memaudit.roles import ROLE_SPECS, groups_of
+from memaudit.roles import DIALOGUE_STAGE, MEMORY_STAGE, MEMT_POLICY, RECOVERY_JUDGE, ROLE_SPECS, groups_of
 from memaudit.store import Run, Store
 
 # Bump when a change to the pipeline can move a number (turn order, prompt behaviour, caps,
@@ -26,8 +26,8 @@ from memaudit.store import Run, Store
 # 3: the published scoring and attribution rules (issue 23), per-system assistant prompt, no caps.
 PROTOCOL_VERSION = "3"
 
-ROLLOUT_ROLES = groups_of("dialogue", "memory")
-DIALOGUE_ROLES = groups_of("dialogue")  # recorded, not called, in a teacher-forced run
+ROLLOUT_ROLES = groups_of(DIALOGUE_STAGE, MEMORY_STAGE)
+DIALOGUE_ROLES = groups_of(DIALOGUE_STAGE)  # recorded, not called, in a teacher-forced run
 
 
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,
@@ -86,7 +86,7 @@ def rollout_provenance(settings: Settings) -> dict:
         roles[role] = role_provenance(settings, role, spec and spec.temperature, spec and spec.max_tokens)
     memt = "mem-t-templates" if settings.memt_prompts is not None else "memaudit-prompts"
     made = {"protocol": PROTOCOL_VERSION, "roles": roles, "seed": settings.seed,
-            "prompts": prompts_provenance(settings.prompts_dir), "memt_policy": memt}
+            "prompts": prompts_provenance(settings.prompts_dir), MEMT_POLICY: memt}
     embeddings = embeddings_provenance(settings)
     return {**made, "embeddings": embeddings} if embeddings else made
 
@@ -148,7 +148,7 @@ def recorded_settings(base: Settings, roles: dict[str, dict], models: dict[str, 
     own = {name: {**_section(p), "model": p.get("model")} for name, p in (judges or {}).items()}
     settings = replace(settings, judge_sections={**base.judge_sections, **own})
     for name, recorded in (judges or {}).items():
-        _rebuild(own[name], recorded, lambda: _sent(settings.panel_judge(name), "recovery_judge"), f"judges.{name}")
+        _rebuild(own[name], recorded, lambda: _sent(settings.panel_judge(name), RECOVERY_JUDGE), f"judges.{name}")
     return settings
 
 

@@ -35,27 +35,56 @@ def _on_rubric(data) -> str | None:
     return None if RUBRIC.on_grid(data["score"]) else f"score must be exactly one of {list(RUBRIC.scores)}"
 
 
+# The names of the roles and stages: every other module imports them, none retypes them (a typo is
+# an ImportError, not a role that silently matches nothing). Plain strings: what reaches a request,
+# a cache key, a config file or the store is the name itself.
+# Role groups (`[roles.<name>]` in a config file) ...
+AGENT = "agent"
+SIMULATOR = "simulator"
+PREF_JUDGE = "pref_judge"
+MEMORY = "memory"  # a memory system's own calls are `memory:<name>` (role_group)
+MEMT_POLICY = "memt_policy"
+SLOT_FILL = "slot_fill"
+RECOVERY_JUDGE = "recovery_judge"
+ATTRIBUTION = "attribution"
+GENERATOR = "generator"
+# ... and the call roles that fall under a group of another name.
+ORACLE = "oracle"
+DISCLOSURE = "disclosure"
+ELICITATION = "elicitation"
+PERSONA_GEN = "persona_gen"
+BANK_GEN = "bank_gen"
+TASK_GEN = "task_gen"
+CRITIC = "critic"
+EDITOR = "editor"
+ACT_SCENARIO = "act_scenario"
+ACT_JUDGE = "act_judge"
+CONTROL_WRITER = "control_writer"
+# The pipeline stages a role group belongs to; dialogue and memory run in the rollout.
+STAGES = (DIALOGUE_STAGE, MEMORY_STAGE, SCORING_STAGE, ATTRIBUTION_STAGE, UTILIZATION_STAGE, GENERATION_STAGE) = (
+    "dialogue", "memory", "scoring", "attribution", "utilization", "generation")
+
+
 @dataclass(frozen=True)
 class RoleGroup:
     name: str
-    stage: str  # dialogue and memory run in the rollout; see STAGES
+    stage: str  # one of STAGES
     embedded_max_tokens: int | None  # the cap on the embedded model; None: no cap
 
 
-STAGES = ("dialogue", "memory", "scoring", "attribution", "utilization", "generation")
 # Output budgets on the embedded 135M model (2 CPU cores generate a few dozen tokens a second):
 # caps, not targets — a role asking for less keeps its own value. Configure max_tokens per role
 # to lift them.
 GROUPS: dict[str, RoleGroup] = {g.name: g for g in (
-    RoleGroup("agent", "dialogue", 160),
-    RoleGroup("simulator", "dialogue", 128),
-    RoleGroup("pref_judge", "dialogue", 160),
-    RoleGroup("memory", "memory", 256),
-    RoleGroup("memt_policy", "memory", None),
-    RoleGroup("slot_fill", "scoring", 160),
-    RoleGroup("recovery_judge", "scoring", 96),
-    RoleGroup("attribution", "attribution", 192),
-    RoleGroup("generator", "generation", 1024),
+    RoleGroup(AGENT, DIALOGUE_STAGE, 160),
+    RoleGroup(SIMULATOR, DIALOGUE_STAGE, 128),
+    RoleGroup(PREF_JUDGE, DIALOGUE_STAGE, 160),
+    RoleGroup(MEMORY, MEMORY_STAGE, 256),
+    RoleGroup(MEMT_POLICY, MEMORY_STAGE, None),
+    RoleGroup(SLOT_FILL, SCORING_STAGE, 160),
+    RoleGroup(RECOVERY_JUDGE, SCORING_STAGE, 96),
+    RoleGroup(ATTRIBUTION, ATTRIBUTION_STAGE, 192),
+    RoleGroup(GENERATOR, GENERATION_STAGE, 1024),
 )}
 
 
@@ -81,40 +110,40 @@ def _spec(name: str, group: str, stage: str, schema: dict | None, temperature: f
 # what the assistant says, what the simulated user discloses and what a judge can answer. The
 # embedded model's caps (GROUPS) apply to the embedded model only.
 ROLE_SPECS: dict[str, RoleSpec] = {
-    "agent": _spec("agent", "agent", "dialogue", None, 0.7, None),
-    "simulator": _spec("simulator", "simulator", "dialogue",
-                       obj(feedback_type={"type": "string", "enum": list(FEEDBACK_TYPES)}, text=NONEMPTY), 0.85, None),
+    AGENT: _spec(AGENT, AGENT, DIALOGUE_STAGE, None, 0.7, None),
+    SIMULATOR: _spec(SIMULATOR, SIMULATOR, DIALOGUE_STAGE,
+                     obj(feedback_type={"type": "string", "enum": list(FEEDBACK_TYPES)}, text=NONEMPTY), 0.85, None),
     # schema per call: rollout/pref_judge.py
-    "pref_judge": _spec("pref_judge", "pref_judge", "dialogue", None, 0.0, None),
-    "slot_fill": _spec("slot_fill", "slot_fill", "scoring", obj(label=LABEL, reason=REASON), 0.0, None),
-    "recovery_judge": _spec("recovery_judge", "recovery_judge", "scoring",
-                            obj(score={"type": "number"}, reason=REASON), 0.0, None, _on_rubric),
-    "oracle": _spec("oracle", "attribution", "attribution", obj(can_invite=BOOL, reason=REASON), 0.0, None),
-    "disclosure": _spec("disclosure", "attribution", "attribution",
-                        obj(disclosed=BOOL, evidence=REASON, reason=REASON), 0.0, None),
+    PREF_JUDGE: _spec(PREF_JUDGE, PREF_JUDGE, DIALOGUE_STAGE, None, 0.0, None),
+    SLOT_FILL: _spec(SLOT_FILL, SLOT_FILL, SCORING_STAGE, obj(label=LABEL, reason=REASON), 0.0, None),
+    RECOVERY_JUDGE: _spec(RECOVERY_JUDGE, RECOVERY_JUDGE, SCORING_STAGE,
+                          obj(score={"type": "number"}, reason=REASON), 0.0, None, _on_rubric),
+    ORACLE: _spec(ORACLE, ATTRIBUTION, ATTRIBUTION_STAGE, obj(can_invite=BOOL, reason=REASON), 0.0, None),
+    DISCLOSURE: _spec(DISCLOSURE, ATTRIBUTION, ATTRIBUTION_STAGE,
+                      obj(disclosed=BOOL, evidence=REASON, reason=REASON), 0.0, None),
     # Stage 2 answers with a letter, A (the assistant never steered there) or B (the user did not
     # elaborate), as the published stage did: memaudit/scoring/attribution.py maps it to the label.
-    "elicitation": _spec("elicitation", "attribution", "attribution",
-                         obj(category={"type": "string", "enum": ["A", "B"]}, reason=REASON, evidence=REASON), 0.0,
-                         None),
+    ELICITATION: _spec(ELICITATION, ATTRIBUTION, ATTRIBUTION_STAGE,
+                       obj(category={"type": "string", "enum": ["A", "B"]}, reason=REASON, evidence=REASON), 0.0,
+                       None),
     # schema set by memaudit/bench/generate.py
-    "persona_gen": _spec("persona_gen", "generator", "generation", None, 0.9, None),
-    "bank_gen": _spec("bank_gen", "generator", "generation", None, 0.7, None),
-    "task_gen": _spec("task_gen", "generator", "generation", obj(task=NONEMPTY, rationale=STR), 0.7, None),
-    "critic": _spec("critic", "generator", "generation",
-                    obj(guessed_trait=STR, verdict={"type": "string", "enum": ["neutral", "fishing"]}, reason=STR),
-                    0.0, None),
-    "editor": _spec("editor", "generator", "generation", obj(task=NONEMPTY, rationale=STR), 0.5, None),
+    PERSONA_GEN: _spec(PERSONA_GEN, GENERATOR, GENERATION_STAGE, None, 0.9, None),
+    BANK_GEN: _spec(BANK_GEN, GENERATOR, GENERATION_STAGE, None, 0.7, None),
+    TASK_GEN: _spec(TASK_GEN, GENERATOR, GENERATION_STAGE, obj(task=NONEMPTY, rationale=STR), 0.7, None),
+    CRITIC: _spec(CRITIC, GENERATOR, GENERATION_STAGE,
+                  obj(guessed_trait=STR, verdict={"type": "string", "enum": ["neutral", "fishing"]}, reason=STR),
+                  0.0, None),
+    EDITOR: _spec(EDITOR, GENERATOR, GENERATION_STAGE, obj(task=NONEMPTY, rationale=STR), 0.5, None),
     # Know/Act utilization (memaudit/utilization/): scenario writing (schema set by the generator)
     # and the blind pairwise judge, asked once per answer order.
-    "act_scenario": _spec("act_scenario", "generator", "generation", None, 0.8, 300),
-    "act_judge": _spec("act_judge", "recovery_judge", "utilization",
-                       obj(shaped={"type": "string", "enum": ["first", "second", "neither"]}, reason=REASON),
-                       0.0, 160),
+    ACT_SCENARIO: _spec(ACT_SCENARIO, GENERATOR, GENERATION_STAGE, None, 0.8, 300),
+    ACT_JUDGE: _spec(ACT_JUDGE, RECOVERY_JUDGE, UTILIZATION_STAGE,
+                     obj(shaped={"type": "string", "enum": ["first", "second", "neither"]}, reason=REASON),
+                     0.0, 160),
     # judge-check (memaudit/scoring/judge_check.py): a paraphrase, a vague non-answer and the reversed
     # value of one bank entry, written once and cached.
-    "control_writer": _spec("control_writer", "generator", "generation",
-                            obj(paraphrase=LABEL, non_answer=LABEL, reversed=LABEL), 0.7, 300),
+    CONTROL_WRITER: _spec(CONTROL_WRITER, GENERATOR, GENERATION_STAGE,
+                          obj(paraphrase=LABEL, non_answer=LABEL, reversed=LABEL), 0.7, 300),
 }
 
 

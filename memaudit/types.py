@@ -42,13 +42,15 @@ ATTRIBUTION_LABELS = ("ok", "memory_failure", "task_design_failure", "agent_elic
 class RubricLevel:
     score: float
     name: str
+    meaning: str  # what a grader reads: the bundled judge prompt lists it (tests/test_roles.py checks)
 
 
 @dataclass(frozen=True)
 class Rubric:
     """The recovery judge's grid (PROTOCOL §5) and the score from which a target counts as
     recovered: attribution labels it `ok`, utilization calls it known. The judge's check, the
-    report's colours and the command line's help text are derived from it."""
+    report's colours and audit page, judge-check's pass marks, the robustness step and the command
+    line's help text are derived from it."""
     levels: tuple[RubricLevel, ...]  # best first
     recovered: float
 
@@ -56,6 +58,20 @@ class Rubric:
     def scores(self) -> tuple[float, ...]:
         """The allowed scores, lowest first."""
         return tuple(sorted(level.score for level in self.levels))
+
+    @property
+    def top(self) -> float:
+        return self.levels[0].score
+
+    @property
+    def step(self) -> float:
+        """The distance between two neighbouring levels (the grid is even)."""
+        scores = self.scores
+        return min(high - low for low, high in zip(scores, scores[1:]))
+
+    def below(self, score: float) -> float:
+        """The level one below `score`."""
+        return max(s for s in self.scores if s < score)
 
     def on_grid(self, score) -> bool:
         return score in self.scores
@@ -68,8 +84,11 @@ class Rubric:
         return score >= self.recovered
 
 
-RUBRIC = Rubric((RubricLevel(1.0, "exact"), RubricLevel(0.75, "close"), RubricLevel(0.5, "partial"),
-                 RubricLevel(0.25, "weak"), RubricLevel(0.0, "wrong")), recovered=0.75)
+RUBRIC = Rubric((RubricLevel(1.0, "exact", "the same value; nothing important lost."),
+                 RubricLevel(0.75, "close", "the same core meaning with a minor detail lost or blurred."),
+                 RubricLevel(0.5, "partial", "partly right: one important part matches, another is missing or off."),
+                 RubricLevel(0.25, "weak", "only a faint or generic link to the true value."),
+                 RubricLevel(0.0, "wrong", 'wrong, contradictory, unrelated, or "unknown".')), recovered=0.75)
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,11 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from memaudit.roles import RECOVERY_JUDGE, SLOT_FILL  # noqa: E402
+
 FAKE = "memaudit.testing.fake_batches:FakeBatchAPI"
 FINISHED = ("completed", "expired", "failed", "cancelled")
-SCORING_ROLES = ("slot_fill", "recovery_judge", "recovery_judge:asserts", "recovery_judge:store")
+SCORING_ROLES = (SLOT_FILL, RECOVERY_JUDGE, f"{RECOVERY_JUDGE}:asserts", f"{RECOVERY_JUDGE}:store")
 
 
 def server_process():

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from perf.loopback import server_process, server_stats  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
 from memaudit.llm.client import LLM  # noqa: E402
+from memaudit.roles import AGENT  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
@@ -55,7 +56,7 @@ async def run_calls(llm: LLM, n: int, *, in_flight: int) -> None:
 
     async def worker() -> None:
         for i in queue:
-            await llm.call("agent", messages(i), schema=SCHEMA, seed_parts=(i,))
+            await llm.call(AGENT, messages(i), schema=SCHEMA, seed_parts=(i,))
 
     async with anyio.create_task_group() as tg:
         for _ in range(in_flight):
@@ -122,7 +123,7 @@ async def embedded(tmp: Path) -> None:
             llm = LLM(settings, store)
             for label, system, question in asks:
                 start = time.perf_counter()
-                result = await llm.call("agent", [{"role": "system", "content": system},
+                result = await llm.call(AGENT, [{"role": "system", "content": system},
                                                   {"role": "user", "content": question}],
                                         schema=SCHEMA, max_tokens=40)
                 print(f"embedded, {label}: {time.perf_counter() - start:.2f} s, "

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memaudit.release.importer import import_release  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
-from memaudit.tables.paper import compute_tables, render  # noqa: E402
+from memaudit.tables.paper import compute_tables  # noqa: E402
+from memaudit.tables.paper_render import render  # noqa: E402
 from memaudit.testing.release_fixture import write_release  # noqa: E402
 from memaudit.testing.synthetic_scores import insert, synthetic_release  # noqa: E402
 

@@ -16,6 +16,7 @@ import numpy as np
 from memaudit.bench.instances import resolve_bench
 from memaudit.config import load_settings
 from memaudit.llm.embed import DIM, Embedder
+from memaudit.roles import SIMULATOR
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
 from memaudit.scoring.recovery import retrieval_query
@@ -42,7 +43,7 @@ def second_turn_satisfies(body: dict) -> dict:
 
 
 def fake_model() -> FakeOpenAI:
-    fake = FakeOpenAI().on("simulator", second_turn_satisfies)
+    fake = FakeOpenAI().on(SIMULATOR, second_turn_satisfies)
     return fake.on_text(lambda body: f"A plan written after reading {len(body['messages'])} messages.")
 
 

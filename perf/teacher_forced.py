@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memaudit.bench.instances import resolve_bench  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
 from memaudit.llm.embed import Embedder  # noqa: E402
+from memaudit.roles import DIALOGUE_STAGE, PREF_JUDGE, SIMULATOR, groups_of  # noqa: E402
 from memaudit.rollout.runner import run_rollout  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
 from memaudit.tables.metrics import token_usage  # noqa: E402
@@ -33,7 +34,7 @@ from memaudit.testing.http_server import rate_every_preference, serve  # noqa: E
 from perf.sample_run import fast_encoder  # noqa: E402
 
 SYSTEMS = ("nomem", "longctx_full", "mem0", "amem")
-DIALOGUE = ("agent", "simulator", "pref_judge")
+DIALOGUE = groups_of(DIALOGUE_STAGE)
 
 
 def second_turn_satisfies(body: dict) -> dict:
@@ -53,7 +54,7 @@ def usage_line(usage: dict | None) -> tuple[int, int, str]:
 
 
 async def main() -> None:
-    fake = FakeOpenAI().on("simulator", second_turn_satisfies).on("pref_judge", rate_every_preference)
+    fake = FakeOpenAI().on(SIMULATOR, second_turn_satisfies).on(PREF_JUDGE, rate_every_preference)
     fake.on_text(lambda body: f"A plan written after reading {len(str(body['messages']))} characters of context.")
     rows = []
     with tempfile.TemporaryDirectory() as tmp, serve(fake) as url:

@@ -1,5 +1,6 @@
 """The declared layering (architecture.toml) against every import in the source, lazy ones included:
-no undeclared import, no forbidden reach (direct or through other units), no cycle between units."""
+no undeclared import, no forbidden reach (direct or through other units), no cycle between units.
+The performance scripts (perf/) are one unit, `perf`, held to the same rules."""
 from __future__ import annotations
 
 import ast
@@ -11,15 +12,20 @@ DECLARED = tomllib.loads((ROOT / "architecture.toml").read_text())
 
 
 def unit(module: str) -> str | None:
-    """`memaudit.llm.client` -> `llm`; `memaudit.config` -> `config`; None outside memaudit."""
+    """`memaudit.llm.client` -> `llm`; `memaudit.config` -> `config`; `perf.batch` -> `perf`; None
+    for anything else."""
     parts = module.split(".")
+    if parts[0] == "perf":
+        return "perf"
     return parts[1] if parts[0] == "memaudit" and len(parts) > 1 else None
 
 
 def sources():
-    """(dotted module name, file) of every module of memaudit and of adapters/ (memaudit.adapters)."""
-    for path in sorted((ROOT / "memaudit").rglob("*.py")):
-        yield ".".join(path.relative_to(ROOT).with_suffix("").parts), path
+    """(dotted module name, file) of every module of memaudit, of adapters/ (memaudit.adapters) and
+    of perf/."""
+    for folder in ("memaudit", "perf"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            yield ".".join(path.relative_to(ROOT).with_suffix("").parts), path
     for path in sorted((ROOT / "adapters").rglob("*.py")):
         yield ".".join(("memaudit", "adapters", *path.relative_to(ROOT / "adapters").with_suffix("").parts)), path
 
@@ -110,3 +116,7 @@ def test_no_import_cycle():
 def test_the_tables_and_the_report_never_reach_the_model_client():
     for source in ("tables", "report"):
         assert "llm" in DECLARED["never_reaches"][source]
+
+
+def test_the_performance_scripts_are_checked():
+    assert "perf" in GRAPH and GRAPH["perf"], "perf/ imports nothing of memaudit: is it still scanned?"

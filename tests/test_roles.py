@@ -1,10 +1,12 @@
 """The role registry and the rubric: each fact is stated once and the rest is derived from it."""
 from __future__ import annotations
 
+from importlib import resources
+
 from memaudit.config import PROMPTS_DIR, Settings
 from memaudit.prompts import load_prompt
 from memaudit.provenance import DIALOGUE_ROLES, ROLLOUT_ROLES
-from memaudit.report.html import score_class
+from memaudit.report.html import score_class, score_levels
 from memaudit.roles import GROUPS, ROLE_SPECS, STAGES, embedded_max_tokens, prompts_of, role_group
 from memaudit.types import RUBRIC
 
@@ -43,6 +45,18 @@ def test_the_rubric_grid_threshold_and_colours():
 
 
 def test_the_judge_prompt_offers_exactly_the_rubric_levels():
-    # The prompt is user-replaceable text (--prompts), so it is checked against the rubric, not built from it.
+    # The prompt is user-replaceable text (--prompts), so it is checked against the rubric, not built from it:
+    # its level lines are the rubric's, in its order, meanings included (the audit page shows them).
     system = load_prompt("recovery_judge", PROMPTS_DIR).system
-    assert [score for score in RUBRIC.scores if f"- {score}:" in system] == list(RUBRIC.scores)
+    listed = [line for line in system.splitlines() if line.startswith("- ")]
+    assert listed == [f"- {level.score}: {level.meaning}" for level in RUBRIC.levels]
+
+
+def test_the_rubric_derives_the_step_the_pass_marks_and_the_report_levels():
+    assert RUBRIC.top == 1.0 and RUBRIC.step == 0.25 and RUBRIC.below(RUBRIC.recovered) == 0.5
+    assert score_levels() == [[1.0, "s100"], [0.75, "s75"], [0.5, "s50"], [0.25, "s25"], [0.0, "s0"]]
+
+
+def test_the_stylesheet_colours_every_rubric_level():
+    css = (resources.files("memaudit.report") / "assets" / "style.css").read_text()
+    assert all(f".{cls} {{ background:" in css for _, cls in score_levels())

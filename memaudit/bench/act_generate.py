@@ -20,6 +20,7 @@ from memaudit.bench.act import ActScenario, load_act_scenarios, save_act_scenari
 from memaudit.bench.generate import TASK_SCHEMA, GenerationOptions, UserGenerator, task_check, _json
 from memaudit.bench.pool import load_pool
 from memaudit.errors import EndpointError, MemauditError
+from memaudit.roles import ACT_SCENARIO
 from memaudit.types import CATEGORY_DEFINITIONS, BankEntry, Benchmark, User
 
 RECORD_FIELDS = ("task", "rationale", "target_category", "target_dimension", "target_short")
@@ -43,7 +44,7 @@ async def write_scenario(rt, pool: dict, user: User, entry: BankEntry, earlier_t
     target = dict(persona=_json(user.persona), category=entry.category,
                   definition=CATEGORY_DEFINITIONS[entry.category], dimension=entry.dimension,
                   axis=axes.get(entry.dimension, ""), short=entry.short)
-    draft = await ask(rt.llm, "act_scenario", schema=TASK_SCHEMA, check=task_check(entry),
+    draft = await ask(rt.llm, ACT_SCENARIO, schema=TASK_SCHEMA, check=task_check(entry),
                       seed_parts=(user.id, "act", entry.dimension), explanation=entry.explanation,
                       task=earlier_task, **target)
     record = await generator.review(f"act:{entry.dimension}", entry, draft.data, target)

@@ -36,6 +36,7 @@ from memaudit.bench.pool import load_pool
 from memaudit.canonical import canonical_pretty
 from memaudit.errors import BadInput, InvalidOutput, MemauditError
 from memaudit.llm.keys import derive_seed
+from memaudit.roles import BANK_GEN, CRITIC, EDITOR, GENERATOR, PERSONA_GEN, TASK_GEN
 from memaudit.types import BANK_COUNTS, CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, PoolEntry, Task, User
 
 WORK_DIR = "generation"          # per-user records of finished users: what resume looks at
@@ -262,7 +263,7 @@ class UserGenerator:
         return [changed.get(e.dimension, e) for e in bank], reviews
 
     async def persona(self) -> dict:
-        result = await ask(self.llm, "persona_gen", schema=PERSONA_SCHEMA, seed_parts=(self.uid,),
+        result = await ask(self.llm, PERSONA_GEN, schema=PERSONA_SCHEMA, seed_parts=(self.uid,),
                            user_id=self.uid, hints=persona_hints(self.llm.settings.seed, self.index))
         return result.data
 
@@ -279,7 +280,7 @@ class UserGenerator:
             data = None
             for sample in range(BANK_SAMPLES):
                 try:
-                    result = await ask(self.llm, "bank_gen", schema=bank_schema(options, count), check=check,
+                    result = await ask(self.llm, BANK_GEN, schema=bank_schema(options, count), check=check,
                                        sample=sample, seed_parts=(self.uid, category), persona=persona_text,
                                        category=category, definition=CATEGORY_DEFINITIONS[category], count=count,
                                        dimensions=listing, chosen=chosen)
@@ -306,7 +307,7 @@ class UserGenerator:
             target = dict(persona=persona_text, category=entry.category,
                           definition=CATEGORY_DEFINITIONS[entry.category], dimension=entry.dimension,
                           axis=axes.get(entry.dimension, ""), short=entry.short)
-            result = await ask(self.llm, "task_gen", schema=TASK_SCHEMA, check=task_check(entry),
+            result = await ask(self.llm, TASK_GEN, schema=TASK_SCHEMA, check=task_check(entry),
                                seed_parts=(self.uid, idx), explanation=entry.explanation, earlier=earlier,
                                fresh_scenes=fresh, hint=hint_block(entry.category, self.options), **target)
             records.append(await self.review(idx, entry, result.data, target))
@@ -325,7 +326,7 @@ class UserGenerator:
             if round_ > 0 and not self.options.recheck:
                 note = f"edited {round_} time(s) after a fishing verdict; the rewrite was not reviewed again"
                 break
-            critic = await ask(self.llm, "critic", seed_parts=(self.uid, idx, round_), task=text,
+            critic = await ask(self.llm, CRITIC, seed_parts=(self.uid, idx, round_), task=text,
                                category=entry.category, definition=CATEGORY_DEFINITIONS[entry.category])
             verdicts.append({"round": round_, **critic.data})
             if critic.data["verdict"] == "neutral":
@@ -337,7 +338,7 @@ class UserGenerator:
                 break
             critique = f"guessed trait: {critic.data['guessed_trait']}; {critic.data['reason']}"
             try:
-                edited = await ask(self.llm, "editor", check=task_check(entry), seed_parts=(self.uid, idx, round_),
+                edited = await ask(self.llm, EDITOR, check=task_check(entry), seed_parts=(self.uid, idx, round_),
                                    task=text, critique=critique, **target)
             except InvalidOutput as exc:
                 revisions.append({"round": round_ + 1, "error": exc.problem})
@@ -406,7 +407,7 @@ async def generate(rt, n_users: int, out_dir: str | Path, *, tasks_dir: str = EX
     report.written = [uid for uid in ids if uid in records]
     if report.written:
         bench = _benchmark(out.resolve().name, [records[u] for u in report.written], pool,
-                           f"memaudit generate (model {rt.llm.settings.role('generator').model}, "
+                           f"memaudit generate (model {rt.llm.settings.role(GENERATOR).model}, "
                            f"seed {rt.llm.settings.seed}; {options.describe()})")
         _write_release(bench, out, tasks_dir)
         report.problems = read_release(out, tasks_dir=tasks_dir)[1]

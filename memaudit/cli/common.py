@@ -10,8 +10,7 @@ from pathlib import Path
 import anyio
 import click
 
-from memaudit.config import CACHE_MODES
-from memaudit.llm.dialects import DIALECTS
+from memaudit.config import OPTIONS, Choice
 from memaudit.types import RUBRIC
 
 # rich, the settings and the store are imported where used: a command's module loads only what that
@@ -35,48 +34,39 @@ def __getattr__(name: str):
 # The threshold comes from the rubric: the help text cannot drift from what attribution does.
 ATTRIBUTE_HELP = f"Stages 0-2 of failure attribution for every target scored below {RUBRIC.recovered:g}."
 
-GLOBAL_OPTIONS = [
-    click.option("--db", type=click.Path(path_type=Path), default=None, help="artifact store [MEMAUDIT_DB]"),
-    click.option("--base-url", default=None, help="OpenAI-compatible endpoint [MEMAUDIT_BASE_URL]"),
-    click.option("--model", default=None, help="model name sent to the endpoint [MEMAUDIT_MODEL]"),
-    click.option("--backend", type=click.Choice(list(DIALECTS)), default=None,
-                 help="structured-output dialect [MEMAUDIT_BACKEND]"),
-    click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
-                 help="TOML with per-role endpoints [MEMAUDIT_CONFIG]"),
-    click.option("--concurrency", type=int, default=None, help="max in-flight calls per endpoint"),
-    click.option("--cache", type=click.Choice(CACHE_MODES), default=None,
-                 help="call cache mode [MEMAUDIT_CACHE]"),
-    click.option("--seed", type=int, default=None, help="base seed [MEMAUDIT_SEED]"),
-    click.option("--prompts", "prompts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-                 help="directory with your own prompt files"),
-    click.option("--embed-model", default=None,
-                 help="sentence-transformers model the memory systems embed with [MEMAUDIT_EMBED_MODEL]"),
-    click.option("--timeout", type=float, default=None,
-                 help="seconds to wait for one model response before retrying it (default 600) [MEMAUDIT_TIMEOUT]"),
-    click.option("--memt-prompts", type=click.Path(path_type=Path, file_okay=False), default=None,
-                 help="a Mem-T checkout: drive memt with Mem-T's own templates [MEMAUDIT_MEMT_PROMPTS]"),
-    click.option("--rpm", type=float, default=None,
-                 help="requests per minute each endpoint takes, shared out across --shard's shards (default: "
-                      "no limit; a config section's rpm for its own endpoint) [MEMAUDIT_RPM]"),
-    click.option("--tpm", type=float, default=None,
-                 help="tokens per minute each endpoint takes, shared out like --rpm [MEMAUDIT_TPM]"),
-]
-OPTION_NAMES = ("db", "base_url", "model", "backend", "config_file", "concurrency", "cache", "seed", "prompts_dir",
-                "embed_model", "memt_prompts", "timeout", "rpm", "tpm")
+# The global options, derived from the settings table (memaudit/config.py OPTIONS): every setting
+# with a flag is an option of the top-level command and of each command (`memaudit --db X tables`
+# and `memaudit tables --db X` both work).
+FLAG_TYPES = {"text": None, "int": int, "float": float, "file": click.Path(path_type=Path),
+              "dir": click.Path(path_type=Path, file_okay=False)}
+FLAGGED = tuple(o for o in OPTIONS if o.flag)
 
 
-def global_options(fn):
-    """Accept the global options on the command itself too (`memaudit rollout --db X …`)."""
-    for option in reversed(GLOBAL_OPTIONS):
-        fn = option(fn)
+def _flag(option):
+    kind = option.kind
+    param_type = click.Choice(kind.choices) if isinstance(kind, Choice) else FLAG_TYPES[kind.cli]
+    return click.option(option.flag, option.name, type=param_type, default=None, help=option.help_text)
+
+
+GLOBAL_OPTIONS = [_flag(o) for o in FLAGGED]
+
+
+def global_options(fn=None, *, uses: tuple[str, ...] | None = None):
+    """Accept the global options on the command itself too (`memaudit rollout --db X …`): every one,
+    or the settings `uses` names (the ones the command reads). Which a command takes is in its params
+    (`[p.name for p in command.params if p.name in config.OPTION]`); one it does not take is still
+    accepted before the command's name."""
+    if fn is None:
+        return functools.partial(global_options, uses=uses)
+    for option in reversed([o for o in FLAGGED if uses is None or o.name in uses]):
+        fn = _flag(option)(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context()
         group = ctx.find_root().params
-        own = {n: kwargs.pop(n, None) for n in OPTION_NAMES}  # always taken out: fn never sees them
-        merged = {n: own[n] if own[n] is not None else group.get(n) for n in OPTION_NAMES}
-        ctx.obj = merged
+        own = {o.name: kwargs.pop(o.name, None) for o in FLAGGED}  # always taken out: fn never sees them
+        ctx.obj = {name: value if value is not None else group.get(name) for name, value in own.items()}
         return fn(*args, **kwargs)
     return wrapper
 
@@ -84,12 +74,7 @@ def global_options(fn):
 def settings_from(ctx_obj: dict, **extra):
     from memaudit.config import load_settings
 
-    o = ctx_obj or {}
-    return load_settings(db=o.get("db"), base_url=o.get("base_url"), model=o.get("model"), backend=o.get("backend"),
-                         config=o.get("config_file"), concurrency=o.get("concurrency"), cache=o.get("cache"),
-                         seed=o.get("seed"), prompts_dir=o.get("prompts_dir"), embed_model=o.get("embed_model"),
-                         memt_prompts=o.get("memt_prompts"), timeout=o.get("timeout"), rpm=o.get("rpm"),
-                         tpm=o.get("tpm"), **extra)
+    return load_settings(**(ctx_obj or {}), **extra)
 
 
 def current_settings(**extra):

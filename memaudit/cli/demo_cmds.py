@@ -9,6 +9,7 @@ from rich.table import Table
 
 from memaudit.cli.common import console, current_settings, global_options, out, run
 from memaudit.errors import redact_url
+from memaudit.roles import AGENT
 
 
 @click.command("demo")
@@ -42,7 +43,7 @@ async def _demo(settings, users, tasks, max_turns, report_dir):
     bench = result["bench"]
     n_tasks = len(next(iter(bench.tasks.values())))
     out.print(f"\nDone in {time.monotonic() - start:.0f} s. This demo is PARTIAL: "
-              f"{size.cuts(len(bench.users), n_tasks, embedded=settings.on_embedded('agent'))}. A 135M model makes a weak assistant, simulator and "
+              f"{size.cuts(len(bench.users), n_tasks, embedded=settings.on_embedded(AGENT))}. A 135M model makes a weak assistant, simulator and "
               "judge: the numbers show the pipeline works, not how good any memory system is.", highlight=False)
     out.print(f"HTML report: {report_dir / 'index.html'}   Reproduce from the cache: memaudit --db {settings.db} replay",
               highlight=False)
@@ -60,7 +61,8 @@ def _compact(name: str, rows: list[dict], keys: tuple[str, ...] | None = None) -
     """A declared table as the terminal shows it: its title, its short headers, means without their
     spread and intervals (memaudit/tables/columns.py and paper.py declare both)."""
     from memaudit.tables.columns import cell_text, header, num, shown, value
-    from memaudit.tables.paper import DECLARED, title
+    from memaudit.tables.paper import DECLARED
+    from memaudit.tables.paper_render import title
 
     columns = [c for c in shown(DECLARED[name], "md") if keys is None or c.keys[0] in keys]
     table = Table(title=title(name), title_justify="left", header_style="bold")

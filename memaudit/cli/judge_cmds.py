@@ -59,7 +59,7 @@ async def _judge_check(settings, runs, benches, per_category, thresholds, fmt, j
     if not summary["judges"]:
         return f"judge-check: no control verdict stored for {', '.join(chosen)} yet\n"
     from memaudit.tables.judges_render import check_tables
-    from memaudit.tables.paper import md_table
+    from memaudit.tables.paper_render import md_table
 
     return "\n\n".join(md_table(*table) for table in check_tables(summary)) + "\n"
 

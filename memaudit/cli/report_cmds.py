@@ -52,7 +52,7 @@ async def _view(settings, runs, out_dir, serve, port, user_data, audit):
             from memaudit.report.audit import write_audit_page
 
             chosen = [r.run for r in await select_runs(store, runs)]
-            page = await write_audit_page(store, out_dir, chosen, audit, settings.seed, settings.prompts_dir)
+            page = await write_audit_page(store, out_dir, chosen, audit, settings.seed)
             out.print(f"audit page written: {page}", highlight=False)
         if serve:
             from memaudit.report.serve import serve_report

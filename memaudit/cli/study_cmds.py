@@ -12,7 +12,7 @@ from memaudit.cli.common import current_settings, global_options, run, split_lis
 from memaudit.cli.score_cmds import panel_options
 from memaudit.errors import BadInput
 from memaudit.study.emit import ENGINES, Resources, k8s_files, settings_env, slurm_files, write_files
-from memaudit.study.plan import STAGES, Study, study_panel
+from memaudit.study.plan import STUDY_COMMANDS, Study, study_panel
 
 
 @click.command("merge")
@@ -140,7 +140,7 @@ def _estimates(runs: list[dict]) -> list[str]:
 @click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
               help="as score's: targeted = only the bank entries whose task ran")
 @panel_options
-@click.option("--stages", default=",".join(STAGES), show_default=True,
+@click.option("--stages", default=",".join(STUDY_COMMANDS), show_default=True,
               help="the commands the study runs, of rollout, score, attribute")
 @click.option("--from", "pilot_db", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="a pilot store made with the same flags, whose per-role averages to use (default: documented "
@@ -203,7 +203,7 @@ def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, j
 def _emit(engine, settings, study, shards, resources, pilot_db, prices_file, out) -> tuple[dict, list[Path]]:
     """The plan recorded in DIR/bench.db and the engine's files written beside it."""
     resources.seconds()  # refused before anything is written, as credentials in the base URL are:
-    env = settings_env(settings, click.get_current_context().obj.get("config_file") or os.environ.get("MEMAUDIT_CONFIG"))
+    env = settings_env(settings, click.get_current_context().obj.get("config") or os.environ.get("MEMAUDIT_CONFIG"))
     found, bench_name = run(_plan, settings, study, pilot_db, prices_file, out)
     files = (slurm_files(study, bench_name, shards, resources, env, out, _memaudit_command()) if engine == "slurm"
              else k8s_files(study, bench_name, shards, resources, env))
@@ -212,10 +212,10 @@ def _emit(engine, settings, study, shards, resources, pilot_db, prices_file, out
 
 def _stages(text: str) -> tuple[str, ...]:
     chosen = split_list(text) or []
-    unknown = [s for s in chosen if s not in STAGES]
+    unknown = [s for s in chosen if s not in STUDY_COMMANDS]
     if unknown or not chosen:
-        raise BadInput(f"--stages takes {', '.join(STAGES)}; got {text!r}", field="stages")
-    return tuple(s for s in STAGES if s in chosen)
+        raise BadInput(f"--stages takes {', '.join(STUDY_COMMANDS)}; got {text!r}", field="stages")
+    return tuple(s for s in STUDY_COMMANDS if s in chosen)
 
 
 def _plan_markdown(found: dict) -> str:

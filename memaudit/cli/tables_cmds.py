@@ -9,7 +9,8 @@ from memaudit.cli.common import current_settings, global_options, run, split_lis
 from memaudit.errors import BadInput
 from memaudit.store import open_store, select_runs
 from memaudit.tables import stats
-from memaudit.tables.paper import compute_tables, csv_sections, render, render_csv_section
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import csv_sections, render, render_csv_section
 from memaudit.tables.robustness import compare_variants
 
 FORMATS = ("md", "latex", "csv", "json")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 import orjson
 
-from memaudit.config import Settings
+from memaudit.config import PANEL_ROLE, Settings
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError, Refusal, redact_url
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
@@ -42,7 +42,6 @@ MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 TERMINAL = ("completed", "expired", "cancelled", "failed")
 COMMIT_EVERY = 500  # result lines applied per transaction while collecting
-PANEL_ROLE = "recovery_judge"  # the role whose panel judges may each have an endpoint ([judges.NAME])
 # `--batch-file` writes input files for vLLM's offline batch runner (the dialect's `batch_runner`).
 FILE_RUNNER = DIALECTS["vllm"].batch_runner.format(input="FILE", output="OUTPUT", model="MODEL")
 # The largest output file `batch collect --from` reads: answers to a full input file (MAX_BYTES of

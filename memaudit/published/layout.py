@@ -12,6 +12,7 @@ from pathlib import Path
 
 from memaudit.canonical import dumps_indented
 from memaudit.prompts import fill, rollout_layout
+from memaudit.roles import AGENT, PREF_JUDGE, ROLE_SPECS, SIMULATOR
 from memaudit.types import BankEntry, MemoryItem
 
 # memaudit systems that stand for a published one (the mem0ai library is what published mem0 ran).
@@ -22,21 +23,21 @@ def agent_layout(layout: dict | None, system: str) -> dict | None:
     """The published assistant of `system` (None: no pack, or a system the study did not have)."""
     if layout is None:
         return None
-    return layout["agent"]["systems"].get(PUBLISHED_SYSTEM.get(system, system))
+    return layout[AGENT]["systems"].get(PUBLISHED_SYSTEM.get(system, system))
 
 
 def published_prompts(prompts_dir: Path, system: str, used: tuple[str, ...]) -> tuple[str, ...]:
     """The pack's own assistant prompt file of `system`, when a run of it uses the assistant (`used`
     holds the rollout's prompts) and the pack has one: recorded with the run's prompt hashes."""
     agent = agent_layout(rollout_layout(Path(prompts_dir)), system)
-    return (agent["prompt"],) if agent is not None and "agent" in used else ()
+    return (agent["prompt"],) if agent is not None and ROLE_SPECS[AGENT].prompt in used else ()
 
 
 def agent_message(layout: dict, task: str, exchanges: list[tuple[str, str]]) -> str:
     """The task; after the first turn, the task followed by every exchange so far."""
     if not exchanges:
         return task
-    agent = layout["agent"]
+    agent = layout[AGENT]
     turns = agent["turn_sep"].join(fill(agent["turn"], {"agent": reply, "user": said}) for reply, said in exchanges)
     return fill(agent["message"], {"task": task, "conversation": turns})
 
@@ -60,7 +61,7 @@ def simulator_values(layout: dict, persona: dict, bank: dict, task: str,
                      exchanges: list[tuple[str, str | None]], turn: int) -> dict:
     """The values of the published simulator's user template. `exchanges` end with the reply being
     reacted to (its user message None)."""
-    sim = layout["simulator"]
+    sim = layout[SIMULATOR]
     done = [(reply, said) for reply, said in exchanges if said is not None]
     history = sim["history_sep"].join(fill(sim["history_turn"], {"agent": reply, "user": said})
                                       for reply, said in done) if done else sim["history_empty"]
@@ -73,7 +74,7 @@ def simulator_values(layout: dict, persona: dict, bank: dict, task: str,
 
 
 def preference_values(layout: dict, prefs: list[BankEntry], task: str, reply: str) -> dict:
-    judge = layout["pref_judge"]
+    judge = layout[PREF_JUDGE]
     listed = judge["preference_sep"].join(
         fill(judge["preference"], {"number": i, "dimension": p.dimension, "short": p.short,
                                    "explanation": p.explanation}) for i, p in enumerate(prefs, 1))

@@ -31,6 +31,7 @@ from memaudit.prompts import GUIDES_FILE, LAYOUT_FILE, PACK_FILE
 from memaudit.published.amem import build as build_amem
 from memaudit.published.code import Shape, assigned_names, format_template, module_statements
 from memaudit.published.rollout import Reader, build as build_rollout
+from memaudit.roles import DISCLOSURE, ELICITATION, ORACLE, RECOVERY_JUDGE, SLOT_FILL
 from memaudit.types import CATEGORIES
 from memaudit.userfiles import read_regular
 
@@ -56,15 +57,15 @@ class Source:
 
 
 SOURCES = (
-    Source("slot_fill", "scorer.py", "_SLOT_FILL_PROMPT",
+    Source(SLOT_FILL, "scorer.py", "_SLOT_FILL_PROMPT",
            {"memories_json": "memory", "category": "category", "category_guide": "definition",
             "dimension": "dimension"}),
-    Source("recovery_judge", "scorer.py", "_SLOT_JUDGE_PROMPT",
+    Source(RECOVERY_JUDGE, "scorer.py", "_SLOT_JUDGE_PROMPT",
            {"dimension": "dimension", "explanation": "explanation", "ground_truth": "ground_truth",
             "predicted": "prediction"}),
-    Source("oracle", ATTRIBUTION, "_ORACLE_PROMPT", STAGE_VALUES),
-    Source("disclosure", ATTRIBUTION, "_DISCLOSURE_PROMPT", {**STAGE_VALUES, "transcript": "transcript"}),
-    Source("elicitation", ATTRIBUTION, "_SUBCLASS_PROMPT", {**STAGE_VALUES, "transcript": "transcript"}),
+    Source(ORACLE, ATTRIBUTION, "_ORACLE_PROMPT", STAGE_VALUES),
+    Source(DISCLOSURE, ATTRIBUTION, "_DISCLOSURE_PROMPT", {**STAGE_VALUES, "transcript": "transcript"}),
+    Source(ELICITATION, ATTRIBUTION, "_SUBCLASS_PROMPT", {**STAGE_VALUES, "transcript": "transcript"}),
 )
 GUIDES = ("scorer.py", "_CATEGORY_GUIDE")
 

@@ -17,6 +17,7 @@ from typing import Callable
 from memaudit.errors import BadInput
 from memaudit.published.code import Shape, appended, assigned, conditional, find, find_join, format_template, \
     function, join, returned, template, text, verbatim
+from memaudit.roles import AGENT, PREF_JUDGE, ROLE_SPECS, SIMULATOR
 
 SIMULATION = "simulation.py"
 LAYOUT_VERSION = 1
@@ -71,21 +72,23 @@ class Reader:
 def build(reader: Reader) -> tuple[dict, dict, dict]:
     """({prompt file: (role, where, system, user)}, the layout, {prompt file: where it was read})."""
     prompts, published = {}, {}
-    layout = {"version": LAYOUT_VERSION, "agent": {**_agent_message(reader), "systems": {}}}
+    layout = {"version": LAYOUT_VERSION, AGENT: {**_agent_message(reader), "systems": {}}}
     for agent in AGENTS:
         name = f"agent_{agent.system}"
-        system, layout["agent"]["systems"][agent.system] = _agent(reader, agent, name)
+        system, layout[AGENT]["systems"][agent.system] = _agent(reader, agent, name)
         prompts[name] = (f"agent ({agent.system})", f"{agent.file} {agent.prompt}", system, "{{message}}")
         published[name] = f"{agent.file} {agent.prompt}" + (f", {agent.block}, {agent.lines}" if agent.block else "")
     published["agent_message"] = f"{SIMULATION} Episode.run"
-    user, layout["simulator"] = _simulator(reader)
+    user, layout[SIMULATOR] = _simulator(reader)
     where = f"{SIMULATION} _USER_SYSTEM_PROMPT, UserSimulator.respond"
-    prompts["simulator"] = ("simulator", where, reader.string(SIMULATION, "_USER_SYSTEM_PROMPT"), user)
-    published["simulator"] = f"{where}, UserSimulator._format_history"
-    user, layout["pref_judge"] = _pref_judge(reader)
+    name = ROLE_SPECS[SIMULATOR].prompt
+    prompts[name] = (SIMULATOR, where, reader.string(SIMULATION, "_USER_SYSTEM_PROMPT"), user)
+    published[name] = f"{where}, UserSimulator._format_history"
+    user, layout[PREF_JUDGE] = _pref_judge(reader)
     where = f"{SIMULATION} _PREF_SYSTEM_PROMPT, PreferenceChecker.check"
-    prompts["pref_judge"] = ("pref_judge", where, reader.string(SIMULATION, "_PREF_SYSTEM_PROMPT"), user)
-    published["pref_judge"] = where
+    name = ROLE_SPECS[PREF_JUDGE].prompt
+    prompts[name] = (PREF_JUDGE, where, reader.string(SIMULATION, "_PREF_SYSTEM_PROMPT"), user)
+    published[name] = where
     return prompts, layout, published
 
 

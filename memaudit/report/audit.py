@@ -6,20 +6,16 @@ script is inline, it needs no server and it reads nothing from the network."""
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 import orjson
 
 from memaudit.report.human import gradable, sample_targets, target_id
-from memaudit.prompts import load_prompt
 from memaudit.report.html import count, dl, esc, page
-from memaudit.roles import ROLE_SPECS
 from memaudit.store import Store, dumps_indented
 from memaudit.types import RUBRIC
 
 PAGE = "audit.html"
-RUBRIC_LINE = re.compile(r"^- ([01](?:\.\d+)?): (.+)$", re.M)
 MEMORY_CHARS = 20_000  # of a whole dumped store shown per target; the rest is counted, not shown
 
 SCRIPT = r"""
@@ -55,11 +51,10 @@ SCRIPT = r"""
 """
 
 
-async def write_audit_page(store: Store, out_dir, runs: list[str], n: int, seed: int, prompts_dir: Path) -> Path:
+async def write_audit_page(store: Store, out_dir, runs: list[str], n: int, seed: int) -> Path:
     """Sample n targets of the runs and write DIR/audit.html; returns its path."""
     chosen = sample_targets(await gradable(store, runs), n, seed)
-    rubric = rubric_levels(prompts_dir)
-    sections = [await _target(store, i, row, rubric) for i, row in enumerate(chosen, 1)]
+    sections = [await _target(store, i, row) for i, row in enumerate(chosen, 1)]
     listed = [{"id": target_id(r), "run": r["run"], "mode": r["mode"], "user": r["user_id"],
                "dimension": r["dimension"]} for r in chosen]
     payload = orjson.dumps(listed).decode().replace("</", "<\\/")
@@ -82,20 +77,13 @@ async def write_audit_page(store: Store, out_dir, runs: list[str], n: int, seed:
     return path
 
 
-def rubric_levels(prompts_dir: Path) -> list[tuple[float, str]]:
-    """(level, what it means) from the recovery judge's prompt file: the rubric the judges used."""
-    prompt = load_prompt(ROLE_SPECS["recovery_judge"].prompt, Path(prompts_dir))
-    found = [(float(level), text) for level, text in RUBRIC_LINE.findall(prompt.system)]
-    return found or [(level, "") for level in sorted(RUBRIC.scores, reverse=True)]
-
-
-async def _target(store: Store, number: int, row: dict, rubric: list[tuple[float, str]]) -> str:
+async def _target(store: Store, number: int, row: dict) -> str:
     tid = target_id(row)
     full = next(r for r in await store.scores.user_rows([row["run"]], row["user_id"], "default")
                 if r["mode"] == row["mode"] and r["k"] == row["k"] and r["dimension"] == row["dimension"])
     levels = "".join(f'<label class="level"><input type="radio" class="level" name="grade-{esc(tid)}" '
-                     f'data-id="{esc(tid)}" value="{level:g}"> {level:g} <span class="muted">{esc(text)}</span>'
-                     "</label><br>" for level, text in rubric)
+                     f'data-id="{esc(tid)}" value="{level.score:g}"> {level.score:g} '
+                     f'<span class="muted">{esc(level.meaning)}</span></label><br>' for level in RUBRIC.levels)
     facts = dl([("target", esc(f"{row['run']} · {row['mode']}" + (f" k={row['k']}" if row["mode"] != "dump_all"
                                                                     else "") + f" · {row['user_id']}")),
                 ("category", esc(row["category"])), ("dimension", f"<b>{esc(row['dimension'])}</b>"),

@@ -8,7 +8,7 @@ from memaudit.report.columns import Resolve, declared
 from memaudit.report.html import esc, table
 from memaudit.tables.columns import mode_label
 from memaudit.tables.evolving import EVOLVING, EVOLVING_TARGETS
-from memaudit.tables.paper import title
+from memaudit.tables.paper_render import title
 from memaudit.types import DEFAULT_VARIANT, STORE_MODE, versions_until
 
 WIDTH, HEIGHT, PAD = 640, 56, 16

@@ -95,6 +95,12 @@ def score_class(score: float | None) -> str:
     return f"s{round(RUBRIC.level(score).score * 100)}"
 
 
+def score_levels() -> list[list]:
+    """The rubric's levels as the report's scripts read them (window.MEMAUDIT.levels): [score, CSS
+    class] pairs, best first, so assets/user.js colours a score exactly as score_class does."""
+    return [[level.score, score_class(level.score)] for level in RUBRIC.levels]
+
+
 def legend_list(pairs: Iterable[tuple[str, str]]) -> str:
     """What a table's columns mean, shown under it (plain text pairs, escaped here)."""
     items = "".join(f"<dt>{esc(name)}</dt><dd>{_code(esc(meaning))}</dd>" for name, meaning in pairs)

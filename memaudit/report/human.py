@@ -69,7 +69,8 @@ def read_grades(path: Path) -> tuple[str, list[tuple[str, float]]]:
     bad = [g for g in grades if isinstance(g.get("score"), bool) or g.get("score") not in RUBRIC.scores]
     if bad:
         names = ", ".join(f"{g['id']}={g.get('score')!r}" for g in bad[:SHOWN])
-        raise BadInput(f"invalid level for {len(bad)} grade(s): {names}; a level is one of 0, 0.25, 0.5, 0.75, 1",
+        raise BadInput(f"invalid level for {len(bad)} grade(s): {names}; a level is one of "
+                       f"{', '.join(f'{score:g}' for score in RUBRIC.scores)}",
                        file=str(path), field="score")
     ids = [g["id"] for g in grades]
     if len(set(ids)) != len(ids):

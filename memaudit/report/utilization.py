@@ -7,7 +7,7 @@ from memaudit.report.columns import Resolve, declared
 from memaudit.report.html import INDEX, dl, esc, num, page, slug
 from memaudit.store import Store
 from memaudit.tables.carryover import CARRYOVER
-from memaudit.tables.paper import title
+from memaudit.tables.paper_render import title
 from memaudit.tables.utilization import COUNT_NAMES, COUNTS, UTILIZATION, load_cases, outcome
 
 

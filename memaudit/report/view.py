@@ -37,11 +37,12 @@ from memaudit.report import data, evolving, judges, userdata, utilization
 from memaudit.report.columns import declared, mode_name
 from memaudit.report.data import Pass, Summary
 from memaudit.report.html import (INDEX, LABEL_COLOURS, STYLESHEET, count, dl, esc, href, legend_list, link, num, page,
-                                  panel_chart, score_class, slug, stacked_chart, table)
+                                  panel_chart, score_class, score_levels, slug, stacked_chart, table)
 from memaudit.report.palette import run_colours
 from memaudit.store import RunConfig, Store, dumps
 from memaudit.tables.columns import LABEL_DOCS, RUBRIC_TEXT, TABLE2, TABLE3, TABLE4, Column, common_legend, legend, value
-from memaudit.tables.paper import DECLARED, PREFACE, compute_tables, title
+from memaudit.tables.paper import DECLARED, compute_tables
+from memaudit.tables.paper_render import PREFACE, title
 from memaudit.tables.stats import release_resamples
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, MODES
 
@@ -389,9 +390,10 @@ def _target_list(rows_of: data.PassRows, run: dict, p: Pass, name: str, targets:
                "keys": {user: userdata.data_key(run["bench"], user) for user, _ in targets}, "statuses": STATUS_TEXT,
                "categories": list(categories), "rows": rows}
     script = orjson.dumps(listing).decode().replace("</", "<\\/")
+    levels = orjson.dumps(score_levels()).decode()
     return page(path, f"{run['run']} · {p.name} · {name}",
                 f'<p>{count(len(targets), "target")}.</p><div id="list"><noscript>This list needs JavaScript.</noscript></div>'
-                f'<script>window.MEMAUDIT = {{"list": {script}}};</script>'
+                f'<script>window.MEMAUDIT = {{"list": {script}, "levels": {levels}}};</script>'
                 f'<script src="{href(path, USER_SCRIPT)}"></script>',
                 [(INDEX, "report"), (_run_page(run["run"]), run["run"]), (_pass_page(p), p.name)])
 
@@ -407,7 +409,7 @@ def _app_shell(summary: Summary, unwritten: int | None = None) -> str:
     config = {"index": INDEX, "data": userdata.DATA_DIR, "charset": userdata.CHARSET, "ref": userdata.MEMORY_REF,
               "categories": list(CATEGORIES),
               "marks": LABEL_MARKS, "runs": {r["run"]: _run_page(r["run"]) for r in summary.runs},
-              "statuses": STATUS_TEXT, "legend": TARGET_LEGEND}
+              "statuses": STATUS_TEXT, "legend": TARGET_LEGEND, "levels": score_levels()}
     if unwritten is not None:
         config["unwritten"] = (f"this report was written without its users' data ({unwritten} user-runs): serve it "
                                "with `memaudit view --serve --out DIR`, or write it with `--user-data all`")

@@ -8,7 +8,7 @@ from memaudit.adapters.base import AgentContext
 from memaudit.ask import ask
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt, rollout_layout
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import AGENT, ROLE_SPECS
 from memaudit.published.layout import agent_layout, agent_memory, agent_message
 
 NOTES_HEADER = "What you remember about this person from earlier conversations:"
@@ -41,7 +41,7 @@ def render_message(task: str, exchanges: list[tuple[str, str]]) -> str:
 
 
 def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext,
-                   prompt: str = ROLE_SPECS["agent"].prompt, system: str | None = None) -> list[dict]:
+                   prompt: str = ROLE_SPECS[AGENT].prompt, system: str | None = None) -> list[dict]:
     """System prompt with the memory section, replayed earlier conversations (if the memory system
     keeps them), then the task and the conversation so far. `prompt`: the system's prompt file
     (`MemoryAdapter.reply_prompt`). With a published pack, the published assistant of `system`
@@ -60,9 +60,9 @@ def reply_messages(llm: LLM, task: str, exchanges: list[tuple[str, str]], contex
 
 
 async def reply(llm: LLM, task: str, exchanges: list[tuple[str, str]], context: AgentContext, *,
-                seed_parts: tuple, prompt: str = ROLE_SPECS["agent"].prompt, system: str | None = None) -> str:
+                seed_parts: tuple, prompt: str = ROLE_SPECS[AGENT].prompt, system: str | None = None) -> str:
     """The assistant's next reply. `exchanges` = [(assistant reply, user message)] so far.
     InvalidOutput / ContextOverflow / EndpointError propagate to the episode loop."""
-    result = await ask(llm, "agent", messages=reply_messages(llm, task, exchanges, context, prompt, system),
+    result = await ask(llm, AGENT, messages=reply_messages(llm, task, exchanges, context, prompt, system),
                        seed_parts=seed_parts)
     return result.text.strip()

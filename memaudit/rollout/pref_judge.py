@@ -9,7 +9,7 @@ from memaudit.ask import ask
 from memaudit.errors import ContextOverflow, InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.prompts import rollout_layout
-from memaudit.roles import REASON, STR, obj
+from memaudit.roles import PREF_JUDGE, REASON, STR, obj
 from memaudit.published.layout import preference_values
 from memaudit.types import BankEntry
 
@@ -47,11 +47,11 @@ async def judge_reply(llm: LLM, prefs: list[BankEntry], task: str, reply: str, *
     layout = rollout_layout(llm.settings.prompts_dir)
     try:
         if layout is None:
-            result = await ask(llm, "pref_judge", schema=ratings_schema(len(prefs)), seed_parts=seed_parts,
+            result = await ask(llm, PREF_JUDGE, schema=ratings_schema(len(prefs)), seed_parts=seed_parts,
                                preferences=render_preferences(prefs), count=len(prefs), task=task, reply=reply)
             raws = [result.data["ratings"][str(i)] for i in range(1, len(prefs) + 1)]
         else:  # the published pack: its request and answer shape (published/layout.py)
-            result = await ask(llm, "pref_judge", schema=published_schema(len(prefs)), seed_parts=seed_parts,
+            result = await ask(llm, PREF_JUDGE, schema=published_schema(len(prefs)), seed_parts=seed_parts,
                                **preference_values(layout, prefs, task, reply))
             raws = [str(r["score"]) for r in result.data["per_pref"]]
     except (InvalidOutput, ContextOverflow) as exc:

@@ -21,7 +21,7 @@ from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.canonical import differences
 from memaudit.provenance import ADAPTED, adapted_roles, rollout_provenance, without_adapted
-from memaudit.roles import prompts_of
+from memaudit.roles import AGENT, DIALOGUE_STAGE, prompts_of
 from memaudit.published.layout import published_prompts
 from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
 from memaudit.rollout.episode import run_episode
@@ -32,7 +32,7 @@ from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
 
-PROMPTS = prompts_of("dialogue")  # plus each adapter's own prompt files
+PROMPTS = prompts_of(DIALOGUE_STAGE)  # plus each adapter's own prompt files
 
 
 def run_id(system: str, tag: str | None) -> str:
@@ -140,7 +140,7 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
     if not pending:
         return
     adapter = open_adapter(system, AdapterContext(rt.llm, rt.embedder, scope=f"{run}/{user.id}",
-                                                  agent_context_window=rt.settings.role("agent").context_window),
+                                                  agent_context_window=rt.settings.role(AGENT).context_window),
                            rt.settings.db.parent)
     adapter.ops = []  # its writes and reads are timed (adapters/boundary.py)
     snapshot = await rt.store.episodes.last_snapshot(run, user.id)
@@ -239,7 +239,7 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
     # The embedded server answers one request at a time: interleaving pairs there buys no speed and
     # evicts each pair's prompt prefix from its cache, so pairs run one after another, user-major
     # (a user's simulator and judge prefixes are shared by every system).
-    one_at_a_time = rt.settings.on_embedded("agent")
+    one_at_a_time = rt.settings.on_embedded(AGENT)
     pairs = [(s, r, u) for u in chosen for s, r in zip(systems, runs)] if one_at_a_time else \
         [(s, r, u) for s, r in zip(systems, runs) for u in chosen]
     pairs = [(s, r, u) for s, r, u in pairs if rt.shard.holds(s, u.id)]

@@ -9,7 +9,7 @@ from memaudit.config import EMBEDDED_SIMULATOR_TEXT_CHARS
 from memaudit.errors import InvalidOutput
 from memaudit.llm.client import LLM
 from memaudit.prompts import load_prompt, rollout_layout
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import ROLE_SPECS, SIMULATOR
 from memaudit.published.layout import simulator_values
 from memaudit.store import dumps_indented
 from memaudit.types import CATEGORIES, Task, User
@@ -42,8 +42,8 @@ def bank_json(user: User) -> dict:
 def reply_schema(llm: LLM) -> dict:
     """The simulator's output schema. Its text is unbounded, except on the embedded demo model,
     whose grammar must stop the string before the token cap cuts the JSON (a demo-only cut)."""
-    schema = ROLE_SPECS["simulator"].schema
-    if not llm.settings.on_embedded("simulator"):
+    schema = ROLE_SPECS[SIMULATOR].schema
+    if not llm.settings.on_embedded(SIMULATOR):
         return schema
     bounded = {**schema["properties"]["text"], "maxLength": EMBEDDED_SIMULATOR_TEXT_CHARS}
     return {**schema, "properties": {**schema["properties"], "text": bounded}}
@@ -78,10 +78,10 @@ async def respond(llm: LLM, user: User, task: Task, exchanges: list[tuple[str, s
                       recent_replies="\n".join(f"- {t}" for t in own) or "(none yet)")
     messages = None
     if change_note is not None:
-        messages = load_prompt(ROLE_SPECS["simulator"].prompt, llm.settings.prompts_dir).render(**values)
+        messages = load_prompt(ROLE_SPECS[SIMULATOR].prompt, llm.settings.prompts_dir).render(**values)
         messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{change_note}"}
     try:
-        result = await ask(llm, "simulator", seed_parts=(user.id, task.index, turn), check=_says_something,
+        result = await ask(llm, SIMULATOR, seed_parts=(user.id, task.index, turn), check=_says_something,
                            schema=reply_schema(llm), messages=messages, **values)
     except InvalidOutput:
         return UserReply("followup", FALLBACK_TEXT, fallback=True)

@@ -29,17 +29,16 @@ from dataclasses import dataclass
 from functools import partial
 
 from memaudit.ask import ask
-from memaudit.ask import ask
 from memaudit.errors import ContextOverflow, InvalidOutput, failure_note
 from memaudit.llm.keys import text_hash
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import DISCLOSURE, ELICITATION, ORACLE, ROLE_SPECS
 from memaudit.runtime import Runtime
 from memaudit.scoring.jobs import run_all
 from memaudit.scoring.recovery import check_options, pass_variant
 from memaudit.types import RUBRIC, Attribution, Episode, Reconstruction, Task
 
-STAGE_ROLES = ("oracle", "disclosure", "elicitation")
+STAGE_ROLES = (ORACLE, DISCLOSURE, ELICITATION)
 STAGE_FAILURES = (ContextOverflow, InvalidOutput)  # an EndpointError ends the command
 ROLES_CALLED = STAGE_ROLES  # the roles attribution calls
 
@@ -97,7 +96,7 @@ async def oracle_verdict(rt: Runtime, bench: str, recon: Reconstruction, task: T
     imported = await rt.store.attributions.imported_oracle(bench, recon.user_id, recon.dimension, task_hash)
     if imported is not None:
         return imported
-    data = await _ask(rt, "oracle", (recon.user_id, recon.dimension, task_hash), **_about(recon, task))
+    data = await _ask(rt, ORACLE, (recon.user_id, recon.dimension, task_hash), **_about(recon, task))
     await rt.store.write([rt.store.attributions.oracle_statement(bench, recon.user_id, recon.dimension, task_hash,
                                                                  data["can_invite"], data["reason"])])
     return data
@@ -126,18 +125,18 @@ async def run_stages(rt: Runtime, target: Target, stages: list) -> tuple[str, st
     recon, task = target.recon, target.task
     try:
         verdict = await oracle_verdict(rt, target.bench, recon, task)
-        stages.append({"stage": 0, "name": "oracle", **verdict})
+        stages.append({"stage": 0, "name": ORACLE, **verdict})
         if not verdict["can_invite"]:
             return "task_design_failure", ""
         values = {**_about(recon, task), "transcript": transcript(target.episode)}
         seed = (recon.user_id, recon.dimension)
-        disclosed = await _ask(rt, "disclosure", seed, **values)
-        stages.append({"stage": 1, "name": "disclosure", **disclosed})
+        disclosed = await _ask(rt, DISCLOSURE, seed, **values)
+        stages.append({"stage": 1, "name": DISCLOSURE, **disclosed})
         if disclosed["disclosed"]:
             return "memory_failure", ""
-        stalled = await _ask(rt, "elicitation", seed, **values)
+        stalled = await _ask(rt, ELICITATION, seed, **values)
         label = ELICITATION_LABELS[stalled["category"]]
-        stages.append({"stage": 2, "name": "elicitation", "label": label, **stalled})
+        stages.append({"stage": 2, "name": ELICITATION, "label": label, **stalled})
         return label, ""
     except StageFailed as exc:
         return "unclassified", str(exc)

@@ -23,12 +23,12 @@ from memaudit.scoring.panel import Panel
 from memaudit.prompts import Prompt, load_prompt
 from memaudit.provenance import role_provenance
 from memaudit.ask import ask
-from memaudit.roles import ROLE_SPECS
+from memaudit.roles import CONTROL_WRITER, GENERATOR, RECOVERY_JUDGE, ROLE_SPECS
 from memaudit.runtime import Runtime
 from memaudit.scoring.jobs import run_all
 from memaudit.types import CATEGORIES, CATEGORY_DEFINITIONS, BankEntry, Benchmark, User
 
-ROLES_CALLED = ("control_writer", "recovery_judge")  # the roles judge-check calls
+ROLES_CALLED = (CONTROL_WRITER, RECOVERY_JUDGE)  # the roles judge-check calls
 WRITTEN = {"paraphrase": "paraphrase", "non_answer": "non_answer", "reversed": "reversed"}  # kind -> writer field
 PER_CATEGORY = 10
 
@@ -75,7 +75,7 @@ async def write_controls(rt: Runtime, bench: Benchmark, user: User, entry: BankE
 
 async def _written(rt: Runtime, bench: str, entry: BankEntry, user_id: str) -> dict[str, tuple]:
     try:
-        answer = await ask(rt.llm, "control_writer", seed_parts=(bench, user_id, entry.dimension),
+        answer = await ask(rt.llm, CONTROL_WRITER, seed_parts=(bench, user_id, entry.dimension),
                            category=entry.category, definition=CATEGORY_DEFINITIONS[entry.category],
                            dimension=entry.dimension, explanation=entry.explanation, truth=entry.short)
     except InvalidOutput as exc:
@@ -111,10 +111,10 @@ async def _check_entry(rt: Runtime, panel: Panel, prompt: Prompt, bench: Benchma
 def check_provenance(settings, panel: Panel) -> dict:
     """What the check's writer, (configured) judge and panel judges were sent, by role group and
     judge: replay rebuilds its model settings from it, as from a scoring pass's provenance."""
-    writer, judge = ROLE_SPECS["control_writer"], ROLE_SPECS["recovery_judge"]
+    writer, judge = ROLE_SPECS[CONTROL_WRITER], ROLE_SPECS[RECOVERY_JUDGE]
     judges = panel.provenance()
-    return {"roles": {"generator": role_provenance(settings, "control_writer", writer.temperature, writer.max_tokens),
-                      "recovery_judge": role_provenance(settings, "recovery_judge", judge.temperature,
+    return {"roles": {GENERATOR: role_provenance(settings, CONTROL_WRITER, writer.temperature, writer.max_tokens),
+                      RECOVERY_JUDGE: role_provenance(settings, RECOVERY_JUDGE, judge.temperature,
                                                         judge.max_tokens)},
             **({"judges": judges} if judges else {})}
 
@@ -129,7 +129,7 @@ async def run_judge_check(rt: Runtime, benches: list[str], panel: Panel, *, per_
     if per_category < 1:
         raise BadInput("--per-category must be at least 1", field="per_category")
     seed = rt.settings.seed if seed is None else seed
-    prompt = load_prompt(ROLE_SPECS["recovery_judge"].prompt, rt.settings.prompts_dir)
+    prompt = load_prompt(ROLE_SPECS[RECOVERY_JUDGE].prompt, rt.settings.prompts_dir)
     jobs = []
     for name in benches:
         bench = await rt.store.benchmarks.load(name)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import anyio
 
+from memaudit.config import PANEL_ROLE
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, failure_note
 from memaudit.llm.batch import BatchPending
 from memaudit.llm.client import LLM
@@ -30,7 +31,6 @@ from memaudit.roles import ROLE_SPECS
 from memaudit.ask import ask
 from memaudit.types import Reconstruction
 
-ROLE = "recovery_judge"
 RECORDED = ("judges", "repeats")  # what a pass or a judge-check records of its panel
 
 
@@ -52,7 +52,7 @@ class PanelJudge:
 
 def panel_names(settings, judges: list[str] | None) -> list[str] | None:
     """The panel: `--judges` wins over `[roles.recovery_judge] models`; None = the one configured judge."""
-    names = judges if judges is not None else settings.role_sections.get(ROLE, {}).get("models")
+    names = judges if judges is not None else settings.role_sections.get(PANEL_ROLE, {}).get("models")
     if names is None:
         return None
     names = list(names)
@@ -67,7 +67,7 @@ def panel_names(settings, judges: list[str] | None) -> list[str] | None:
 def judge_client(llm: LLM, name: str) -> LLM:
     """A client whose recovery_judge calls go to panel judge `name` (config.Settings.panel_judge)."""
     settings = llm.settings.panel_judge(name)
-    if not settings.role(ROLE).base_urls and settings.cache != "replay":
+    if not settings.role(PANEL_ROLE).base_urls and settings.cache != "replay":
         raise BadInput(f"panel judge {name!r} needs an endpoint: give --base-url, a [roles.recovery_judge] "
                        f"base_url or a [judges.{name}] section in --config", field="judges")
     clone = copy.copy(llm)
@@ -94,7 +94,7 @@ class Panel:
     @classmethod
     def single(cls, llm: LLM, repeats: int = 1) -> "Panel":
         """The one configured judge of `llm` as a panel of one."""
-        return cls((PanelJudge(llm.settings.role(ROLE).model, llm),), repeats, named=False)
+        return cls((PanelJudge(llm.settings.role(PANEL_ROLE).model, llm),), repeats, named=False)
 
     @classmethod
     def recorded(cls, llm: LLM, config: dict | None) -> "Panel":
@@ -127,8 +127,8 @@ class Panel:
         (no endpoint, no key): replay rebuilds the section from it. A judge without one is the
         recovery judge's recorded settings under its own model name, so it records nothing (and
         passes recorded before this stay byte-identical under replay and merge)."""
-        spec = ROLE_SPECS[ROLE]
-        return {j.name: role_provenance(j.llm.settings, ROLE, spec.temperature, spec.max_tokens) for j in self.judges
+        spec = ROLE_SPECS[PANEL_ROLE]
+        return {j.name: role_provenance(j.llm.settings, PANEL_ROLE, spec.temperature, spec.max_tokens) for j in self.judges
                 if j.name in j.llm.settings.judge_sections}
 
     async def judge(self, recon: Reconstruction, prompt: Prompt) -> Reconstruction:
@@ -169,7 +169,7 @@ async def ask_judge(judge: PanelJudge, prompt: Prompt, seed_parts: tuple, repeat
     re-ask adds its repeat number to the seed."""
     parts = seed_parts if repeat == 0 else (*seed_parts, f"repeat:{repeat}")
     try:
-        answer = await ask(judge.llm, ROLE, prompt=prompt, seed_parts=parts, **values)
+        answer = await ask(judge.llm, PANEL_ROLE, prompt=prompt, seed_parts=parts, **values)
     except (ContextOverflow, InvalidOutput) as exc:
         return Verdict(judge.name, repeat, None, None, "failed", failure_note(exc))
     except EndpointError as exc:  # judges share the role: the one whose endpoint is down is named

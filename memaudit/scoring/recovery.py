@@ -27,7 +27,7 @@ from memaudit.llm.client import LLM
 from memaudit.llm.tokens import counting
 from memaudit.prompts import Prompt, category_guides, is_published_pack, load_prompt, prompt_pack
 from memaudit.provenance import PROTOCOL_VERSION, prompts_provenance, role_provenance
-from memaudit.roles import ROLE_SPECS, role_group
+from memaudit.roles import RECOVERY_JUDGE, ROLE_SPECS, SLOT_FILL, role_group
 from memaudit.runtime import Runtime
 from memaudit.scoring.jobs import run_all
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
@@ -45,7 +45,7 @@ EMPTY_MEMORY = dumps_indented([])
 EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
 # The roles a scoring pass calls, besides a memory system's own calls during retrieve (under --batch
 # every one goes through the batch path: memaudit/llm/batch.py).
-ROLES_CALLED = ("slot_fill", "recovery_judge")
+ROLES_CALLED = (SLOT_FILL, RECOVERY_JUDGE)
 
 
 def with_model(llm: LLM, role: str, model: str | None) -> LLM:
@@ -93,23 +93,23 @@ class Scorer:
         through `judge` (default `llm`)."""
         judge = judge or llm
         prompts_dir = llm.settings.prompts_dir
-        return cls(llm, judge, load_prompt(ROLE_SPECS["slot_fill"].prompt, prompts_dir),
-                   load_prompt(ROLE_SPECS["recovery_judge"].prompt, prompts_dir), category_guides(prompts_dir),
+        return cls(llm, judge, load_prompt(ROLE_SPECS[SLOT_FILL].prompt, prompts_dir),
+                   load_prompt(ROLE_SPECS[RECOVERY_JUDGE].prompt, prompts_dir), category_guides(prompts_dir),
                    (panel or Panel.single(judge)).asking(judge))
 
     def describe(self) -> dict:
-        reader, judge = ROLE_SPECS["slot_fill"], ROLE_SPECS["recovery_judge"]
+        reader, judge = ROLE_SPECS[SLOT_FILL], ROLE_SPECS[RECOVERY_JUDGE]
         panel = {} if self.panel.solo else self.panel.describe()
         judges = {} if self.panel.solo else self.panel.provenance()
-        return {**panel, "reader_model": self.reader.settings.role("slot_fill").model,
+        return {**panel, "reader_model": self.reader.settings.role(SLOT_FILL).model,
                 "reader_prompt": self.reader_prompt.sha256,
-                "judge_model": self.judge.settings.role("recovery_judge").model,
+                "judge_model": self.judge.settings.role(RECOVERY_JUDGE).model,
                 "judge_prompt": self.judge_prompt.sha256,
                 "prompts": prompts_provenance(self.reader.settings.prompts_dir),
                 "provenance": {"protocol": PROTOCOL_VERSION, "memory_json": MEMORY_JSON, "roles": {
-                    "slot_fill": role_provenance(self.reader.settings, "slot_fill", reader.temperature,
+                    SLOT_FILL: role_provenance(self.reader.settings, SLOT_FILL, reader.temperature,
                                                  reader.max_tokens),
-                    "recovery_judge": role_provenance(self.judge.settings, "recovery_judge", judge.temperature,
+                    RECOVERY_JUDGE: role_provenance(self.judge.settings, RECOVERY_JUDGE, judge.temperature,
                                                       judge.max_tokens)},
                     **({"judges": judges} if judges else {})}}
 
@@ -160,7 +160,7 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
 # -- one target ------------------------------------------------------------------------------
 def reader_window(rt: Runtime, context_window: int | None) -> int | None:
     """The reader's context window: `--context-window`, else the slot_fill role's configured one."""
-    return context_window if context_window is not None else rt.settings.role("slot_fill").context_window
+    return context_window if context_window is not None else rt.settings.role(SLOT_FILL).context_window
 
 
 async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str,
@@ -172,12 +172,12 @@ async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str
     values = {"memory": memory_text, "category": recon.category,
               "definition": scorer.guides[recon.category], "dimension": recon.dimension}
     if window:  # the server's own count; without one, the server's context-length error decides
-        tokens = await scorer.reader.count_tokens("slot_fill", scorer.reader_prompt.render(**values))
+        tokens = await scorer.reader.count_tokens(SLOT_FILL, scorer.reader_prompt.render(**values))
         if tokens is not None and tokens > window:
             return replace(recon, score=0.0, status="overflow",
-                           error=failure_note(ContextOverflow("slot_fill", tokens, window)))
+                           error=failure_note(ContextOverflow(SLOT_FILL, tokens, window)))
     try:
-        fill = await ask(scorer.reader, "slot_fill", prompt=scorer.reader_prompt,
+        fill = await ask(scorer.reader, SLOT_FILL, prompt=scorer.reader_prompt,
                          seed_parts=(recon.user_id, recon.dimension), **values)
     except ContextOverflow as exc:
         return replace(recon, score=0.0, status="overflow", error=failure_note(exc))
@@ -281,7 +281,7 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
     window = reader_window(rt, context_window)
     described = scorer.describe()
     if window:  # what measures a prompt against the window (memaudit/llm/tokens.py)
-        described["overflow_count"] = counting(rt.settings.role("slot_fill").model)
+        described["overflow_count"] = counting(rt.settings.role(SLOT_FILL).model)
     for mode, k in passes:
         await rt.store.scores.record_pass(run_id, mode, k, variant,
                                           PassConfig(context_window, window, dims, rescore, described))

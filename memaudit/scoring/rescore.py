@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 from memaudit.errors import BadInput
 from memaudit.prompts import load_prompt
+from memaudit.roles import RECOVERY_JUDGE, SLOT_FILL
 from memaudit.runtime import Runtime
 from memaudit.scoring.jobs import run_all
 from memaudit.scoring.panel import Panel
@@ -21,14 +22,14 @@ from memaudit.types import DEFAULT_VARIANT, Reconstruction
 
 def variant_scorer(rt: Runtime, *, judge_model: str | None, judge_prompt: str | None,
                    reader_model: str | None, panel: Panel | None = None) -> Scorer:
-    scorer = Scorer.configured(rt.llm, panel, judge=with_model(rt.llm, "recovery_judge", judge_model))
+    scorer = Scorer.configured(rt.llm, panel, judge=with_model(rt.llm, RECOVERY_JUDGE, judge_model))
     prompt = scorer.judge_prompt
     if judge_prompt is not None:
         path = Path(judge_prompt)
         if not path.is_file():
             raise BadInput("judge prompt file not found", file=str(path))
         prompt = load_prompt(path.stem, path.parent)
-    return replace(scorer, reader=with_model(rt.llm, "slot_fill", reader_model), judge_prompt=prompt)
+    return replace(scorer, reader=with_model(rt.llm, SLOT_FILL, reader_model), judge_prompt=prompt)
 
 
 async def _rejudge(rt: Runtime, scorer: Scorer, recon: Reconstruction) -> None:

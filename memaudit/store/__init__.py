@@ -13,6 +13,7 @@ the one writer; each group of tables has a typed repository, reachable from the 
     store.calls         calls, call_uses, param_refusals (CallCache)      (store/calls.py)
     store.vectors       embeddings (the embedder's VectorCache)           (store/calls.py)
     store.judges        panel verdicts, judge-check controls, human grades (store/judges.py)
+    store.utilization   Act scenarios, utilization passes, Know/Act cases  (store/utilization.py)
     store.plans         cost estimates made before a run (memaudit plan)  (store/plans.py)
     store.batches       calls waiting for a Batch API result, batches     (store/batches.py)
 
@@ -175,7 +176,7 @@ class Store:
         for number in sorted(set(scripts) - applied):
             await self.conn.executescript(
                 f"BEGIN;\n{MIGRATIONS_TABLE}\n{scripts[number].read_text()}\n"
-                f"INSERT INTO schema_migrations VALUES ({number}, '{scripts[number].name}');\n"
+                f"INSERT INTO schema_migrations(number, name) VALUES ({number}, '{scripts[number].name}');\n"
                 f"PRAGMA user_version={max(version, number)};\nCOMMIT;")
             version = max(version, number)
 

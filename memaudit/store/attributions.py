@@ -2,13 +2,53 @@
 verdicts they share across systems and modes."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.store.rows import Row, Statement, dumps, loads, marks, optional_int
 from memaudit.types import DEFAULT_VARIANT, Attribution
 
 if TYPE_CHECKING:
     from memaudit.store import Store
+
+
+@dataclass
+class AttributionRow(Attribution, Row):
+    TABLE = "attributions"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"stages": dumps}
+
+
+@dataclass(frozen=True)
+class OracleRow(Row):
+    """A Stage-0 verdict on a task (`oracle`: made by memaudit; `imported_oracle`: from a release)."""
+    TABLE = "oracle"
+    VERB = "INSERT OR IGNORE"  # the first verdict recorded for a key stays
+    ENCODE = {"can_invite": optional_int}
+    bench: str
+    user_id: str
+    dimension: str
+    task_hash: str
+    can_invite: bool | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class ImportedOracleRow(OracleRow):
+    TABLE = "imported_oracle"
+    VERB = "INSERT OR REPLACE"
+
+
+@dataclass(frozen=True)
+class AttributionPassRow(Row):
+    TABLE = "attribution_passes"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"config": dumps}
+    run: str
+    mode: str
+    k: int
+    variant: str
+    config: dict
 
 
 class Attributions:
@@ -18,10 +58,7 @@ class Attributions:
     @staticmethod
     def statement(a: Attribution, *, replace: bool = True) -> Statement:
         """`replace=False` makes a second row for the same key an IntegrityError (an import's damage)."""
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
-        return (f"{verb} INTO attributions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (a.run, a.mode, a.k, a.variant, a.user_id, a.category, a.dimension, a.label, a.score,
-                 dumps(a.stages), a.ep_index, a.note))
+        return AttributionRow.of(a).statement(None if replace else "INSERT")
 
     async def load(self, run: str, mode: str | None = None, *, variant: str = DEFAULT_VARIANT,
                    user_id: str | None = None, label: str | None = None) -> list[Attribution]:
@@ -68,9 +105,8 @@ class Attributions:
     def oracle_statement(bench: str, user_id: str, dimension: str, task_hash: str, can_invite: bool | None,
                          reason: str, *, replace: bool = False) -> Statement:
         """A verdict row; by default the first verdict recorded for a key stays."""
-        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        return (f"{verb} INTO oracle VALUES (?,?,?,?,?,?)",
-                (bench, user_id, dimension, task_hash, None if can_invite is None else int(can_invite), reason))
+        row = OracleRow(bench, user_id, dimension, task_hash, can_invite, reason)
+        return row.statement("INSERT OR REPLACE" if replace else None)
 
     async def oracle(self, bench: str, user_id: str, dimension: str, task_hash: str) -> dict | None:
         """{can_invite (bool or None), reason} of a recorded verdict, or None."""
@@ -83,8 +119,7 @@ class Attributions:
     @staticmethod
     def imported_oracle_statement(bench: str, user_id: str, dimension: str, task_hash: str,
                                   can_invite: bool | None, reason: str) -> Statement:
-        return ("INSERT OR REPLACE INTO imported_oracle VALUES (?,?,?,?,?,?)",
-                (bench, user_id, dimension, task_hash, None if can_invite is None else int(can_invite), reason))
+        return ImportedOracleRow(bench, user_id, dimension, task_hash, can_invite, reason).statement()
 
     async def imported_oracle(self, bench: str, user_id: str, dimension: str, task_hash: str) -> dict | None:
         """{can_invite, reason} of a verdict imported with a release (None: none, or unparsable)."""
@@ -95,8 +130,7 @@ class Attributions:
 
     # -- passes ----------------------------------------------------------------------------
     async def record_pass(self, run: str, mode: str, k: int, variant: str, config: dict) -> None:
-        await self.db.write([("INSERT OR REPLACE INTO attribution_passes VALUES (?,?,?,?,?)",
-                              (run, mode, k, variant, dumps(config)))])
+        await self.db.write([AttributionPassRow(run, mode, k, variant, config).statement()])
 
     async def passes(self, run: str) -> list[dict]:
         """{mode, k, variant, config} of every attribution pass of the run."""

@@ -3,14 +3,47 @@ the exact body of its next attempt, and the batches they were sent in. What the 
 memaudit/llm/batch.py."""
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.store.rows import Row, Statement, dumps, loads, marks
 
 if TYPE_CHECKING:
     from memaudit.store import Store
 
-REQUEST_COLUMNS = ("key", "role", "model", "request", "attempt", "body", "first_messages", "usage", "batch", "note")
+@dataclass(frozen=True)
+class BatchRequestRow(Row):
+    """A call waiting for a batch result: the exact body of its next attempt (memaudit/llm/batch.py)."""
+    TABLE = "batch_requests"
+    VERB = "INSERT OR IGNORE"  # a key already pending keeps its row (it may be in a batch)
+    key: str
+    role: str
+    model: str
+    request: str
+    attempt: int
+    body: str
+    first_messages: str
+    usage: str
+    batch: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchRow(Row):
+    """A batch we sent: the provider's input file and batch ids, its state and counts."""
+    TABLE = "batches"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"counts": dumps}
+    name: str
+    role: str
+    endpoint: str
+    input_file: str | None
+    batch_id: str | None
+    status: str
+    collected: int
+    requests: int
+    counts: dict
+    created: str
 
 
 class Batches:
@@ -21,9 +54,7 @@ class Batches:
     @staticmethod
     def request_statement(row: dict) -> Statement:
         """A new pending request; a key already pending keeps its row (it may be in a batch)."""
-        values = [row.get(c) for c in REQUEST_COLUMNS]
-        return (f"INSERT OR IGNORE INTO batch_requests({', '.join(REQUEST_COLUMNS)}) VALUES ({marks(values)})",
-                tuple(values))
+        return BatchRequestRow(**{f.name: row.get(f.name) for f in fields(BatchRequestRow)}).statement()
 
     @staticmethod
     def next_attempt_statement(key: str, attempt: int, body: str, first_messages: str, usage: str) -> Statement:
@@ -68,9 +99,7 @@ class Batches:
     @staticmethod
     def batch_statement(*, name: str, role: str, endpoint: str, input_file: str | None, status: str,
                         requests: int, created: str) -> Statement:
-        return ("INSERT OR REPLACE INTO batches(name, role, endpoint, input_file, batch_id, status, collected, "
-                "requests, counts, created) VALUES (?,?,?,?,NULL,?,0,?,'{}',?)",
-                (name, role, endpoint, input_file, status, requests, created))
+        return BatchRow(name, role, endpoint, input_file, None, status, 0, requests, {}, created).statement()
 
     @staticmethod
     def assign_statement(name: str, keys: list[str]) -> Statement:

@@ -47,6 +47,20 @@ class BankEntryRow(Row):
 
 
 @dataclass(frozen=True)
+class BankHistoryRow(Row):
+    """One version of an evolving bank entry (types.Version), `version` its position in the history."""
+    TABLE = "bank_history"
+    bench: str
+    user_id: str
+    dimension: str
+    version: int
+    short: str
+    explanation: str
+    valid_from_task: int
+    op: str
+
+
+@dataclass(frozen=True)
 class TaskRow(Row):
     TABLE = "tasks"
     ENCODE = {"review": dumps}
@@ -86,9 +100,8 @@ class Benchmarks:
             for i, e in enumerate(user.bank):
                 st.append(BankEntryRow(bench.name, user.id, i, e.category, e.dimension, e.short, e.explanation,
                                        e.source).statement())
-                st += [("INSERT INTO bank_history VALUES (?,?,?,?,?,?,?,?)",
-                        (bench.name, user.id, e.dimension, j, v.short, v.explanation, v.valid_from_task, v.op))
-                       for j, v in enumerate(e.history)]
+                st += [BankHistoryRow(bench.name, user.id, e.dimension, j, v.short, v.explanation, v.valid_from_task,
+                                      v.op).statement() for j, v in enumerate(e.history)]
             for t in bench.tasks.get(user.id, ()):
                 st.append(TaskRow(bench.name, user.id, t.index, t.text, t.target_category, t.target_dimension,
                                   t.target_short, t.rationale, t.review).statement())

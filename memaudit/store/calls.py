@@ -54,6 +54,26 @@ class CallRow(Row):
 
 
 @dataclass(frozen=True)
+class EmbeddingRow(Row):
+    """A text's vector under one embedding model (float32 bytes), keyed by the text's hash."""
+    TABLE = "embeddings"
+    VERB = "INSERT OR IGNORE"
+    model: str
+    text_hash: str
+    vector: bytes
+
+
+@dataclass(frozen=True)
+class ParamRefusalRow(Row):
+    """A request parameter a model's server refused (the client stops sending it)."""
+    TABLE = "param_refusals"
+    VERB = "INSERT OR IGNORE"
+    model: str
+    backend: str
+    param: str
+
+
+@dataclass(frozen=True)
 class CallUseRow(Row):
     """`artifact` of `run` used the call `key` (answered from the cache or not)."""
     TABLE = "call_uses"
@@ -101,7 +121,7 @@ class Calls:
                 for r in await self.db.fetchall("SELECT model, backend, param FROM param_refusals")]
 
     async def record_refusal(self, model: str, backend: str, param: str) -> None:
-        await self.db.write([("INSERT OR IGNORE INTO param_refusals VALUES (?,?,?)", (model, backend, param))])
+        await self.db.write([ParamRefusalRow(model, backend, param).statement()])
 
     # -- uses ------------------------------------------------------------------------------
     @staticmethod
@@ -231,8 +251,7 @@ class Vectors:
         return out
 
     def put_vectors(self, model: str, vectors: dict[str, bytes]) -> None:
-        self.db.write_later([("INSERT OR IGNORE INTO embeddings VALUES (?,?,?)", (model, h, v))
-                             for h, v in vectors.items()])
+        self.db.write_later([EmbeddingRow(model, h, v).statement() for h, v in vectors.items()])
 
 
 def store_tables(path: Path) -> set[str]:

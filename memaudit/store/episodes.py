@@ -61,6 +61,18 @@ class TurnRow(Row):
 
 
 @dataclass(frozen=True)
+class TurnChangeRow(Row):
+    """The bank change disclosed on a turn (evolving banks only): the entry and its version."""
+    TABLE = "turn_changes"
+    run: str
+    user_id: str
+    task_idx: int
+    turn: int
+    dimension: str
+    version: int
+
+
+@dataclass(frozen=True)
 class SnapshotRow(Row):
     """The memory a system left after an episode. Keys in their native order, not sorted: dump_all
     shows the reader the store's items as the system wrote them (the published order), and a
@@ -109,8 +121,8 @@ class Episodes:
             st.append(TurnRow(ep.run, ep.user_id, ep.task_index, t.index, t.assistant, t.feedback_type, t.user_text,
                               t.preference_score, t.per_pref, t.fallback).statement())
             if t.change is not None:  # evolving banks only: the bank change disclosed on this turn
-                st.append(("INSERT INTO turn_changes VALUES (?,?,?,?,?,?)",
-                           (ep.run, ep.user_id, ep.task_index, t.index, t.change["dimension"], t.change["version"])))
+                st.append(TurnChangeRow(ep.run, ep.user_id, ep.task_index, t.index, t.change["dimension"],
+                                        t.change["version"]).statement())
         return st
 
     @staticmethod

@@ -1,9 +1,10 @@
 """Evolving targets: the yes/no criteria judged on reconstructions and on final stores."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import Statement, marks
+from memaudit.store.rows import Row, Statement, marks, optional_int
 from memaudit.types import EvolvingJudgment
 
 if TYPE_CHECKING:
@@ -12,16 +13,20 @@ if TYPE_CHECKING:
 KEY = ("run", "mode", "k", "variant", "user_id", "dimension", "criterion", "version")
 
 
+@dataclass
+class EvolvingJudgmentRow(EvolvingJudgment, Row):
+    TABLE = "evolving_judgments"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"verdict": optional_int}
+
+
 class Evolving:
     def __init__(self, db: "Store"):
         self.db = db
 
     @staticmethod
     def statement(j: EvolvingJudgment) -> Statement:
-        verdict = None if j.verdict is None else int(j.verdict)
-        return ("INSERT OR REPLACE INTO evolving_judgments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (j.run, j.mode, j.k, j.variant, j.user_id, j.category, j.dimension, j.criterion, j.version, verdict,
-                 j.reason, j.status, j.error, j.snapshot_task))
+        return EvolvingJudgmentRow.of(j).statement()
 
     @staticmethod
     def drop_stale_statements(run: str) -> list[Statement]:

@@ -2,9 +2,10 @@
 judge-check passes with their control answers and verdicts, and human grades."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.store.rows import Row, Statement, dumps, loads, marks
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -15,6 +16,80 @@ CONTROL = ("bench", "user_id", "dimension", "kind")
 # Tables of judge-check and their keys (replay compares them row by row).
 CONTROL_TABLES = {"judge_checks": ("bench", "seed", "per_category"), "control_answers": CONTROL,
                   "control_verdicts": (*CONTROL, "judge", "repeat")}
+
+
+@dataclass(frozen=True)
+class JudgeVerdictRow(Row):
+    """One panel judge's verdict (one repeat) on a scored target."""
+    TABLE = "judge_verdicts"
+    VERB = "INSERT OR REPLACE"
+    run: str
+    mode: str
+    k: int
+    variant: str
+    user_id: str
+    dimension: str
+    judge: str
+    repeat: int
+    score: float | None
+    reason: str | None
+    status: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class JudgeCheckRow(Row):
+    TABLE = "judge_checks"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"config": dumps}
+    bench: str
+    seed: int
+    per_category: int
+    config: dict
+
+
+@dataclass(frozen=True)
+class ControlAnswerRow(Row):
+    """A control answer of judge-check (the truth, a paraphrase, another user's value …)."""
+    TABLE = "control_answers"
+    VERB = "INSERT OR REPLACE"
+    bench: str
+    user_id: str
+    dimension: str
+    kind: str
+    category: str
+    text: str | None
+    source: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ControlVerdictRow(Row):
+    TABLE = "control_verdicts"
+    VERB = "INSERT OR REPLACE"
+    bench: str
+    user_id: str
+    dimension: str
+    kind: str
+    judge: str
+    repeat: int
+    score: float | None
+    reason: str | None
+    status: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class HumanGradeRow(Row):
+    TABLE = "human_grades"
+    VERB = "INSERT OR REPLACE"
+    grader: str
+    run: str
+    mode: str
+    k: int
+    user_id: str
+    dimension: str
+    score: float
 
 
 class Judges:
@@ -32,8 +107,8 @@ class Judges:
     @staticmethod
     def verdict_statements(r: "Reconstruction") -> list[Statement]:
         key = (r.run, r.mode, r.k, r.variant, r.user_id, r.dimension)
-        return [("INSERT OR REPLACE INTO judge_verdicts VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                 (*key, v.judge, v.repeat, v.score, v.reason, v.status, v.error)) for v in r.verdicts]
+        return [JudgeVerdictRow(*key, v.judge, v.repeat, v.score, v.reason, v.status, v.error).statement()
+                for v in r.verdicts]
 
     async def verdicts(self, runs: list[str], variant: str):
         """Every verdict of a target still stored (a rescored target's old verdicts are replaced, a
@@ -47,7 +122,7 @@ class Judges:
     # -- judge-check ---------------------------------------------------------------------------
     @staticmethod
     def check_statement(bench: str, seed: int, per_category: int, config: dict) -> Statement:
-        return ("INSERT OR REPLACE INTO judge_checks VALUES (?,?,?,?)", (bench, seed, per_category, dumps(config)))
+        return JudgeCheckRow(bench, seed, per_category, config).statement()
 
     async def checks(self, benches: list[str] | None = None) -> list[dict]:
         """Every judge-check pass (of the benches), in the order they were first recorded."""
@@ -58,8 +133,7 @@ class Judges:
     @staticmethod
     def control_statement(bench: str, user_id: str, dimension: str, kind: str, category: str, text: str | None,
                           source: str | None, error: str | None) -> Statement:
-        return ("INSERT OR REPLACE INTO control_answers VALUES (?,?,?,?,?,?,?,?)",
-                (bench, user_id, dimension, kind, category, text, source, error))
+        return ControlAnswerRow(bench, user_id, dimension, kind, category, text, source, error).statement()
 
     async def controls(self, bench: str) -> dict[tuple, dict]:
         """(user, dimension, kind) -> the stored control answer row."""
@@ -68,8 +142,8 @@ class Judges:
 
     @staticmethod
     def control_verdict_statement(bench: str, user_id: str, dimension: str, kind: str, v) -> Statement:
-        return ("INSERT OR REPLACE INTO control_verdicts VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (bench, user_id, dimension, kind, v.judge, v.repeat, v.score, v.reason, v.status, v.error))
+        return ControlVerdictRow(bench, user_id, dimension, kind, v.judge, v.repeat, v.score, v.reason, v.status,
+                                 v.error).statement()
 
     async def control_verdicts(self, benches: list[str]):
         """Every control verdict of the benches with the answer's category, in key order."""
@@ -89,7 +163,7 @@ class Judges:
     @staticmethod
     def grade_statement(grader: str, target: tuple, score: float) -> Statement:
         """`target` = (run, mode, k, user_id, dimension)."""
-        return ("INSERT OR REPLACE INTO human_grades VALUES (?,?,?,?,?,?,?)", (grader, *target, score))
+        return HumanGradeRow(grader, *target, score).statement()
 
     async def grades(self, runs: list[str]):
         return await self.db.fetchall(

@@ -1,12 +1,22 @@
 """Plans: a study's cost estimate per run id, recorded before the run (memaudit/study/plan.py)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import dumps, loads
+from memaudit.store.rows import Row, dumps, loads
 
 if TYPE_CHECKING:
     from memaudit.store import Store
+
+
+@dataclass(frozen=True)
+class PlanRow(Row):
+    TABLE = "plans"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"estimate": dumps}
+    run: str
+    estimate: dict
 
 
 class Plans:
@@ -15,8 +25,7 @@ class Plans:
 
     async def save(self, estimates: dict[str, dict]) -> None:
         """Record (or replace) the estimate of each run id, in one transaction."""
-        await self.db.write([("INSERT OR REPLACE INTO plans(run, estimate) VALUES (?,?)", (run, dumps(estimate)))
-                             for run, estimate in estimates.items()])
+        await self.db.write([PlanRow(run, estimate).statement() for run, estimate in estimates.items()])
 
     async def get(self, run: str) -> dict | None:
         row = await self.db.fetchone("SELECT estimate FROM plans WHERE run=?", (run,))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import Statement, dumps, loads, marks
+from memaudit.store.rows import Row, Statement, dumps, loads, marks
 from memaudit.types import DEFAULT_VARIANT, Reconstruction
 
 if TYPE_CHECKING:
@@ -56,7 +56,11 @@ class PassConfig:
 
 
 @dataclass(frozen=True)
-class ScorePass:
+class ScorePass(Row):
+    """A scoring pass and what it ran with."""
+    TABLE = "score_passes"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"config": lambda config: dumps(config.to_json())}
     run: str
     mode: str
     k: int
@@ -64,9 +68,12 @@ class ScorePass:
     config: PassConfig
 
 
-RECONSTRUCTION_COLUMNS = ("run", "mode", "k", "variant", "user_id", "category", "dimension", "explanation",
-                          "ground_truth", "evidence", "label", "reason", "score", "judge_reason", "status", "error",
-                          "snapshot_task")
+@dataclass
+class ReconstructionRow(Reconstruction, Row):
+    TABLE = "reconstructions"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"evidence": dumps}
+    NOT_STORED = ("verdicts",)  # a panel's verdicts have their own table (store/judges.py)
 
 
 class Scores:
@@ -75,8 +82,7 @@ class Scores:
 
     # -- passes ----------------------------------------------------------------------------
     async def record_pass(self, run: str, mode: str, k: int, variant: str, config: PassConfig) -> None:
-        await self.db.write([("INSERT OR REPLACE INTO score_passes VALUES (?,?,?,?,?)",
-                              (run, mode, k, variant, dumps(config.to_json())))])
+        await self.db.write([ScorePass(run, mode, k, variant, config).statement()])
 
     async def passes(self, run: str, variant: str | None = None) -> list[ScorePass]:
         sql, params = "SELECT * FROM score_passes WHERE run=?", [run]
@@ -96,11 +102,7 @@ class Scores:
     @staticmethod
     def reconstruction_statement(r: Reconstruction, *, replace: bool = True) -> Statement:
         """`replace=False` makes a second row for the same key an IntegrityError (an import's damage)."""
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
-        return (f"{verb} INTO reconstructions({', '.join(RECONSTRUCTION_COLUMNS)}) "
-                f"VALUES ({marks(RECONSTRUCTION_COLUMNS)})",
-                (r.run, r.mode, r.k, r.variant, r.user_id, r.category, r.dimension, r.explanation, r.ground_truth,
-                 dumps(r.evidence), r.label, r.reason, r.score, r.judge_reason, r.status, r.error, r.snapshot_task))
+        return ReconstructionRow.of(r).statement(None if replace else "INSERT")
 
     async def load(self, run: str, mode: str | None = None, *, k: int | None = None,
                    variant: str = DEFAULT_VARIANT, user_id: str | None = None) -> list[Reconstruction]:

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 class ShardStageRow(Row):
     TABLE = "shard_stages"
     VERB = "INSERT OR IGNORE"  # a shard's command run again records nothing new
-    stage: str
-    shard: int
-    shards: int
+    stage: str  # the command that ran to its end
+    shard: int  # I, 1-based
+    shards: int  # N
 
 
 class ShardStages:

@@ -2,12 +2,63 @@
 pass per (run, k) with what it ran with, and one case per (run, k, user, bank entry)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memaudit.store.rows import Statement, dumps, loads
+from memaudit.store.rows import Row, Statement, dumps, loads, optional_int
 
 if TYPE_CHECKING:
     from memaudit.store import Store
+
+
+@dataclass(frozen=True)
+class ActScenarioRow(Row):
+    TABLE = "act_scenarios"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"review": dumps}
+    bench: str
+    user_id: str
+    dimension: str
+    category: str
+    text: str
+    rationale: str
+    review: dict
+
+
+@dataclass(frozen=True)
+class UtilizationPassRow(Row):
+    TABLE = "utilization_passes"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"config": dumps}
+    run: str
+    k: int
+    config: dict
+
+
+@dataclass
+class ActCase(Row):
+    """One Know/Act case of a target, as memaudit/utilization/act.py fills it in and stores it: Know
+    from the recovery score, the answers with and without memory, the pairwise verdicts, and why a
+    known entry was not used (the oracle steps)."""
+    TABLE = "act_cases"
+    VERB = "INSERT OR REPLACE"
+    ENCODE = {"know": optional_int, "verdicts": dumps, "oracle_steps": dumps}
+    run: str
+    k: int
+    user_id: str
+    category: str
+    dimension: str
+    know_score: float | None
+    know: bool | None
+    scenario: str
+    answer: str | None = None
+    baseline: str | None = None
+    verdicts: list = field(default_factory=list)
+    act: str | None = None
+    oracle: str | None = None
+    oracle_steps: list = field(default_factory=list)
+    status: str = "failed"
+    error: str | None = None
 
 
 class Utilization:
@@ -17,8 +68,7 @@ class Utilization:
     @staticmethod
     def scenario_statement(bench: str, user_id: str, dimension: str, category: str, text: str, rationale: str,
                            review: dict) -> Statement:
-        return ("INSERT OR REPLACE INTO act_scenarios(bench, user_id, dimension, category, text, rationale, review) "
-                "VALUES (?,?,?,?,?,?,?)", (bench, user_id, dimension, category, text, rationale, dumps(review)))
+        return ActScenarioRow(bench, user_id, dimension, category, text, rationale, review).statement()
 
     async def scenario_rows(self, bench: str) -> list[dict]:
         """Every stored Act scenario of the benchmark, review decoded, by user and dimension."""
@@ -36,14 +86,7 @@ class Utilization:
 
     @staticmethod
     def pass_statement(run: str, k: int, config: dict) -> Statement:
-        return ("INSERT OR REPLACE INTO utilization_passes(run, k, config) VALUES (?,?,?)", (run, k, dumps(config)))
-
-    @staticmethod
-    def case_statement(values: tuple) -> Statement:
-        """`values` in the column order of act_cases (db/006_utilization.sql), JSON fields encoded."""
-        return ("INSERT OR REPLACE INTO act_cases(run, k, user_id, category, dimension, know_score, know, scenario, "
-                "answer, baseline, verdicts, act, oracle, oracle_steps, status, error) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+        return UtilizationPassRow(run, k, config).statement()
 
     async def case_keys(self, run: str, k: int) -> set[tuple[str, str]]:
         """(user, dimension) of every stored case: what a resumed pass skips."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memaudit.errors import BadInput
+from memaudit.roles import (AGENT, DISCLOSURE, ELICITATION, MEMORY, ORACLE, PREF_JUDGE, RECOVERY_JUDGE, SIMULATOR,
+                            SLOT_FILL)
 from memaudit.study.cost import Priced, PriceList, Usage, call_role, call_usage, stage_of
 from memaudit.types import DEFAULT_VARIANT
 
@@ -28,18 +30,20 @@ from memaudit.types import DEFAULT_VARIANT
 # (one simulator and one preference-judge call each), prompts the size of a mid-length dialogue, and
 # attribution asked for the ≈ 45 % of targets scored below 0.75. A pilot store replaces all of them.
 DEFAULT_RATES = {
-    "rollout": {"agent": (2.5, 1500, 350), "simulator": (2.5, 2200, 120), "pref_judge": (2.5, 700, 80)},
-    "score": {"slot_fill": (1.0, 2000, 40), "recovery_judge": (1.0, 350, 40)},
-    "attribute": {"oracle": (0.45, 500, 60), "disclosure": (0.4, 6000, 80), "elicitation": (0.2, 6000, 80)},
+    "rollout": {AGENT: (2.5, 1500, 350), SIMULATOR: (2.5, 2200, 120), PREF_JUDGE: (2.5, 700, 80)},
+    "score": {SLOT_FILL: (1.0, 2000, 40), RECOVERY_JUDGE: (1.0, 350, 40)},
+    "attribute": {ORACLE: (0.45, 500, 60), DISCLOSURE: (0.4, 6000, 80), ELICITATION: (0.2, 6000, 80)},
 }
 # Memory calls per episode by system (their prompt and completion sizes: DEFAULT_MEMORY): systems that
 # write verbatim call no model; A-Mem analyses and evolves each note, Mem0 extracts then decides,
 # Mem-T forms and updates its collections.
 DEFAULT_MEMORY_CALLS = {"nomem": 0.0, "longctx_full": 0.0, "bm25": 0.0, "amem": 6.0, "mem0": 5.0, "memt": 12.0}
 DEFAULT_MEMORY = (3.0, 1200, 200)
-STAGES = ("rollout", "score", "attribute")
-DIALOGUE = ("agent", "simulator", "pref_judge")  # one call each per assistant reply
-JUDGE = "recovery_judge"  # asked once per target by each panel judge, `repeats` times
+# The commands of a study, in order: what `plan --stages` picks, each estimated per unit of its work
+# (roles.STAGES are the pipeline stages a role belongs to, a different thing).
+STUDY_COMMANDS = ("rollout", "score", "attribute")
+DIALOGUE = (AGENT, SIMULATOR, PREF_JUDGE)  # one call each per assistant reply
+JUDGE = RECOVERY_JUDGE  # asked once per target by each panel judge, `repeats` times
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class Study:
     dims: str = "all"
     judges: tuple[str, ...] | None = None
     repeats: int = 1
-    stages: tuple[str, ...] = STAGES
+    stages: tuple[str, ...] = STUDY_COMMANDS
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ def default_rates(system: str, max_turns: int = 25) -> dict[str, dict[str, Rate]
                      for role, (c, p, o) in roles.items()}
              for stage, roles in DEFAULT_RATES.items()}
     calls, prompt, completion = DEFAULT_MEMORY
-    rates["rollout"]["memory"] = Rate(DEFAULT_MEMORY_CALLS.get(system, calls), prompt, 0.0, completion)
+    rates["rollout"][MEMORY] = Rate(DEFAULT_MEMORY_CALLS.get(system, calls), prompt, 0.0, completion)
     return rates
 
 
@@ -139,9 +143,9 @@ def rates_for(system: str, pilot: dict, max_turns: int = 25) -> tuple[dict[str, 
         return rates, "pilot"
     if not pilot:
         return rates, "defaults"
-    for stage in STAGES:  # the pilot's mean over its systems, the memory calls excepted
+    for stage in STUDY_COMMANDS:  # the pilot's mean over its systems, the memory calls excepted
         measured = [p[stage] for p in pilot.values() if stage in p]
-        for role in {r for m in measured for r in m} - {"memory"}:
+        for role in {r for m in measured for r in m} - {MEMORY}:
             rates[stage][role] = _mean([m[role] for m in measured if role in m], len(measured))
     return rates, "pilot (other systems) + default memory calls"
 
@@ -201,7 +205,7 @@ def estimate(units: dict[str, float], rates: dict, models: dict[str, list[str]],
     """Calls, tokens and USD of one run: by stage and role, and in all. Each model of a role is
     asked at the role's rate (a panel's judges each grade every target), times the role's factor."""
     whole, by_stage = Priced(), {}
-    for stage in STAGES:
+    for stage in STUDY_COMMANDS:
         for role, rate in sorted(rates.get(stage, {}).items()):
             for model in models.get(role) or ["?"]:
                 usage = rate.usage(units.get(stage, 0.0), (factors or {}).get(role, 1.0))

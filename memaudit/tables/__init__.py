@@ -10,7 +10,8 @@ and imports nothing of memaudit.llm (tests/test_architecture.py holds it to that
     judges.py, agreement.py, judge_checks.py, judges_render.py
                     the `judges` section: panel agreement, per-judge figures, judge-check summaries
     columns.py      how a table is declared (a list of columns) and how its cells read as text
-    paper.py        the paper's tables built from the above, and their md / latex / csv / json text
+    paper.py        the paper's tables built from the above: their values (JSON-ready)
+    paper_render.py their md / latex / csv / json text
 
 Each table is declared once as columns: Tables 2-4, footprint, gap, tokens, comparisons and prompts
 in columns.py, the others beside their rows (UTILIZATION, CARRYOVER, EVOLVING, PER_JUDGE, CHECKS).

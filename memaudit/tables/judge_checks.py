@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memaudit.tables.agreement import rate, retest
-from memaudit.types import CATEGORIES
+from memaudit.types import CATEGORIES, RUBRIC
 
-# kind -> the lowest score that passes (positives); negatives false-pass at FALSE_PASS or above.
-POSITIVES = {"truth": 1.0, "paraphrase": 0.75}
+# kind -> the lowest score that passes (positives): the truth at the top level, a paraphrase where a
+# target counts as recovered. Negatives false-pass at FALSE_PASS or above: one level below recovered.
+POSITIVES = {"truth": RUBRIC.top, "paraphrase": RUBRIC.recovered}
 NEGATIVES = ("other_user", "non_answer", "reversed")
 KINDS = (*POSITIVES, *NEGATIVES)
-FALSE_PASS = 0.5
+FALSE_PASS = RUBRIC.below(RUBRIC.recovered)
 MAX_FALSE_PASS = 0.10
 MIN_PASS = 0.90
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from memaudit.roles import groups_of, role_group
+from memaudit.roles import ATTRIBUTION, DISCLOSURE, ELICITATION, MEMORY_STAGE, ORACLE, groups_of, role_group
 from memaudit.store import Store
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT
 
@@ -172,11 +172,11 @@ async def attribution_counts(store: Store, run: str, *, variant: str = DEFAULT_V
 def stage_label(stages: list) -> str | None:
     """The label recorded attribution stages lead to (None when they stopped before a verdict)."""
     by_name = {s.get("name"): s for s in stages}
-    if "oracle" in by_name and not by_name["oracle"].get("can_invite", True):
+    if ORACLE in by_name and not by_name[ORACLE].get("can_invite", True):
         return "task_design_failure"
-    if by_name.get("disclosure", {}).get("disclosed"):
+    if by_name.get(DISCLOSURE, {}).get("disclosed"):
         return "memory_failure"
-    return by_name.get("elicitation", {}).get("label")
+    return by_name.get(ELICITATION, {}).get("label")
 
 
 # Labels memaudit gives where the published runner scored 0 and asked the stages: an overflowing
@@ -218,7 +218,7 @@ def usage_group(role: str) -> str:
     """The token-usage group of a call role: attribution stages share one group, adapter
     sub-roles (`memory.extract`, `memory:evolve` …) count as `memory`."""
     base = role.replace(":", ".").replace("/", ".").split(".", 1)[0]
-    return "attribution" if base in ("oracle", "disclosure", "elicitation") else base
+    return ATTRIBUTION if base in (ORACLE, DISCLOSURE, ELICITATION) else base
 
 
 async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
@@ -252,7 +252,7 @@ class MemorySide:
     tokens: dict[str, int]
 
 
-MEMORY_GROUPS = groups_of("memory")
+MEMORY_GROUPS = groups_of(MEMORY_STAGE)
 
 
 async def memory_side(store: Store, run: str) -> MemorySide:

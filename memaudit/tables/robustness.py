@@ -15,9 +15,8 @@ from memaudit.errors import BadInput
 from memaudit.store import Store
 from memaudit.tables import stats
 from memaudit.tables.metrics import counted_score, user_recovery
-from memaudit.types import CATEGORIES, DEFAULT_VARIANT
+from memaudit.types import CATEGORIES, DEFAULT_VARIANT, RUBRIC
 
-LEVEL_STEP = 0.25  # one rubric level
 TOLERANCE = 1e-9
 
 
@@ -72,7 +71,7 @@ async def compare_variants(store: Store, runs: list[str], variant: str, *, basel
 
     return {"variant": variant, "baseline": baseline, "targets": len(pairs),
             "exact_agreement": sum(abs(d) < TOLERANCE for d in deltas) / len(deltas),
-            "within_one_level": sum(abs(d) <= LEVEL_STEP + TOLERANCE for d in deltas) / len(deltas),
+            "within_one_level": sum(abs(d) <= RUBRIC.step + TOLERANCE for d in deltas) / len(deltas),
             "mean_shift": sum(deltas) / len(deltas),
             "system_pairs": len(system_pairs),
             "system_pairs_preserved": _fraction(system_pairs),

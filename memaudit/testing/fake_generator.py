@@ -12,6 +12,7 @@ import random
 
 import orjson
 
+from memaudit.roles import ACT_SCENARIO, BANK_GEN, CRITIC, EDITOR, TASK_GEN
 from memaudit.testing.fake_openai import schema_of
 
 # Situations the fake's opening messages describe: none names a trait, and none shares four words
@@ -74,5 +75,5 @@ def change_review(body: dict) -> dict:
 
 # Schema name (the role, `:` sent as `_`) -> its answer. persona_gen and control_writer need none:
 # any instance of their schema passes their checks.
-HANDLERS = {"bank_gen": bank, "task_gen": task, "act_scenario": task, "editor": task, "critic": critic,
+HANDLERS = {BANK_GEN: bank, TASK_GEN: task, ACT_SCENARIO: task, EDITOR: task, CRITIC: critic,
             "bank_gen_change": change, "critic_change": change_review}

@@ -25,6 +25,7 @@ import time
 from contextlib import contextmanager
 
 from memaudit.llm.http1 import read_request, send_json, write_body
+from memaudit.roles import PREF_JUDGE
 from memaudit.testing import fake_generator
 from memaudit.testing.fake_batches import FakeBatchAPI
 from memaudit.testing.fake_openai import FakeOpenAI, schema_of
@@ -50,7 +51,7 @@ def scripted_fake() -> FakeOpenAI:
     so that their checks pass (memaudit/testing/fake_generator.py), and a plain reply for the
     assistant; the Files and Batches endpoints too (`--batch`: a batch completes on the second
     look). Instant and free; its numbers mean nothing."""
-    fake = FakeBatchAPI().on("pref_judge", rate_every_preference)
+    fake = FakeBatchAPI().on(PREF_JUDGE, rate_every_preference)
     for name, answer in fake_generator.HANDLERS.items():
         fake.on(name, answer)
     return fake.on_text(lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages.")

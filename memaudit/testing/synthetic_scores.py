@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from memaudit.roles import AGENT
 from memaudit.store import (BankEntryRow, BenchmarkRow, CallRow, CallUseRow, EpisodeRow, RunRow, SnapshotRow, Store,
                             TaskRow, TurnRow, UserRow)
 from memaudit.types import (ATTRIBUTION_LABELS, BANK_COUNTS, CATEGORIES, DEFAULT_VARIANT, MODES, RUBRIC, Attribution,
@@ -96,8 +97,8 @@ def synthetic_release(users: int = 50, systems=SYSTEMS, seed: int = 0, *, varian
                     score = None if rng.random() < 0.1 else float(rng.integers(3, 6))
                     rows["turns"].append(turn_row(run, user, idx, t, score))
                     key = f"{run}:{user}:{idx}:{t}"
-                    rows["calls"].append(call_rows(key, "agent", 900, 120, 300))
-                    rows["call_uses"].append(call_use_row(run, f"episode:{user}:{idx}", key, "agent"))
+                    rows["calls"].append(call_rows(key, AGENT, 900, 120, 300))
+                    rows["call_uses"].append(call_use_row(run, f"episode:{user}:{idx}", key, AGENT))
             items, chars = int(rng.integers(50, 200)), float(rng.normal(400, 50))
             rows["snapshots"].append(snapshot_row(run, user, 31, items, chars))
             for mode in MODES:

@@ -20,7 +20,7 @@ per (run, k, user, entry), written with the calls it used; existing rows are ski
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 from memaudit.adapters.base import AgentContext
@@ -30,17 +30,17 @@ from memaudit.bench.history import user_for_run
 from memaudit.bench.instances import resolve_act_scenarios
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.prompts import prompt_hashes
-from memaudit.roles import ROLE_SPECS, prompts_of
+from memaudit.roles import ACT_JUDGE, AGENT, ROLE_SPECS, UTILIZATION_STAGE, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
 from memaudit.scoring.jobs import run_all
 from memaudit.scoring.recovery import open_memory
-from memaudit.store import Run, dumps
-from memaudit.store.utilization import Utilization
+from memaudit.store import Run
+from memaudit.store.utilization import ActCase, Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 
 KNOW_THRESHOLD = RUBRIC.recovered  # known = what attribution calls recovered
-PROMPTS = (ROLE_SPECS["agent"].prompt, *prompts_of("utilization"))  # the Act answers are the assistant's
+PROMPTS = (ROLE_SPECS[AGENT].prompt, *prompts_of(UTILIZATION_STAGE))  # the Act answers are the assistant's
 MODEL_FAILURES = (InvalidOutput, ContextOverflow)  # an EndpointError ends the command
 # What the judge's position answer means for each order of (memory answer, baseline).
 PICKED = {"memory_first": {"first": "memory", "second": "baseline", "neither": "neither"},
@@ -50,32 +50,6 @@ IDENTICAL = "the two answers are identical: nothing can be shaped by the entry i
 
 class CaseFailed(Exception):
     """A model call of the case failed after the client's retries: the case is recorded as failed."""
-
-
-@dataclass
-class ActCase:
-    run: str
-    k: int
-    user_id: str
-    category: str
-    dimension: str
-    know_score: float | None
-    know: bool | None
-    scenario: str
-    answer: str | None = None
-    baseline: str | None = None
-    verdicts: list = field(default_factory=list)
-    act: str | None = None
-    oracle: str | None = None
-    oracle_steps: list = field(default_factory=list)
-    status: str = "failed"
-    error: str | None = None
-
-    def statement(self):
-        return Utilization.case_statement(
-                (self.run, self.k, self.user_id, self.category, self.dimension, self.know_score,
-                 None if self.know is None else int(self.know), self.scenario, self.answer, self.baseline,
-                 dumps(self.verdicts), self.act, self.oracle, dumps(self.oracle_steps), self.status, self.error))
 
 
 def know_of(recon: Reconstruction, threshold: float) -> tuple[float | None, bool | None]:
@@ -119,7 +93,7 @@ async def judge_pair(rt: Runtime, entry: BankEntry, scenario: ActScenario, answe
     for order in PICKED:
         first, second = (answer, baseline) if order == "memory_first" else (baseline, answer)
         try:
-            result = await ask(rt.llm, "act_judge", seed_parts=(scenario.user_id, entry.dimension, step, order),
+            result = await ask(rt.llm, ACT_JUDGE, seed_parts=(scenario.user_id, entry.dimension, step, order),
                                category=entry.category, definition=CATEGORY_DEFINITIONS[entry.category],
                                dimension=entry.dimension, short=entry.short, explanation=entry.explanation,
                                request=scenario.text, first=first, second=second)
@@ -209,8 +183,8 @@ async def _case_job(rt: Runtime, target: ActTarget, threshold: float) -> None:
 async def record_pass(rt: Runtime, run_id: str, k: int, threshold: float) -> None:
     """One pass per (run, k): a second invocation with another threshold would mix two definitions
     of Know in one set of rows, so it is refused."""
-    config = {"threshold": threshold, "agent_model": rt.settings.role("agent").model,
-              "judge_model": rt.settings.role("act_judge").model,
+    config = {"threshold": threshold, "agent_model": rt.settings.role(AGENT).model,
+              "judge_model": rt.settings.role(ACT_JUDGE).model,
               "prompts": prompt_hashes(PROMPTS, rt.settings.prompts_dir)}
     recorded = await rt.store.utilization.pass_config(run_id, k)
     if recorded is not None and recorded["threshold"] != threshold:

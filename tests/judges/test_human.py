@@ -11,7 +11,6 @@ from memaudit.errors import BadInput
 from memaudit.report.human import gradable, import_grades, sample_targets, target_id
 from memaudit.tables.judges import judges_section
 from memaudit.report.audit import write_audit_page
-from memaudit.config import PROMPTS_DIR
 from memaudit.scoring.recovery import score_runs
 from memaudit.store import open_store, select_runs
 from tests.judges.helpers import fixed_judges, panel
@@ -29,7 +28,7 @@ async def scored(settings, fake):
 
 async def audit(settings, out, n=6):
     async with open_store(settings.db) as store:
-        return await write_audit_page(store, out, ["longctx_full"], n, 0, PROMPTS_DIR)
+        return await write_audit_page(store, out, ["longctx_full"], n, 0)
 
 
 def targets_of(page) -> list[dict]:

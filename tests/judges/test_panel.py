@@ -16,7 +16,8 @@ from memaudit.tables.judges import judges_section
 from memaudit.replay import replay_runs
 from memaudit.scoring.recovery import UNKNOWN_REASON, score_runs
 from memaudit.scoring.rescore import rescore_runs
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render
 from memaudit.store import open_store, select_runs
 from tests.judges.helpers import PANEL, fixed_judges, panel
 from tests.scoring.recorded import record, requests_for, runtime, script

@@ -133,7 +133,7 @@ def test_budgets_per_endpoint_from_flag_environment_and_config(tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "many"])
 def test_a_bad_budget_is_refused_naming_it(value):
-    with pytest.raises(BadInput, match="--tpm is per minute"):
+    with pytest.raises(BadInput, match="MEMAUDIT_TPM: expected a number from 1 to"):
         load_settings(base_url=FAKE_URL, model="m", env={"MEMAUDIT_TPM": value})
 
 

@@ -27,7 +27,8 @@ from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import score_runs
 from memaudit.store import open_store
 from memaudit.tables.evolving import fama
-from memaudit.tables.paper import compute_tables, render, title
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render, title
 from memaudit.types import EvolvingJudgment, MemoryItem
 
 pytestmark = pytest.mark.anyio

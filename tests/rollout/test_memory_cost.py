@@ -11,7 +11,8 @@ import pytest
 from memaudit.report.columns import declared
 from memaudit.rollout.runner import run_rollout
 from memaudit.tables.columns import FOOTPRINT, measured_keys
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render
 from memaudit.types import Episode, MemoryOp
 
 pytestmark = pytest.mark.anyio

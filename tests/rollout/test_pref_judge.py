@@ -51,7 +51,8 @@ async def test_judge_failures_are_counted_in_the_summary_and_table2(open_rt, fak
     """The judge invalid on some turns: D is over the turns left, and the failures are counted
     (the rollout summary, Table 2), never silently dropped."""
     from memaudit.rollout.runner import run_rollout
-    from memaudit.tables.paper import compute_tables, render
+    from memaudit.tables.paper import compute_tables
+    from memaudit.tables.paper_render import render
 
     # Invalid on every attempt (repairs included) for user_002, whose preferences the prompt quotes.
     fake.on("pref_judge", lambda body: "{broken" if "of user_002" in str(body["messages"])

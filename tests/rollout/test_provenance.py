@@ -8,7 +8,8 @@ from memaudit.cli import main
 from memaudit.rollout.runner import run_rollout
 from memaudit.scoring.recovery import score_runs
 from memaudit.tables.columns import models_text
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render
 from memaudit.testing.http_server import serve
 from tests.rollout.test_cli_inprocess import rollout, store_tiny_bench
 

@@ -16,7 +16,8 @@ from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
 from memaudit.store import loads
 from memaudit.tables.metrics import memory_write_failures
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render
 from memaudit.testing.fake_openai import FakeOpenAI, example, schema_of
 from tests.rollout.conftest import fake_encoder, make_bench
 

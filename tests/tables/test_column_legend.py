@@ -8,7 +8,8 @@ import pytest
 from memaudit.config import REPO_ROOT
 from memaudit.tables.columns import COMMON, common_legend, legend, shown
 from memaudit.tables.judges_render import CHECKS, PER_JUDGE
-from memaudit.tables.paper import DECLARED, PREFACE, title
+from memaudit.tables.paper import DECLARED
+from memaudit.tables.paper_render import PREFACE, title
 
 README_TABLES = ("table2", "table3", "table4")
 

@@ -13,7 +13,7 @@ import pytest
 from memaudit.report.html import esc
 from memaudit.report.view import write_report
 from memaudit.tables.columns import COMMON, TABLE2, TABLE3, TABLE4, common_legend, legend, shown
-from memaudit.tables.paper import PREFACE, render, title
+from memaudit.tables.paper_render import PREFACE, render, title
 from tests.tables.test_tables import tables_of, with_store
 
 DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4}

@@ -18,7 +18,8 @@ from memaudit.tables.carryover import CARRYOVER
 from memaudit.tables.columns import shown
 from memaudit.tables.evolving import EVOLVING, EVOLVING_TARGETS
 from memaudit.tables.judges_render import PER_JUDGE, SUMMARY, check_tables
-from memaudit.tables.paper import DECLARED, md_table, render
+from memaudit.tables.paper import DECLARED
+from memaudit.tables.paper_render import md_table, render
 from memaudit.tables.utilization import COUNTS, UTILIZATION
 
 DATA = Path(__file__).parent / "data"

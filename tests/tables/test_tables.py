@@ -11,7 +11,8 @@ import pytest
 from memaudit.cli import main
 from memaudit.store import Store, dumps
 from memaudit.store.scores import Scores
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render
 from memaudit.tables.robustness import compare_variants
 from memaudit.testing.synthetic_scores import (attribution_row, bench_rows, call_rows, call_use_row, dimensions,
                                                episode_row, insert, recon_row, run_row, snapshot_row, turn_row)
@@ -208,6 +209,10 @@ def test_robustness_by_hand(tmp_path):
     (mode,) = rob["modes"]
     assert mode["best_default"] == mode["best_variant"] == "amem_x"
     assert rob["system_pairs"] == 0  # only one run has the variant
+    # csv: the summary, then one section per mode and per run (each run's interval as _low/_high)
+    csv_text = render({"robustness": rob}, "csv")
+    assert "# robustness_modes\n" in csv_text and "# robustness_runs\nrun,mode,k,users," in csv_text
+    assert "diff_ci95_low" in csv_text
 
 
 def test_cli_json_only_and_errors(tmp_path, capsys):

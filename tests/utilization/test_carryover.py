@@ -9,7 +9,8 @@ import pytest
 from memaudit.release.importer import import_release
 from memaudit.store import open_store
 from memaudit.tables.carryover import NO_RECORDS
-from memaudit.tables.paper import compute_tables, render
+from memaudit.tables.paper import compute_tables
+from memaudit.tables.paper_render import render
 from memaudit.testing.release_fixture import write_release
 from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Episode, Task, Turn, User
 

@@ -27,8 +27,8 @@
   }
   function scoreClass(s) {
     if (s === null || s === undefined) return "snone";
-    for (const [level, cls] of [[1, "s100"], [0.75, "s75"], [0.5, "s50"], [0.25, "s25"]]) if (s >= level - 1e-9) return cls;
-    return "s0";
+    const reached = C.levels.find(([level]) => s >= level - 1e-9);  // the rubric's levels, best first
+    return (reached || C.levels[C.levels.length - 1])[1];
   }
   const params = () => new URLSearchParams(location.hash.slice(1));
   function to(p, extra) {

@@ -38,6 +38,9 @@ from memaudit.utilization.act import utilization_runs
 
 SHOWN = 120  # characters of a differing value shown in the report line
 SCRATCH_PREFIX = "memaudit-replay-"
+# Replay contacts no model: every answer comes from the cache, so the transport's limits are not
+# the user's to give (`replay` takes no --timeout, --rpm or --tpm; memaudit/cli/score_cmds.py).
+FROM_CACHE = {"cache": "replay", "timeout": Settings.timeout, "rpm": None, "tpm": None}
 
 
 @dataclass
@@ -72,7 +75,7 @@ async def replay(settings: Settings, runs=None) -> Replayed:
             model_settings = await _recorded_settings(recorded, chosen, settings)
             async with open_store(scratch) as store:
                 await copy_inputs(store, recorded.path, transcripts_of=sources)
-            async with open_runtime(replace(model_settings, db=scratch, cache="replay")) as rt:
+            async with open_runtime(replace(model_settings, db=scratch, **FROM_CACHE)) as rt:
                 try:
                     await _reexecute(rt, recorded, chosen)
                 except CacheMiss as miss:  # the client's advice names an option replay users never passed

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from functools import cached_property
+from typing import TYPE_CHECKING, Callable
 
 from memaudit.config import Settings
 from memaudit.llm.client import LLM
@@ -26,8 +27,14 @@ class Runtime:
     settings: Settings
     store: Store
     llm: LLM
-    embedder: Embedder
+    make_embedder: Callable[[], Embedder]
     shard: Shard = WHOLE  # the (system, user) cells this command works on (memaudit/shards.py)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        """Made when a memory system first needs it: a command that builds none (generate, attribute,
+        judge-check) reads no embedding setting, so it takes none (memaudit/cli/common.py)."""
+        return self.make_embedder()
 
 
 @asynccontextmanager
@@ -53,5 +60,5 @@ async def open_runtime(settings: Settings, *, transport: httpx.AsyncBaseTranspor
         llm = LLM(settings, store.calls, transport=transport, start_server=on_demand)
         stack.push_async_callback(llm.aclose)
         stack.push_async_callback(close_proxy, llm)  # before the client it forwards to
-        yield Runtime(llm.settings, store, llm, embedder or configured_embedder(store.vectors, settings, llm.transport),
-                      shard or WHOLE)
+        yield Runtime(llm.settings, store, llm,
+                      lambda: embedder or configured_embedder(store.vectors, settings, llm.transport), shard or WHOLE)

@@ -5,6 +5,9 @@ an answer the library cannot use, is a counted, skipped write; and their state i
 (refilled) or the messages they were given (added again)."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
+
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.memory_calls import MODEL_FAILURES
 from memaudit.errors import BadInput, MemauditError
@@ -16,6 +19,20 @@ from memaudit.llm.proxy import recording_proxy
 # depending on timing.
 PROXY_TIMEOUT = 24 * 3600.0
 PROXY_KEY = "memaudit-proxy"  # the API key a library sends the proxy: any will do
+
+
+def import_httpx2_whole() -> None:
+    """openai's clients, which the libraries call the proxy with, look httpx2 up in sys.modules
+    (outside the import lock) to tell its clients, URLs and timeouts apart. The local sentence
+    model imports httpx2 (through huggingface_hub) in the embedder's worker thread on first use: a
+    library call made meanwhile met the half-imported module and failed (AttributeError), a write
+    lost or not depending on timing, which a replay, with every vector cached, did not lose.
+    Imported whole with these adapters, before anything runs, it is never seen half-made."""
+    if importlib.util.find_spec("httpx2") is not None:
+        importlib.import_module("httpx2")
+
+
+import_httpx2_whole()
 
 
 async def library_route(adapter, role: str, **options):

@@ -42,6 +42,9 @@ def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
         out = memaudit(db, url, "rollout", "--bench", "sample", "--systems", system, "--users", "2",
                        "--tasks", "2", "--max-turns", "2", "--quiet")
         assert f"{system}: 4 episodes" in out
+        # The fake answers every call as asked: a lost write is the adapter's fault, and one a replay
+        # does not lose again ends in a cache miss, far from its cause.
+        assert "memory writes lost" not in out, out
         out = memaudit(db, url, "score", "--mode", "both", "--k", "3")
         assert f"{system} dump_all" in out and f"{system} retrieve" in out
     with sqlite3.connect(db) as con:

@@ -1,8 +1,11 @@
 """What the deployed-library adapters share (adapters/upstream.py `guarded`): a model failure is a
 counted, skipped write; a cache miss or a broken endpoint ends the command, whether the library
-raised it or caught it and went on."""
+raised it or caught it and went on; httpx2 is whole in sys.modules before a library calls the proxy."""
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
 from contextlib import contextmanager
 
 import anyio
@@ -54,3 +57,14 @@ def test_a_cache_miss_or_a_broken_endpoint_ends_the_command(failure, swallowed):
     with pytest.raises(type(failure)):
         anyio.run(guarded, adapter, ROLE, route, library(route, failure, swallowed=swallowed))
     assert adapter.failures.write_failures == 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("httpx2") is None, reason="httpx2 is not installed")
+def test_httpx2_is_imported_whole_with_the_library_adapters():
+    """openai's clients look httpx2 up in sys.modules; the local sentence model imports it in a
+    worker thread on first use: half-imported then, it failed a library's concurrent call (a lost
+    write a replay did not lose). A fresh process, as a command starts."""
+    probe = ("import sys, memaudit.adapters.upstream; m = sys.modules.get('httpx2'); "
+             "print(all(hasattr(m, name) for name in ('URL', 'Timeout', 'AsyncClient')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "True", done.stderr

@@ -29,9 +29,8 @@ from pathlib import Path
 from memaudit.adapters.base import MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.upstream import ReplayedMessages, guarded
+from memaudit.adapters.upstream import ReplayedMessages, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput
-from memaudit.llm.proxy import recording_proxy
 from memaudit.types import MemoryItem
 
 ROLE = "memory:cognee"
@@ -87,11 +86,8 @@ class CogneeMemory(ReplayedMessages, MemoryAdapter):
 
     async def _open(self) -> "Worker":
         if self.worker is None:
-            if self.ctx.llm is None:
-                raise BadInput("the cognee system needs a model client", field="systems")
-            proxy = await recording_proxy(self.ctx.llm)
-            self.route = proxy.route(ROLE, self.embedder)
-            dimensions = len((await self.embedder.embed(["cognee dimension probe"]))[0])
+            self.route = await library_route(self, ROLE)
+            dimensions = await embedding_dimensions(self)
             self.worker = await Worker.start(worker_python(), {
                 "base_url": self.route.base_url, "model": self.ctx.llm.settings.role(ROLE).model,
                 "embed_model": self.embedder.model_name, "dimensions": dimensions, "scope": self.ctx.scope,

@@ -28,10 +28,9 @@ import warnings
 from memaudit.adapters.base import MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
-from memaudit.adapters.upstream import PROXY_TIMEOUT, ReplayedMessages, guarded
+from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, ReplayedMessages, guarded, library_route
 from memaudit.errors import BadInput
 from memaudit.llm.embed import top_k
-from memaudit.llm.proxy import recording_proxy
 from memaudit.types import MemoryItem
 
 ROLE = "memory:graphiti"
@@ -95,13 +94,10 @@ class GraphitiMemory(ReplayedMessages, MemoryAdapter):
     # -- the library ---------------------------------------------------------------------------
     async def _open(self):
         if self.graph is None:
-            if self.ctx.llm is None:
-                raise BadInput("the graphiti system needs a model client", field="systems")
-            proxy = await recording_proxy(self.ctx.llm)
-            self.route = proxy.route(ROLE, self.embedder)
+            self.route = await library_route(self, ROLE)
             from openai import AsyncOpenAI
 
-            key, url = "memaudit-proxy", self.route.base_url
+            key, url = PROXY_KEY, self.route.base_url
             client = AsyncOpenAI(api_key=key, base_url=url, timeout=PROXY_TIMEOUT, max_retries=0)
             llm = _lib["OpenAIGenericClient"](_lib["LLMConfig"](
                 api_key=key, base_url=url, model=self.ctx.llm.settings.role(ROLE).model), client=client)

@@ -29,9 +29,8 @@ import warnings
 from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock, patch_modules
-from memaudit.adapters.upstream import PROXY_TIMEOUT, count_problems, guarded
+from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, RefilledStore, count_problems, guarded, library_route
 from memaudit.errors import BadInput, InvalidOutput
-from memaudit.llm.proxy import recording_proxy
 from memaudit.types import MemoryItem
 
 ROLE = "memory:llamaindex"
@@ -99,7 +98,7 @@ class CheckedLLM(OpenAILike):
         return found
 
 
-class LlamaIndexMemory(MemoryAdapter):
+class LlamaIndexMemory(RefilledStore, MemoryAdapter):
     name = "llamaindex"
     library = "llama-index-core"
 
@@ -115,15 +114,12 @@ class LlamaIndexMemory(MemoryAdapter):
     async def _open(self):
         if self.memory is None:
             from qdrant_client import AsyncQdrantClient
-            if self.ctx.llm is None:
-                raise BadInput("the llamaindex system needs a model client", field="systems")
-            proxy = await recording_proxy(self.ctx.llm)
-            self.route = proxy.route(ROLE, self.embedder)
+            self.route = await library_route(self, ROLE)
             llm = CheckedLLM(model=self.ctx.llm.settings.role(ROLE).model, api_base=self.route.base_url,
-                             api_key="memaudit-proxy", is_chat_model=True, context_window=LLM_CONTEXT_WINDOW,
+                             api_key=PROXY_KEY, is_chat_model=True, context_window=LLM_CONTEXT_WINDOW,
                              max_retries=0, timeout=PROXY_TIMEOUT)
             embed_model = OpenAIEmbedding(model_name=self.embedder.model_name, api_base=self.route.base_url,
-                                          api_key="memaudit-proxy", max_retries=0, timeout=PROXY_TIMEOUT)
+                                          api_key=PROXY_KEY, max_retries=0, timeout=PROXY_TIMEOUT)
             self.qdrant = AsyncQdrantClient(location=":memory:")
             store = QdrantVectorStore(collection_name=COLLECTION, aclient=self.qdrant)
             self.memory = Memory.from_defaults(
@@ -197,16 +193,7 @@ class LlamaIndexMemory(MemoryAdapter):
         nodes = await block.vector_store.aget_nodes()
         return nodes  # in id order: the ids follow the logical clock
 
-    # -- state ---------------------------------------------------------------------------------
-    def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "stored": self.stored})
-
-    async def restore(self, state: dict) -> None:
-        state = deep_copy(state)
-        self.load_header(state)
-        self.clock.load_state(state["clock"])
-        await self._refill(state["stored"])
-
+    # -- state (snapshot and restore: upstream.RefilledStore) ---------------------------------
     async def load_items(self, items: list[dict]) -> None:
         """A dumped store (ours, or any items with `content`): our facts and queue back in their
         places, every other item a node of the vector block, searched as the library searches."""

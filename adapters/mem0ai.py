@@ -35,7 +35,7 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.memory_calls import MODEL_FAILURES
 from memaudit.errors import BadInput, MemauditError
-from memaudit.llm.proxy import recording_proxy
+from memaudit.adapters.upstream import PROXY_KEY, embedding_dimensions, library_route
 from memaudit.roles import NONEMPTY, STR, obj
 from memaudit.types import MemoryItem
 
@@ -133,18 +133,15 @@ class Mem0AI(MemoryAdapter):
     async def _open(self):
         if self.library is None:
             from qdrant_client import QdrantClient
-            if self.ctx.llm is None:
-                raise BadInput("the mem0ai system needs a model client", field="systems")
-            proxy = await recording_proxy(self.ctx.llm)
-            self.route = proxy.route(ROLE, self.embedder, json_schema=EXTRACTION_SCHEMA)
-            dims = len((await self.embedder.embed(["mem0ai dimension probe"]))[0])
+            self.route = await library_route(self, ROLE, json_schema=EXTRACTION_SCHEMA)
+            dims = await embedding_dimensions(self)
             config = {
                 "llm": {"provider": "openai", "config": {
                     "model": self.ctx.llm.settings.role(ROLE).model, "temperature": LLM_TEMPERATURE,
-                    "max_tokens": LLM_MAX_TOKENS, "api_key": "memaudit-proxy",
+                    "max_tokens": LLM_MAX_TOKENS, "api_key": PROXY_KEY,
                     "openai_base_url": self.route.base_url}},
                 "embedder": {"provider": "openai", "config": {
-                    "model": self.embedder.model_name, "api_key": "memaudit-proxy",
+                    "model": self.embedder.model_name, "api_key": PROXY_KEY,
                     "openai_base_url": self.route.base_url}},
                 "vector_store": {"provider": "qdrant", "config": {
                     "collection_name": "mem0", "embedding_model_dims": dims,

@@ -1,34 +1,60 @@
-"""What the adapters over deployed libraries share (graphiti, llamaindex, cognee): their calls run
-on the episode's logical clock (adapters/library_clock.py) so that their model calls count with
-the episode, and a model failure, or an answer the library cannot use, is a counted, skipped
-write."""
+"""What the adapters over deployed libraries share (mem0ai, graphiti, llamaindex, langmem, cognee):
+one recording-proxy route each; their calls run on the episode's logical clock
+(adapters/library_clock.py) so that their model calls count with the episode; a model failure, or
+an answer the library cannot use, is a counted, skipped write; and their state is either the dump
+(refilled) or the messages they were given (added again)."""
 from __future__ import annotations
 
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.memory_calls import MODEL_FAILURES
-from memaudit.errors import MemauditError
+from memaudit.errors import BadInput, MemauditError
+from memaudit.llm.proxy import recording_proxy
 
 # How long a library waits for the recording proxy. The proxy answers once memaudit's client has,
 # with its own timeouts and retries; a library's own shorter timeout (LlamaIndex's clients: 60 s)
 # would turn a busy local embedder or a queue at the endpoint into a lost write or an empty search,
 # depending on timing.
 PROXY_TIMEOUT = 24 * 3600.0
+PROXY_KEY = "memaudit-proxy"  # the API key a library sends the proxy: any will do
+
+
+async def library_route(adapter, role: str, **options):
+    """The recording-proxy route of a library's model and embedding calls (`options`: the route's,
+    e.g. `json_schema`). A library that models its writes needs the model client, which a command
+    that only searches a dumped store does not have: refused in one line."""
+    if adapter.ctx.llm is None:
+        raise BadInput(f"the {adapter.name} system needs a model client", field="systems")
+    return (await recording_proxy(adapter.ctx.llm)).route(role, adapter.embedder, **options)
+
+
+async def embedding_dimensions(adapter) -> int:
+    """The length of the adapter's vectors, which a library's vector store is configured with."""
+    return len((await adapter.embedder.embed([f"{adapter.name} dimension probe"]))[0])
 
 
 async def guarded(adapter, role: str, route, call):
     """Await a library call (a coroutine function of no arguments) with its model calls counted
     with the caller's artifact. A model failure, or the library failing on an answer it could not
     use, is counted in the adapter's write failures and gives None; a cache miss under `--cache
-    replay` or an unreachable endpoint propagates."""
+    replay` or an unreachable endpoint propagates, also when the library caught it and went on
+    (a replay would otherwise go on with another memory, or a broken endpoint pass for an empty one)."""
     with route.calls_from_here(), adapter.clock.running():
         try:
-            return await call()
+            result = await call()
         except Exception as exc:
             cause = route.error or exc
-            if isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES):
+            if _fatal(cause):
                 raise cause from None
             adapter.failures.record(role, adapter.clock.clock, cause)
             return None
+    if _fatal(route.error):
+        raise route.error
+    return result
+
+
+def _fatal(cause) -> bool:
+    """A memaudit error that is not a model failure: it ends the command, never counts as a lost write."""
+    return isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES)
 
 
 def count_problems(adapter, problems: list) -> None:
@@ -36,9 +62,24 @@ def count_problems(adapter, problems: list) -> None:
     a cache miss or an unreachable endpoint among them propagates."""
     for problem in problems:
         cause = problem if isinstance(problem, MemauditError) else adapter.route.error or problem
-        if isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES):
+        if _fatal(cause):
             raise cause from None
         adapter.failures.record(adapter.route.role, adapter.clock.clock, cause)
+
+
+class RefilledStore:
+    """For an adapter (a MemoryAdapter with a `clock`) over a library whose store takes back what
+    it dumped (`_refill(items)`, items as `dump()` lists them): its state is that dump
+    (`self.stored`) and the clock."""
+
+    def snapshot(self) -> dict:
+        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "stored": self.stored})
+
+    async def restore(self, state: dict) -> None:
+        state = deep_copy(state)
+        self.load_header(state)
+        self.clock.load_state(state["clock"])
+        await self._refill(state["stored"])
 
 
 class ReplayedMessages:

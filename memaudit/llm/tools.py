@@ -14,6 +14,7 @@ Either way a request whose `tool_choice` requires a tool (`required`, or a named
 tool call is an invalid answer: repaired, then a counted failure, never an empty success."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import orjson
@@ -89,6 +90,17 @@ class ToolRequest:
         return {name: value for name, value in sent.items() if value is not None}
 
 
+def _json_object(arguments: str) -> bool:
+    """Whether a call's arguments read as a JSON object the way OpenAI clients read them: control
+    characters allowed in strings, empty arguments as `{}` (a tool without parameters)."""
+    if not arguments.strip():
+        return True
+    try:
+        return isinstance(json.loads(arguments, strict=False), dict)
+    except ValueError:
+        return False
+
+
 def _tool_name(tool) -> str | None:
     if not isinstance(tool, dict) or tool.get("type", "function") != "function":
         return None
@@ -118,7 +130,9 @@ def answered_calls(response: dict) -> list[dict]:
 
 def calls_problem(fields: dict, calls: list[dict]) -> str | None:
     """Why tool calls do not answer a request with these tool fields (`ToolRequest.fields`), or None.
-    No call is a problem only where the request requires one."""
+    No call is a problem only where the request requires one. A call's arguments must be a JSON
+    object: OpenAI clients set other arguments aside (LangChain's `invalid_tool_calls`) and the
+    libraries using them go on without the call, a silently lost write."""
     request = ToolRequest.of(fields)
     offered = set(request.names)
     for call in calls:
@@ -127,6 +141,8 @@ def calls_problem(fields: dict, calls: list[dict]) -> str | None:
             return f"it called {name!r}, which is not one of the offered tools ({', '.join(request.names)})"
         if request.named is not None and name != request.named:
             return f"it called {name!r}, but the request requires {request.named!r}"
+        if not _json_object(call["function"]["arguments"]):
+            return f"it called {name!r} with arguments that are not a JSON object"
     if not calls and request.mode == "required":
         return ("the request requires a tool call" + (f" to {request.named!r}" if request.named else "")
                 + " and the answer made none")

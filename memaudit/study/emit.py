@@ -28,7 +28,7 @@ from pathlib import Path
 
 from yarl import URL
 
-from memaudit.config import BUNDLED_EMBED_MODEL, PROMPTS_DIR
+from memaudit.config import BUNDLED_EMBED_MODEL, OPTION, PROMPTS_DIR
 from memaudit.errors import BadInput
 from memaudit.study.plan import Study
 
@@ -80,26 +80,32 @@ def _flag(name: str, value) -> list[str]:
 
 
 def settings_env(settings, config_file: Path | None) -> dict[str, str]:
-    """The model settings of the plan, as the environment variables a shard's commands read."""
-    env = {"MEMAUDIT_SEED": str(settings.seed), "MEMAUDIT_CONCURRENCY": str(settings.concurrency),
-           "MEMAUDIT_TIMEOUT": f"{settings.timeout:g}"}
+    """The model settings of the plan, as the environment variables a shard's commands read: each
+    setting under its first variable in config.OPTIONS. The seed, concurrency and timeout always; the
+    endpoint with its model and dialect when there is one; the rest when set or not the default."""
+    chosen = ["seed", "concurrency", "timeout"]
     if settings.base_url is not None:
         if any(_has_credentials(u) for u in settings.base_url.split(",")):
             raise BadInput("the base URL holds credentials (user:key@ or a query such as ?api-key=): they are "
-                           "never written into a job file; emit without it and set MEMAUDIT_BASE_URL in the "
-                           "environment the jobs run in", field="base_url")
-        env.update(MEMAUDIT_BASE_URL=settings.base_url, MEMAUDIT_MODEL=settings.model,
-                   MEMAUDIT_BACKEND=settings.backend)
-    if config_file is not None:
-        env["MEMAUDIT_CONFIG"] = str(Path(config_file).resolve())
+                           f"never written into a job file; emit without it and set {OPTION['base_url'].env[0]} "
+                           "in the environment the jobs run in", field="base_url")
+        chosen += ["base_url", "model", "backend"]
     if settings.embed_model != BUNDLED_EMBED_MODEL:
-        env["MEMAUDIT_EMBED_MODEL"] = settings.embed_model
+        chosen.append("embed_model")
     if Path(settings.prompts_dir).resolve() != PROMPTS_DIR.resolve():
-        env["MEMAUDIT_PROMPTS"] = str(Path(settings.prompts_dir).resolve())
-    for name, value in (("MEMAUDIT_RPM", settings.rpm), ("MEMAUDIT_TPM", settings.tpm)):
-        if value is not None:
-            env[name] = f"{value:g}"
+        chosen.append("prompts_dir")
+    chosen += [name for name in ("rpm", "tpm") if getattr(settings, name) is not None]
+    env = {OPTION[name].env[0]: _env_text(getattr(settings, name)) for name in chosen}
+    if config_file is not None:
+        env[OPTION["config"].env[0]] = _env_text(Path(config_file))
     return env
+
+
+def _env_text(value) -> str:
+    """A setting as its variable holds it: a path absolute (jobs run elsewhere), a number as short as it reads."""
+    if isinstance(value, Path):
+        return str(value.resolve())
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _has_credentials(url: str) -> bool:

@@ -22,14 +22,19 @@ pytestmark = pytest.mark.integration
 SIMULATOR_TEXT = "I run along the river most mornings and my left knee aches after long hills. " * 12
 
 
-def memaudit(db: Path, url: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(REPO / "memaudit.py"), "--db", str(db), "--base-url", url,
+def run_memaudit(db: Path, url: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "memaudit.py"), "--db", str(db), "--base-url", url,
                            "--model", "fake", *args], capture_output=True, text=True, timeout=900)
+
+
+def memaudit(db: Path, url: str, *args: str) -> str:
+    done = run_memaudit(db, url, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-@pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s)) for s in ("cognee", "graphiti", "llamaindex")])
+@pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s))
+                                    for s in ("cognee", "graphiti", "langmem", "llamaindex")])
 def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     db = tmp_path / f"{system}.db"
     fake = script(FakeOpenAI()).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})
@@ -46,3 +51,16 @@ def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     assert len(last) == 2 and all(orjson.loads(items) for _, items in last)
     assert calls > 0
     assert memaudit(db, url, "replay").strip().endswith("identical")
+
+
+@needs_library("langmem")
+def test_a_langmem_rollout_on_a_server_that_ignores_tools_stops_with_one_line(tmp_path):
+    """Never a memory left silently empty by a server that drops `tools` (mem0ai/mem0#4175)."""
+    fake = script(FakeOpenAI())
+    fake.ignore_tools = True
+    with serve(fake) as url:
+        done = run_memaudit(tmp_path / "langmem.db", url, "rollout", "--bench", "sample", "--systems", "langmem",
+                            "--users", "1", "--tasks", "1", "--max-turns", "1", "--quiet")
+    assert done.returncode != 0
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 1 and "memory:langmem" in said[0] and "ignores `tools`" in said[0], done.stderr

@@ -9,7 +9,7 @@ import pytest
 from memaudit.adapters.registry import load, registrations
 from memaudit.errors import BadInput
 
-LIBRARY_MODULES = {"graphiti": "graphiti_core", "llamaindex": "llama_index", "mem0ai": "mem0"}
+LIBRARY_MODULES = {"graphiti": "graphiti_core", "langmem": "langmem", "llamaindex": "llama_index", "mem0ai": "mem0"}
 
 
 def registration(name):

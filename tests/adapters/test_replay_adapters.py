@@ -9,7 +9,7 @@ from memaudit.scoring.recovery import score_runs
 from tests.adapters.conftest import installed, script as script_memory
 from tests.scoring.recorded import record, runtime, script
 
-WRITING_SYSTEMS = tuple(s for s in ("amem", "file_memory", "mem0", "memt", "mem0ai", "graphiti", "llamaindex") if installed(s))
+WRITING_SYSTEMS = tuple(s for s in ("amem", "file_memory", "mem0", "memt", "mem0ai", "graphiti", "llamaindex", "langmem") if installed(s))
 
 
 def test_replay_of_model_writing_systems_is_identical(settings, fake):

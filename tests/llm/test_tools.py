@@ -83,3 +83,17 @@ def test_answers_are_checked_against_the_request_and_emulated_calls_get_stable_i
     named = request(tool_choice={"type": "function", "function": {"name": "patch"}}).fields()
     assert "requires 'patch'" in calls_problem(named, calls)
     assert "not one of the offered" in calls_problem(ToolRequest.of({"tools": [PATCH]}).fields(), calls)
+
+
+@pytest.mark.parametrize("arguments", ['{"text": "cut', '"just text"', "[1, 2]"])
+def test_a_call_whose_arguments_are_not_a_json_object_is_not_an_answer(arguments):
+    """A client sets such a call aside and its library goes on without it: a lost write, never a
+    silent one."""
+    call = {"id": "c1", "type": "function", "function": {"name": "note", "arguments": arguments}}
+    assert "not a JSON object" in calls_problem(request().fields(), [call])
+
+
+@pytest.mark.parametrize("arguments", ["", '{"text": "two\nlines"}'])
+def test_arguments_are_read_as_openai_clients_read_them(arguments):
+    call = {"id": "c1", "type": "function", "function": {"name": "note", "arguments": arguments}}
+    assert calls_problem(request().fields(), [call]) is None

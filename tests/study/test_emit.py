@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from memaudit.cli import main
-from memaudit.study.emit import Resources, study_commands, to_yaml
+from memaudit.config import OPTIONS, load_settings
+from memaudit.study.emit import Resources, settings_env, study_commands, to_yaml
 from memaudit.study.plan import STUDY_COMMANDS, Study
 
 SECRET = "sk-never-in-a-file-0123456789"
@@ -77,6 +78,24 @@ def test_the_config_file_given_with_the_flag_reaches_the_jobs(tmp_path):
     config.write_text('[roles.recovery_judge]\ntemperature = 0.0\n')
     out = emit(tmp_path, "slurm", "--config", str(config))
     assert f"MEMAUDIT_CONFIG={config.resolve()}" in (out / "study.env").read_text()
+
+
+def test_the_job_environment_reads_back_as_the_plans_settings(tmp_path):
+    """Every variable a job file sets is a settings-table variable (config.OPTIONS), and a shard reading
+    them gets the plan's settings back."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    config = tmp_path / "c.toml"
+    config.write_text("[default]\n")
+    plan = load_settings(base_url="http://127.0.0.1:9/v1", model="fake", backend="vllm", seed=7, concurrency=3,
+                         timeout=12.5, rpm=600, tpm=90_000, embed_model="some/model", prompts_dir=prompts, env={})
+    env = settings_env(plan, config)
+    assert set(env) <= {o.env[0] for o in OPTIONS if o.env}
+    shard = load_settings(env=env)
+    for name in ("base_url", "model", "backend", "seed", "concurrency", "timeout", "rpm", "tpm", "embed_model",
+                 "prompts_dir"):
+        assert getattr(shard, name) == getattr(plan, name), name
+    assert env["MEMAUDIT_CONFIG"] == str(config.resolve())
 
 
 def test_k8s_files_are_an_indexed_job_and_a_merge_job_over_one_volume(tmp_path):

@@ -1,0 +1,201 @@
+"""`langmem`: LangChain's LangMem (langmem==0.0.30, `pip install 'memaudit-bench[langmem]'`), its
+memory manager on LangGraph's in-memory store, audited as it ships.
+
+- `create_memory_store_manager` with its defaults (its own instructions, free-text `Memory` items,
+  inserts and updates, no deletes, the 5 nearest memories shown to each update, its namespace per
+  user) over an `InMemoryStore` indexed as its documentation configures it (the whole stored value
+  embedded); one manager and one store per user.
+- Its chat model (`ChatOpenAI`, chat completions) and its embeddings (`OpenAIEmbeddings`) point at
+  memaudit's recording proxy: every call goes through memaudit's client under `memory:langmem`,
+  cached, counted, replayable. The manager works by tool calls (several per answer, through
+  trustcall), which the proxy forwards or emulates as the `memory` role's dialect says.
+- Deterministic: the ids and times it draws (memory ids, the session tag in its prompt, the store's
+  timestamps) come from the episode's logical clock. Tracing is off; nothing is downloaded.
+
+What it is given follows the published study: each message from the user (the task text and each
+reply), as a conversation of that one message. `search` is the manager's own search (the store's
+cosine ranking, with its scores). `dump` is every item of the user's namespace: its key, the
+memory's text, its kind and the store's times. A tool call the library drops because it cannot use
+it is a counted write failure."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from contextvars import ContextVar
+from datetime import datetime
+
+import orjson
+from pydantic import PrivateAttr
+
+from memaudit.adapters.base import Event, MemoryAdapter
+from memaudit.adapters.indexed import deep_copy
+from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
+from memaudit.adapters.upstream import (PROXY_KEY, PROXY_TIMEOUT, RefilledStore, count_problems, embedding_dimensions,
+                                        guarded, library_route)
+from memaudit.errors import BadInput, InvalidOutput
+from memaudit.types import MemoryItem
+
+ROLE = "memory:langmem"
+CONFIG = {"configurable": {"langgraph_user_id": "user"}}  # fills the manager's namespace template
+SOURCE = ("task_start", "user")
+KIND = "Memory"  # the manager's default schema, the only kind it writes here
+# Every switch LangSmith reads before it traces (its telemetry): all off, whatever the environment says.
+TRACING = ("LANGSMITH_TRACING", "LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING", "LANGCHAIN_TRACING_V2")
+# trustcall, the manager's tool-calling engine, drops a tool call it cannot use (arguments its schema
+# refuses after its own repair attempts, a patch it cannot apply, a patch of a memory it was not
+# shown) and goes on with only a line on this logger: each such line is a lost write.
+DROPS_LOGGER = "extraction"
+
+_drops: ContextVar["list | None"] = ContextVar("memaudit_langmem_drops", default=None)
+
+
+class DroppedCalls(logging.Handler):
+    """Collects trustcall's reports of dropped tool calls for the adapter whose write is running
+    (the list it set in the context), instead of printing them."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _drops.get()
+        if found is not None and record.levelno >= logging.WARNING:
+            found.append(InvalidOutput(ROLE, "", f"the library dropped a tool call: {record.getMessage()}"))
+
+
+def _import_library():
+    for name in TRACING:
+        os.environ[name] = "false"
+    try:
+        import langgraph.store.memory
+        import langmem.knowledge.extraction
+        import trustcall._base
+        from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+        from langgraph.store.memory import InMemoryStore
+        from langmem import create_memory_store_manager
+    except ImportError as exc:
+        raise BadInput(f"the langmem system needs the upstream library ({exc}): "
+                       "pip install 'memaudit-bench[langmem]'", field="systems") from None
+    drops = logging.getLogger(DROPS_LOGGER)
+    if not any(isinstance(handler, DroppedCalls) for handler in drops.handlers):
+        drops.addHandler(DroppedCalls())
+    drops.propagate = False  # counted, not printed: a command's output stays one line a fact
+    for module in (langmem.knowledge.extraction, trustcall._base, langgraph.store.memory):
+        patch_modules(module.__name__)
+    return ChatOpenAI, OpenAIEmbeddings, InMemoryStore, create_memory_store_manager
+
+
+# Imported with the adapter, so that a missing extra fails before a run is opened.
+ChatOpenAI, OpenAIEmbeddings, InMemoryStore, create_memory_store_manager = _import_library()
+
+
+class InTurnEmbeddings(OpenAIEmbeddings):
+    """OpenAIEmbeddings answering one request at a time, first come first served. The manager
+    puts a write's memories concurrently (`asyncio.gather`), and the store files each put, with
+    its timestamp, when that put's embedding comes back: in turn, the order (and the times) are
+    the order of the manager's puts, the same in every run and replay."""
+
+    _turn: asyncio.Lock = PrivateAttr(default_factory=asyncio.Lock)
+
+    async def aembed_documents(self, texts, chunk_size=None, **kwargs):  # aembed_query comes here too
+        async with self._turn:
+            return await super().aembed_documents(texts, chunk_size, **kwargs)
+
+
+class LangMemMemory(RefilledStore, MemoryAdapter):
+    name = "langmem"
+    library = "langmem"
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.manager = self.store = self.route = None
+        self.clock = LibraryClock(ctx.scope)
+        self.stored: list[dict] = []  # the dump, read back from the store after every write
+
+    # -- the library ---------------------------------------------------------------------------
+    async def _open(self):
+        if self.manager is None:
+            self.route = await library_route(self, ROLE)
+            key, url = PROXY_KEY, self.route.base_url
+            model = ChatOpenAI(model=self.ctx.llm.settings.role(ROLE).model, base_url=url, api_key=key,
+                               max_retries=0, timeout=PROXY_TIMEOUT, use_responses_api=False)
+            # The embeddings' length check counts tokens with a tiktoken encoding, which tiktoken
+            # downloads on first use: off (memaudit's embedder takes the texts as they are).
+            embeddings = InTurnEmbeddings(model=self.embedder.model_name, base_url=url, api_key=key,
+                                          check_embedding_ctx_length=False, max_retries=0, timeout=PROXY_TIMEOUT)
+            self.store = InMemoryStore(index={"dims": await embedding_dimensions(self), "embed": embeddings})
+            self.manager = create_memory_store_manager(model, store=self.store)
+        return self.manager
+
+    # -- write path ----------------------------------------------------------------------------
+    async def observe(self, event: Event) -> None:
+        if event.kind not in SOURCE:
+            return
+        self.clock.at(event)
+        manager = await self._open()
+        dropped: list = []
+        token = _drops.set(dropped)
+        try:
+            await guarded(self, ROLE, self.route, lambda: manager.ainvoke(
+                {"messages": [{"role": "user", "content": event.text}]}, config=CONFIG))
+        finally:
+            _drops.reset(token)
+        count_problems(self, dropped)
+        self.stored = await self._read()
+
+    # -- read paths ----------------------------------------------------------------------------
+    async def search(self, query: str, k: int) -> list[MemoryItem]:
+        manager = await self._open()
+        found = await guarded(self, ROLE, self.route, lambda: manager.asearch(query=query, limit=k, config=CONFIG))
+        items = []
+        for result in found or []:
+            item = stored_item(result)
+            items.append(MemoryItem(item.pop("id"), item.pop("content"), result.score, item))
+        return items
+
+    def dump(self) -> list[dict]:
+        return deep_copy(self.stored)
+
+    async def _read(self) -> list[dict]:
+        """Every item of the user's namespace, in the order the store keeps them (a search
+        without a query embeds nothing)."""
+        return [stored_item(item) for item in await self.manager.asearch(limit=1_000_000, config=CONFIG)]
+
+    # -- state (snapshot and restore: upstream.RefilledStore) ---------------------------------
+    async def load_items(self, items: list[dict]) -> None:
+        """A dumped store (ours, or any items with `content`), each a `Memory` of the manager; items
+        without times get the logical date of task 1."""
+        stored = []
+        for n, item in enumerate(items, 1):
+            if not isinstance(item, dict) or not isinstance(item.get("content"), str):
+                raise BadInput(f"memory {n} needs a string 'content'", field="content")
+            stored.append({"id": str(item.get("id") or f"memory-{n}"), "content": item["content"],
+                           "created_at": item.get("created_at") or EPOCH.isoformat(),
+                           "updated_at": item.get("updated_at") or EPOCH.isoformat()})
+        await self._refill(stored)
+
+    async def _refill(self, stored: list[dict]) -> None:
+        """The store filled with dumped items by its own puts (embedded as it embeds them, from
+        the cache), then given back their recorded times."""
+        manager = await self._open()
+        namespace = manager.get_namespace(CONFIG)
+        with self.route.calls_from_here():
+            try:
+                # One put an item, as the manager puts them: a batch of puts embeds its distinct
+                # texts once each but indexes every put, and fails on two equal values.
+                for item in stored:
+                    await self.store.aput(namespace, item["id"], {"kind": KIND, "content": {"content": item["content"]}})
+            except Exception as exc:
+                raise (self.route.error or exc) from None
+        # The store stamps each put with the time of the put; the recorded times go back where it
+        # keeps its items (`_data`, a name its documentation asks to keep).
+        kept = self.store._data[namespace]
+        for item in stored:
+            kept[item["id"]].created_at = datetime.fromisoformat(item["created_at"])
+            kept[item["id"]].updated_at = datetime.fromisoformat(item["updated_at"])
+        self.stored = await self._read()
+
+
+def stored_item(found) -> dict:
+    """A store item of the manager (its value a `Memory`) in the dump's shape."""
+    native = found.dict()  # langmem's own item, its value as JSON
+    text = native["value"].get("content")
+    return {"id": found.key, "content": text if isinstance(text, str) else orjson.dumps(native["value"]).decode(),
+            "kind": type(found.value).__name__, "created_at": native["created_at"], "updated_at": native["updated_at"]}

@@ -52,9 +52,9 @@ def _flag(option):
 GLOBAL_OPTIONS = [_flag(o) for o in FLAGGED]
 
 # -- the settings a command takes --------------------------------------------------------------
-# A command takes the settings it reads and no other: its help lists only those, and its command
-# line refuses another in one line (before the command's name every command accepts them all, and
-# ignores the ones it does not read). The settings come in groups that commands read together; a
+# A command takes the settings it reads and no other: its help lists only those; another given on
+# its command line is ignored with one line on stderr that says so (before the command's name every
+# command accepts them all, and ignores the ones it does not read). The settings come in groups that commands read together; a
 # command that reads a setting a config file can give reads the config file too.
 # tests/cli/test_command_options.py runs every command and holds what it takes to what it read.
 STORE = ("db", "config")
@@ -140,20 +140,37 @@ def format_grouped_options(command: click.Command, ctx: click.Context, formatter
 
 
 class Command(click.Command):
-    """A command whose help groups its options (HELP_GROUPS), and whose command line refuses a
-    setting it does not read in one line that says so."""
+    """A command whose help groups its options (HELP_GROUPS), and whose command line ignores a
+    setting it does not read, in one line that says so."""
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         format_grouped_options(self, ctx, formatter)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.NoSuchOption as exc:
-            if exc.option_name not in SETTING_OF_FLAG:
-                raise
-            raise click.UsageError(f"`{ctx.command_path}` does not read {exc.option_name}; the options it uses are "
-                                   "in its --help", ctx) from None
+        return super().parse_args(ctx, self.without_unread_settings(ctx, args))
+
+    def without_unread_settings(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The command line without the global settings this command does not read, each named once
+        on stderr: a script that gives every command the same settings still runs (as it does
+        with them before the command's name), and the user learns the setting had no effect."""
+        own = {p.name for p in self.params}
+        kept, ignored, rest = [], [], list(args)
+        while rest:
+            arg = rest.pop(0)
+            if arg == "--":
+                kept += [arg, *rest]
+                break
+            flag = arg.split("=", 1)[0]
+            if SETTING_OF_FLAG.get(flag, "") and SETTING_OF_FLAG[flag] not in own:
+                ignored.append(flag)
+                if "=" not in arg and rest:
+                    rest.pop(0)  # its value
+                continue
+            kept.append(arg)
+        for flag in dict.fromkeys(ignored):
+            click.echo(f"memaudit: `{ctx.command_path}` does not read {flag}; ignored (the options it uses are "
+                       "in its --help)", err=True)
+        return kept
 
 
 class Group(click.Group):

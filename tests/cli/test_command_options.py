@@ -212,8 +212,13 @@ def help_sections(text: str) -> dict[str, list[str]]:
 
 
 
-def test_a_setting_a_command_does_not_read_is_refused_on_its_line_and_accepted_before_its_name(capsys):
-    assert run(["tables", "--base-url", "http://x.test/v1", "--format", "json"]) == 2
-    assert "`memaudit tables` does not read --base-url; the options it uses are in its --help" in \
-        capsys.readouterr().err
-    assert run(["--base-url", "http://x.test/v1", "--model", "m", "systems"]) == 0
+def test_a_setting_a_command_does_not_read_is_ignored_in_one_line_on_its_line_and_before_its_name(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    assert run(["bench", "validate", "sample", "--db", db, "--base-url", "http://x.test/v1", "--model=m"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "sample: ok\n"
+    assert err.splitlines() == [
+        f"memaudit: `memaudit bench validate` does not read {flag}; ignored (the options it uses are in its --help)"
+        for flag in ("--base-url", "--model")]
+    assert run(["--db", db, "--base-url", "http://x.test/v1", "--model", "m", "bench", "validate", "sample"]) == 0
+    assert capsys.readouterr().err == ""

@@ -52,9 +52,9 @@ def _flag(option):
 GLOBAL_OPTIONS = [_flag(o) for o in FLAGGED]
 
 # -- the settings a command takes --------------------------------------------------------------
-# A command takes the settings it reads and no other: its help lists only those; another given on
-# its command line is ignored with one line on stderr that says so (before the command's name every
-# command accepts them all, and ignores the ones it does not read). The settings come in groups that commands read together; a
+# A command takes the settings it reads and no other: its help lists only those. Another given on
+# its command line or before its name is accepted and ignored (a script may hand every command the
+# same settings). The settings come in groups that commands read together; a
 # command that reads a setting a config file can give reads the config file too.
 # tests/cli/test_command_options.py runs every command and holds what it takes to what it read.
 STORE = ("db", "config")
@@ -140,8 +140,8 @@ def format_grouped_options(command: click.Command, ctx: click.Context, formatter
 
 
 class Command(click.Command):
-    """A command whose help groups its options (HELP_GROUPS), and whose command line ignores a
-    setting it does not read, in one line that says so."""
+    """A command whose help groups its options (HELP_GROUPS), and whose command line accepts and
+    ignores a global setting it does not read."""
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         format_grouped_options(self, ctx, formatter)
@@ -150,11 +150,11 @@ class Command(click.Command):
         return super().parse_args(ctx, self.without_unread_settings(ctx, args))
 
     def without_unread_settings(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """The command line without the global settings this command does not read, each named once
-        on stderr: a script that gives every command the same settings still runs (as it does
-        with them before the command's name), and the user learns the setting had no effect."""
+        """The command line without the global settings this command does not read: they are
+        accepted and ignored, as before the command's name, so a script that hands every command the
+        same settings still runs (and its errors stay one line)."""
         own = {p.name for p in self.params}
-        kept, ignored, rest = [], [], list(args)
+        kept, rest = [], list(args)
         while rest:
             arg = rest.pop(0)
             if arg == "--":
@@ -162,14 +162,10 @@ class Command(click.Command):
                 break
             flag = arg.split("=", 1)[0]
             if SETTING_OF_FLAG.get(flag, "") and SETTING_OF_FLAG[flag] not in own:
-                ignored.append(flag)
                 if "=" not in arg and rest:
                     rest.pop(0)  # its value
                 continue
             kept.append(arg)
-        for flag in dict.fromkeys(ignored):
-            click.echo(f"memaudit: `{ctx.command_path}` does not read {flag}; ignored (the options it uses are "
-                       "in its --help)", err=True)
         return kept
 
 

@@ -63,7 +63,7 @@ def test_every_setting_resolves_flag_then_environment_then_file_then_default(opt
 
 
 @pytest.mark.parametrize("option", [o for o in OPTIONS if o.flag], ids=lambda o: o.name)
-def test_every_flagged_setting_is_a_global_option_of_every_command(option):
+def test_every_flagged_setting_is_a_global_option_and_rollout_takes_it(option):
     params = {p.name: p for p in cli.params}
     assert params[option.name].opts == [option.flag] and params[option.name].help == option.help_text
     command = cli.get_command(click.Context(cli), "rollout")

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from memaudit.cli.common import ATTRIBUTE_HELP, GLOBAL_OPTIONS, Interrupted, stop_on_signals
+from memaudit.cli.common import ATTRIBUTE_HELP, GLOBAL_OPTIONS, Group, Interrupted, stop_on_signals
 from memaudit.errors import MemauditError, scrub
 
 # name -> (module in memaudit.cli, the first paragraph of the command's docstring). The summary
@@ -70,7 +70,7 @@ COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(Group):
     """The top-level group: COMMANDS names every command; its module is imported on resolution."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -100,7 +100,10 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def cli(**_):
-    """memaudit: how much of a user can be reconstructed from an agent's memory."""
+    """memaudit: how much of a user can be reconstructed from an agent's memory.
+
+    The options here are every global setting, taken before any command (a command that does not
+    read one ignores it); `memaudit COMMAND --help` lists the ones that command reads."""
 
 
 for _option in GLOBAL_OPTIONS:

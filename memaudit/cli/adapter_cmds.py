@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 import orjson
 
-from memaudit.cli.common import current_settings, global_options, run
+from memaudit.cli.common import command, run
 
 
-@click.command("systems")
+@command("systems")
 @click.option("--json", "as_json", is_flag=True, help='[{"name", "origin", "loads", "error"}]')
 def systems(as_json):
     """Every memory system: its name, where it comes from (built-in or package==version) and whether
@@ -37,18 +37,17 @@ def systems(as_json):
         click.echo(f"{r['name']:<{width}}  {r['origin']:<24}  {state}")
 
 
-@click.command("check-adapter")
+@command("check-adapter")
 @click.argument("name")
-@global_options
 def check_adapter(name):
     """Run the adapter contract checks against a memory system, on the scripted fake model: writes
-    and reads with the right types, snapshot/restore round trip, determinism."""
+    and reads with the right types, snapshot/restore round trip, determinism. It takes no store: an
+    adapter's traceback goes to memaudit-adapter.log in the current directory."""
     from memaudit.adapters.registry import get_adapter
     from memaudit.testing.adapter_contract import check_adapter as run_checks
 
     get_adapter(name)  # unknown or broken: its one line, before anything runs
-    log_dir = Path(current_settings().db).parent
-    results = run(run_checks, name, log_dir)
+    results = run(run_checks, name, Path.cwd())
     for check in results:
         click.echo(f"{check.name}: " + ("ok" if check.problem is None else f"FAILED: {check.problem}"))
     failed = sum(check.problem is not None for check in results)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import orjson
 
-from memaudit.cli.common import current_settings, global_options, run
+from memaudit.cli.common import STORE, Group, current_settings, global_options, run
 from memaudit.errors import BadInput
 
 
@@ -59,14 +59,18 @@ async def _say_waiting(store, keys: list[str], files: bool) -> None:
     click.echo(f"memaudit: batch: {then}, then this command again", err=True)
 
 
-@click.group("batch")
+# What the batch commands read: the store, and the endpoint each batch went to (--config's roles).
+BATCHES = STORE + ("base_url", "model", "backend", "timeout")
+
+
+@click.group("batch", cls=Group)
 def batch():
     """Batch API scoring: the state of the batches sent, collecting their results, sending again."""
 
 
 @batch.command("status")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per batch")
-@global_options
+@global_options(uses=BATCHES)
 def status(as_json):
     """Each batch's state and request counts (as last collected), and the requests waiting to be sent."""
     run(_status, current_settings(), as_json)
@@ -103,7 +107,7 @@ async def _status(settings, as_json: bool) -> None:
 @batch.command("collect")
 @click.option("--from", "from_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="import the output file of vLLM's batch runner instead of downloading finished batches")
-@global_options
+@global_options(uses=BATCHES)
 def collect(from_file):
     """Download the output and error files of finished batches and store every result in the call cache."""
     run(_collect, current_settings(), from_file)
@@ -128,7 +132,7 @@ async def _collect(settings, from_file: Path | None) -> None:
 @batch.command("resubmit")
 @click.option("--batch-file", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="write the input files into DIR for vLLM's batch runner instead of uploading them")
-@global_options
+@global_options(uses=BATCHES)
 def resubmit(batch_file):
     """Send every request that waits to be sent again (no result yet: 429, 5xx, expired, a repair)."""
     run(_resubmit, current_settings(), batch_file)

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 import orjson
 
-from memaudit.cli.common import current_settings, global_options, out, run
+from memaudit.cli.common import STORE, Group, current_settings, global_options, out, run
 
 
-@click.group("bench")
+@click.group("bench", cls=Group)
 def bench():
     """Benchmark instances: validate, import, list."""
 
@@ -20,7 +20,7 @@ def bench():
 @click.option("--pool", "pool_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="dimension pool to check the banks against (default: the release's own pool, if any)")
 @click.option("--tasks-dir", default=None, help="task directory under benchmark_data/ when there are several")
-@global_options
+@global_options(uses=STORE)
 def validate(ref, pool_path, tasks_dir):
     """Check a benchmark (`sample`, a release-layout directory, or an imported name): every problem,
     one per line, naming the file, the user and the field. User ids name files, so each must be a
@@ -49,7 +49,7 @@ async def _validate(settings, ref, pool_path, tasks_dir):
 @click.argument("path", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--name", required=True, help="name of the benchmark in the store")
 @click.option("--tasks-dir", default=None, help="task directory under benchmark_data/ when there are several")
-@global_options
+@global_options(uses=STORE)
 def import_bench(path, name, tasks_dir):
     """Import benchmark instances (release layout or our export), all-or-nothing."""
     users, tasks = run(_import_bench, current_settings(), path, name, tasks_dir)
@@ -68,7 +68,7 @@ async def _import_bench(settings, path, name, tasks_dir):
 
 @bench.command("list")
 @click.option("--json", "as_json", is_flag=True, help='[{"name", "users", "tasks"}]')
-@global_options
+@global_options(uses=STORE)
 def list_benchmarks(as_json):
     """Benchmarks in the store."""
     rows = run(_list, current_settings())

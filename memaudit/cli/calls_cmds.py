@@ -6,7 +6,7 @@ import click
 import orjson
 from rich.table import Table
 
-from memaudit.cli.common import current_settings, global_options, out, run
+from memaudit.cli.common import STORE, command, current_settings, global_options, out, run
 
 PREVIEW = 60  # characters of the last message and of the response shown in the table
 
@@ -29,7 +29,7 @@ def call_record(row: dict) -> dict:
     return record
 
 
-@click.command("calls")
+@command("calls")
 @click.option("--run", "run_id", default=None, help="only the calls run R used (its episodes, scores, attributions)")
 @click.option("--role", default=None, help="only calls of this role; a glob such as 'memory:*'")
 @click.option("--artifact", default=None,
@@ -40,7 +40,7 @@ def call_record(row: dict) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line instead of a table")
 @click.option("--embeddings", is_flag=True, help="the cached embedding vectors per model instead (embeddings are "
               "cached apart from calls: a system that only embeds shows no calls)")
-@global_options
+@global_options(uses=STORE)
 def calls(run_id, role, artifact, failed, limit, as_json, embeddings):
     """Every recorded model call (oldest first), with its prompt and response."""
     if embeddings:

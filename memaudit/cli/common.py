@@ -35,11 +35,12 @@ def __getattr__(name: str):
 ATTRIBUTE_HELP = f"Stages 0-2 of failure attribution for every target scored below {RUBRIC.recovered:g}."
 
 # The global options, derived from the settings table (memaudit/config.py OPTIONS): every setting
-# with a flag is an option of the top-level command and of each command (`memaudit --db X tables`
-# and `memaudit tables --db X` both work).
+# with a flag is an option of the top-level command, and of each command that reads it
+# (`memaudit --db X tables` and `memaudit tables --db X` both work).
 FLAG_TYPES = {"text": None, "int": int, "float": float, "file": click.Path(path_type=Path),
               "dir": click.Path(path_type=Path, file_okay=False)}
 FLAGGED = tuple(o for o in OPTIONS if o.flag)
+SETTING_OF_FLAG = {o.flag: o.name for o in FLAGGED}
 
 
 def _flag(option):
@@ -50,25 +51,135 @@ def _flag(option):
 
 GLOBAL_OPTIONS = [_flag(o) for o in FLAGGED]
 
+# -- the settings a command takes --------------------------------------------------------------
+# A command takes the settings it reads and no other: its help lists only those. Another given on
+# its command line or before its name is accepted and ignored (a script may hand every command the
+# same settings). The settings come in groups that commands read together; a
+# command that reads a setting a config file can give reads the config file too.
+# tests/cli/test_command_options.py runs every command and holds what it takes to what it read.
+STORE = ("db", "config")
+MODEL = ("base_url", "model", "backend", "concurrency", "cache", "seed", "timeout", "rpm", "tpm", "prompts_dir")
+MEMORY = ("embed_model", "memt_prompts")  # the memory systems'
 
-def global_options(fn=None, *, uses: tuple[str, ...] | None = None):
-    """Accept the global options on the command itself too (`memaudit rollout --db X …`): every one,
-    or the settings `uses` names (the ones the command reads). Which a command takes is in its params
-    (`[p.name for p in command.params if p.name in config.OPTION]`); one it does not take is still
-    accepted before the command's name."""
+
+class Given(dict):
+    """The settings a command takes, as the user gave them (on its command line, else before its
+    name; None: not given): load_settings resolves them (flag > environment > config file > default)."""
+
+
+def global_options(fn=None, *, uses: tuple[str, ...]):
+    """Take the settings `uses` names (the ones the command reads) on the command itself too
+    (`memaudit rollout --db X …`). Which a command takes is in its params."""
     if fn is None:
+        unknown = set(uses) - set(SETTING_OF_FLAG.values())
+        if unknown:
+            raise TypeError(f"global_options(uses=...): no global option is named {', '.join(sorted(unknown))}")
         return functools.partial(global_options, uses=uses)
-    for option in reversed([o for o in FLAGGED if uses is None or o.name in uses]):
+    for option in reversed([o for o in FLAGGED if o.name in uses]):
         fn = _flag(option)(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context()
         group = ctx.find_root().params
-        own = {o.name: kwargs.pop(o.name, None) for o in FLAGGED}  # always taken out: fn never sees them
-        ctx.obj = {name: value if value is not None else group.get(name) for name, value in own.items()}
+        own = {name: kwargs.pop(name) for name in uses if name in kwargs}  # taken out: fn never sees them
+        ctx.obj = Given({name: value if value is not None else group.get(name) for name, value in own.items()})
         return fn(*args, **kwargs)
     return wrapper
+
+
+def given(name: str):
+    """A setting the command takes, as the user gave it (None: not given), for a command that needs
+    the given value rather than the resolved one (`serve --engine vllm --model NAME`)."""
+    return click.get_current_context().obj[name]
+
+
+# -- help: a command's options in three groups -------------------------------------------------
+# `memaudit COMMAND --help` lists its options under Study (what is run, read or computed, and where
+# it is recorded), Model (which endpoint answers and how the calls are made) and Output (what is
+# printed or written), grouped by parameter name (a name means one thing across commands); the
+# options of `serve` itself all concern the server it starts. tests/cli/test_command_options.py
+# fails for an option in no group.
+HELP_GROUPS = {
+    "study": ("db", "config", "seed", "prompts_dir", "memt_prompts", "bench_ref", "benches", "systems", "system",
+              "users", "n_users", "tasks", "max_turns", "tag", "k", "k_text", "transcripts", "shard", "shards", "mode",
+              "runs", "run_id", "role", "artifact", "failed", "embeddings", "dims", "variant", "threshold", "compare",
+              "bootstrap", "name", "tasks_dir", "pool_path", "order", "hints", "edits", "recheck", "evolving",
+              "per_category", "max_false_pass", "min_pass", "stages", "pilot_db", "store_path", "queries_path", "into",
+              "partial", "from_file"),
+    "model": ("base_url", "model", "backend", "concurrency", "cache", "timeout", "rpm", "tpm", "embed_model",
+              "use_batch", "batch_file", "judges", "repeats", "judge_model", "judge_prompt", "reader_model",
+              "context_window"),
+    "output": ("fmt", "out", "out_dir", "as_json", "quiet", "only", "limit", "archive", "report_dir", "user_data",
+               "serve", "port", "audit", "prices_file", "emit", "cpus", "mem_gb", "time_limit", "partition", "image",
+               "volume", "mount", "secret"),
+}
+GROUP_OF = {name: group for group, names in HELP_GROUPS.items() for name in names}
+OWN_OPTIONS_GROUP = {"serve": "model"}
+
+
+def help_group(command: click.Command, param: click.Parameter) -> str | None:
+    """The help group of one of the command's options (None: in no group)."""
+    if command.name in OWN_OPTIONS_GROUP and param.name not in SETTING_OF_FLAG.values():
+        return OWN_OPTIONS_GROUP[command.name]
+    return GROUP_OF.get(param.name)
+
+
+def format_grouped_options(command: click.Command, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    """The options under their groups, then --help (arguments are in the usage line)."""
+    sections: dict[str, list] = {group: [] for group in (*HELP_GROUPS, "other")}
+    for param in command.params:
+        record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+        if record is not None:
+            sections[help_group(command, param) or "other"].append(record)
+    sections["other"].append(command.get_help_option(ctx).get_help_record(ctx))
+    for group, records in sections.items():
+        if records:
+            with formatter.section(f"{group.capitalize()} options"):
+                formatter.write_dl(records)
+
+
+class Command(click.Command):
+    """A command whose help groups its options (HELP_GROUPS), and whose command line accepts and
+    ignores a global setting it does not read."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        format_grouped_options(self, ctx, formatter)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, self.without_unread_settings(ctx, args))
+
+    def without_unread_settings(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The command line without the global settings this command does not read: they are
+        accepted and ignored, as before the command's name, so a script that hands every command the
+        same settings still runs (and its errors stay one line)."""
+        own = {p.name for p in self.params}
+        kept, rest = [], list(args)
+        while rest:
+            arg = rest.pop(0)
+            if arg == "--":
+                kept += [arg, *rest]
+                break
+            flag = arg.split("=", 1)[0]
+            if SETTING_OF_FLAG.get(flag, "") and SETTING_OF_FLAG[flag] not in own:
+                if "=" not in arg and rest:
+                    rest.pop(0)  # its value
+                continue
+            kept.append(arg)
+        return kept
+
+
+class Group(click.Group):
+    """A command group whose help groups its options too, as do its commands'."""
+    command_class = Command
+    group_class = type  # a group in it is a Group
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        format_grouped_options(self, ctx, formatter)
+        self.format_commands(ctx, formatter)
+
+
+command = functools.partial(click.command, cls=Command)
 
 
 def settings_from(ctx_obj: dict, **extra):

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import console, current_settings, global_options, out, run
+from memaudit.cli.common import MODEL, STORE, command, console, current_settings, global_options, out, run
 from memaudit.errors import MemauditError
 
 
-@click.command("generate")
+@command("generate")
 @click.option("--users", "n_users", type=int, required=True, help="how many users (user_001 … user_N)")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="output directory (release layout); rerunning resumes")
@@ -27,7 +27,7 @@ from memaudit.errors import MemauditError
 @click.option("--evolving", type=int, default=0, show_default=True,
               help="bank entries per user that change at a later task (written by the generator, passed by "
                    "a reviewer); 0: a static benchmark, as published")
-@global_options
+@global_options(uses=STORE + MODEL)
 def generate(n_users, out_dir, tasks_dir, pool_path, order, hints, edits, recheck, evolving):
     """Generate benchmark users with the anti-fishing critic/editor pass (--seed sets the base seed).
 

@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 
 from memaudit.cli.batch_cmds import batch_options, batched
-from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
+from memaudit.cli.common import (
+    MODEL, STORE, Group, command, current_settings, global_options, run, shard_option, split_list)
 from memaudit.cli.score_cmds import panel_options
 from memaudit.errors import BadInput
 
 
-@click.command("judge-check")
+@command("judge-check")
 @click.option("--runs", default=None, help="check on the benchmarks of these runs (comma-separated)")
 @click.option("--bench", "benches", default=None,
               help="comma-separated benchmark names (default: the runs' benchmarks, else every benchmark)")
@@ -26,7 +27,7 @@ from memaudit.errors import BadInput
 @panel_options
 @batch_options
 @shard_option
-@global_options
+@global_options(uses=STORE + MODEL)
 def judge_check(runs, benches, per_category, max_false_pass, min_pass, fmt, judges, repeats, use_batch, batch_file,
                 shard):
     """Control answers with a known grade (truth, paraphrase; another user's value, a vague
@@ -78,14 +79,14 @@ async def _benches(store, runs, benches) -> list[str]:
     return found
 
 
-@click.group("human")
+@click.group("human", cls=Group)
 def human():
     """Human grades from the audit page of `memaudit view --audit N`."""
 
 
 @human.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
-@global_options
+@global_options(uses=STORE)
 def human_import(file):
     """Store a grader's exported grades and print their agreement with every judge and the panel."""
     for line in run(_human_import, current_settings(), file):

@@ -13,7 +13,7 @@ import orjson
 from memaudit.adapters.base import AdapterContext
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import available, get_adapter
-from memaudit.cli.common import current_settings, global_options, run
+from memaudit.cli.common import MEMORY, MODEL, STORE, Group, current_settings, global_options, run
 from memaudit.bench.files import read_json
 from memaudit.errors import BadInput
 from memaudit.runtime import open_runtime
@@ -60,7 +60,7 @@ async def search_store(settings, system: str, memories: list[dict], queries: lis
                 for q in queries]
 
 
-@click.group("memory")
+@click.group("memory", cls=Group)
 def memory():
     """Work with dumped memory stores."""
 
@@ -73,7 +73,7 @@ def memory():
               help="JSONL, one {\"id\", \"query\"} per line")
 @click.option("--k", default=5, show_default=True, type=click.IntRange(1, 100_000), help="results per query")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, help="write JSONL here")
-@global_options
+@global_options(uses=STORE + MODEL + MEMORY)
 def search(system, store_path, queries_path, k, out):
     """Load a dumped store into SYSTEM and run its search for every query."""
     get_adapter(system)  # an unknown system fails before anything is read

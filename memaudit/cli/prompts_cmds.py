@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options
+from memaudit.cli.common import Group, current_settings, global_options
 
 
-@click.group("prompts")
+@click.group("prompts", cls=Group)
 def prompts():
     """Prompt directories: build the published pack; list the prompts in effect."""
 
@@ -34,7 +34,7 @@ def import_published_cmd(src, out_dir):
 
 @prompts.command("list")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
-@global_options
+@global_options(uses=("prompts_dir",))
 def list_cmd(as_json):
     """Per prompt file of the directory in effect (--prompts, else memaudit's own): the role it
     serves, its sha256, and where its text comes from (memaudit, or the published source)."""

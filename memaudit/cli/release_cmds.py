@@ -6,17 +6,17 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, out, run, split_list
+from memaudit.cli.common import STORE, command, current_settings, global_options, out, run, split_list
 from memaudit.errors import BadInput
 
 IMPORT_COMMIT_BYTES = 4 << 20  # per commit into the side file: the WAL stays near SQLite's 4 MB checkpoint size
 
 
-@click.command("import-release")
+@command("import-release")
 @click.argument("path", type=click.Path(path_type=Path, exists=True))
 @click.option("--name", default=None, help="benchmark name (default: the directory's or archive's name)")
 @click.option("--tasks-dir", default=None, help="task directory under benchmark_data/ when there are several")
-@global_options
+@global_options(uses=STORE)
 def import_release(path, name, tasks_dir):
     """Import a published release: its benchmark and its runs (history, memory, recon_judge,
     attribution, oracle), as runs named after their directories. PATH is the release directory or
@@ -46,14 +46,14 @@ async def _import_release_dir(settings, root, name, tasks_dir):
         return await import_release_dir(store, root, name=name, tasks_dir=tasks_dir, commit_every=IMPORT_COMMIT_BYTES)
 
 
-@click.command("export")
+@command("export")
 @click.option("--runs", default=None, help="comma-separated run ids (default: all runs)")
 @click.option("--out", "out_dir", default=None, type=click.Path(path_type=Path, file_okay=False),
               help="directory to write the release layout into")
 @click.option("--archive", default=None, type=click.Path(path_type=Path, dir_okay=False),
               help="write the release layout into this one compressed archive instead (.tar.gz); "
                    "import-release reads it")
-@global_options
+@global_options(uses=STORE)
 def export(runs, out_dir, archive):
     """Write runs and their benchmark in the published release layout."""
     from memaudit.release.sinks import is_archive

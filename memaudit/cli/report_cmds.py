@@ -5,13 +5,13 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, out, run, split_list
+from memaudit.cli.common import STORE, command, current_settings, global_options, out, run, split_list
 from memaudit.report import userdata
 
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
 
 
-@click.command("view")
+@command("view")
 @click.option("--runs", default=None, help=RUNS_HELP)
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="directory to write the report into (index.html, run pages, one data file per user)")
@@ -26,7 +26,7 @@ RUNS_HELP = "comma-separated run ids (default: every run in the store)"
                    "how to get it (--serve, or --user-data all)")
 @click.option("--audit", type=click.IntRange(min=1), default=None, metavar="N",
               help="also write audit.html: N targets (sampled with --seed) for a person to grade")
-@global_options
+@global_options(uses=STORE + ("seed",))
 def view(runs, out_dir, serve, port, user_data, audit):
     """Write a static HTML report: tables whose cells drill down to users, targets and transcripts."""
     if serve and user_data != "auto":

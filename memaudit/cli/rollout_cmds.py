@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, out, run, shard_option, split_list
+from memaudit.cli.common import (
+    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, shard_option, split_list)
 
 
-@click.command("rollout")
+@command("rollout")
 @click.option("--bench", "bench_ref", required=True, help="`sample`, a release-layout path, or an imported name")
 @click.option("--systems", required=True, help="comma-separated memory systems, e.g. nomem,longctx_full")
 @click.option("--users", default=None, help="`3` = the first three users, or `user_001,user_004`")
@@ -20,7 +21,7 @@ from memaudit.cli.common import current_settings, global_options, out, run, shar
                    "(no assistant, simulator or judge calls)")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
 @shard_option
-@global_options
+@global_options(uses=STORE + MODEL + MEMORY)
 def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.

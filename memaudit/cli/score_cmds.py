@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from memaudit.cli.batch_cmds import batch_options, batched
-from memaudit.cli.common import ATTRIBUTE_HELP, current_settings, global_options, run, shard_option, split_list
+from memaudit.cli.common import (
+    ATTRIBUTE_HELP, MEMORY, MODEL, STORE, command, current_settings, global_options, run, shard_option, split_list)
 from memaudit.errors import BadInput
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
@@ -59,7 +60,7 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
                        f"{r['overflow']} overflow, {r['failed']} failed, flat mean score {mean}")
 
 
-@click.command("score")
+@command("score")
 @click.option("--mode", type=MODE_CHOICE, required=True, help="read operator(s)")
 @click.option("--k", "k_text", default="5", show_default=True, help="top-k for retrieve; `1,3,5,10` runs a sweep")
 @click.option("--runs", default=None, help=RUNS_HELP)
@@ -70,7 +71,7 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
 @batch_options
 @shard_option
 @panel_options
-@global_options
+@global_options(uses=STORE + MODEL + MEMORY)
 def score(mode, k_text, runs, context_window, dims, use_batch, batch_file, shard, judges, repeats):
     """Slot-fill and judge every bank entry of every user with episodes, from the final memory."""
     run(_score, current_settings(), _modes(mode), _ks(k_text), split_list(runs), context_window, dims,
@@ -102,12 +103,12 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
             await _print_scores(rt.store, [run_id], await recovery.pass_variant(rt, run_id))
 
 
-@click.command("attribute", help=ATTRIBUTE_HELP)
+@command("attribute", help=ATTRIBUTE_HELP)
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
 @batch_options
 @shard_option
-@global_options
+@global_options(uses=STORE + MODEL)
 def attribute(mode, runs, use_batch, batch_file, shard):
     run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file, shard)
 
@@ -130,7 +131,7 @@ async def _attribute(settings, modes, runs, use_batch=False, batch_file=None, sh
                 click.echo(f"{run_id} {m}{suffix}: {', '.join(parts)}")
 
 
-@click.command("rescore")
+@command("rescore")
 @click.option("--variant", required=True, help="name of the new scoring variant")
 @click.option("--judge-model", default=None, help="model for the recovery judge")
 @click.option("--judge-prompt", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -139,7 +140,7 @@ async def _attribute(settings, modes, runs, use_batch=False, batch_file=None, sh
 @click.option("--runs", default=None, help=RUNS_HELP)
 @batch_options
 @panel_options
-@global_options
+@global_options(uses=STORE + MODEL)
 def rescore(variant, judge_model, judge_prompt, reader_model, runs, use_batch, batch_file, judges, repeats):
     """Frozen rescoring: re-judge the default predictions (or re-fill them) as a new variant."""
     run(_rescore, current_settings(), variant, judge_model, str(judge_prompt) if judge_prompt else None,
@@ -162,9 +163,9 @@ async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, r
         await _print_scores(rt.store, chosen, variant)
 
 
-@click.command("replay")
+@command("replay")
 @click.option("--runs", default=None, help="comma-separated run ids (default: every recorded rollout run)")
-@global_options
+@global_options(uses=STORE + ("concurrency", "seed", "prompts_dir") + MEMORY)  # the endpoint: the runs'
 def replay(runs):
     """Re-execute the recorded runs from the call cache only and compare every artifact. The model
     settings are the ones the runs recorded: no model option is needed, no model is contacted."""

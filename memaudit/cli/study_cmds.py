@@ -8,14 +8,14 @@ from pathlib import Path
 import click
 import orjson
 
-from memaudit.cli.common import current_settings, global_options, run, split_list
+from memaudit.cli.common import STORE, command, current_settings, given, global_options, run, split_list
 from memaudit.cli.score_cmds import panel_options
 from memaudit.errors import BadInput
 from memaudit.study.emit import ENGINES, Resources, k8s_files, settings_env, slurm_files, write_files
 from memaudit.study.plan import STUDY_COMMANDS, Study, study_panel
 
 
-@click.command("merge")
+@command("merge")
 @click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--into", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="the study store (created when absent); replaced only by a complete merge")
@@ -39,13 +39,13 @@ def _usd(value) -> str:
     return "unpriced" if value is None else f"${value:,.4f}"
 
 
-@click.command("cost")
+@command("cost")
 @click.option("--runs", default=None, help="comma-separated run ids (default: every run in the store)")
 @click.option("--prices", "prices_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="TOML price list: [models.\"NAME\"] input_per_mtok, cached_input_per_mtok, output_per_mtok, "
                    "batch_input_per_mtok, batch_output_per_mtok (replaces the bundled list model by model)")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-@global_options
+@global_options(uses=STORE)
 def cost(runs, prices_file, fmt):
     """What each run cost: tokens per stage and role, priced on demand and in batch, beside its plan."""
     report = run(_cost, current_settings(), split_list(runs), prices_file)
@@ -124,7 +124,12 @@ def _estimates(runs: list[dict]) -> list[str]:
     return lines
 
 
-@click.command("plan")
+# What plan reads: the study's model settings, and with --emit those the jobs get (study/emit.py).
+PLANNED = STORE + ("base_url", "model", "backend", "concurrency", "seed", "timeout", "rpm", "tpm", "prompts_dir",
+                   "embed_model")
+
+
+@command("plan")
 @click.option("--bench", "bench_ref", required=True, help="`sample`, a release-layout path, or an imported name")
 @click.option("--systems", required=True, help="comma-separated memory systems")
 @click.option("--users", default=None,
@@ -168,7 +173,7 @@ def _estimates(runs: list[dict]) -> list[str]:
 @click.option("--mount", default=Resources.mount, show_default=True, help="Kubernetes: where the pods mount it")
 @click.option("--secret", default=Resources.secret, show_default=True,
               help="Kubernetes: the Secret whose `api-key` the pods read as OPENAI_API_KEY (optional)")
-@global_options
+@global_options(uses=PLANNED)
 def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, judges, repeats, stages, pilot_db,
          prices_file, fmt, shards, emit, out, cpus, mem_gb, time_limit, partition, image, volume, mount, secret):
     """Estimate the calls, tokens and cost of a study from the flags its commands take; recorded in
@@ -203,7 +208,7 @@ def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, j
 def _emit(engine, settings, study, shards, resources, pilot_db, prices_file, out) -> tuple[dict, list[Path]]:
     """The plan recorded in DIR/bench.db and the engine's files written beside it."""
     resources.seconds()  # refused before anything is written, as credentials in the base URL are:
-    env = settings_env(settings, click.get_current_context().obj.get("config") or os.environ.get("MEMAUDIT_CONFIG"))
+    env = settings_env(settings, given("config") or os.environ.get("MEMAUDIT_CONFIG"))
     found, bench_name = run(_plan, settings, study, pilot_db, prices_file, out)
     files = (slurm_files(study, bench_name, shards, resources, env, out, _memaudit_command()) if engine == "slurm"
              else k8s_files(study, bench_name, shards, resources, env))

@@ -10,7 +10,8 @@ import click
 import orjson
 from rich.table import Table
 
-from memaudit.cli.common import Interrupted, console, current_settings, global_options, out, run
+from memaudit.cli.common import (
+    STORE, Group, Interrupted, command, console, current_settings, given, global_options, out, run)
 from memaudit.errors import BadInput, MemauditError
 from memaudit.llm.dialects import DIALECTS, ENGINES
 
@@ -50,7 +51,7 @@ def serve_fake(port: int) -> None:
             raise Interrupted(exc.signum, "the fake model server stopped") from None
 
 
-@click.command("serve")
+@command("serve")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True, help="CPU threads for llama.cpp")
 @click.option("--model-path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
@@ -63,7 +64,7 @@ def serve_fake(port: int) -> None:
               help="the server log of --smoke (default: memaudit-server.log next to --db)")
 @click.option("--fake", is_flag=True, help="serve the scripted fake model instead (no build, no key: answers "
               "every role in the right shape, instantly; for trying memaudit, not for measuring anything)")
-@global_options
+@global_options(uses=STORE + ("model",))
 def serve(port, threads, model_path, engine, smoke, log_path, fake):
     """Run an OpenAI-compatible model server on loopback in the foreground (Ctrl-C stops it)."""
     if fake:
@@ -79,7 +80,7 @@ def serve(port, threads, model_path, engine, smoke, log_path, fake):
             raise SmokeFailed(f"smoke check of the embedded model failed: {exc}") from None
         click.echo(f"smoke check: the embedded model loaded and answered {answer!r}")
         return
-    model = (click.get_current_context().obj or {}).get("model")
+    model = given("model")
     if model_path is not None:
         check_gguf(model_path)
     cmd = DIALECTS[engine].engine_command(port=port, threads=threads, model_path=model_path, model=model)
@@ -99,14 +100,14 @@ def serve(port, threads, model_path, engine, smoke, log_path, fake):
         sys.exit(code)
 
 
-@click.group("cache")
+@click.group("cache", cls=Group)
 def cache():
     """The call cache in the store: statistics, and merging caches from other machines."""
 
 
 @cache.command("stats")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
-@global_options
+@global_options(uses=STORE)
 def stats(as_json):
     """Per role: calls stored, failures, bytes, tokens, and cache hits/misses of artifacts."""
     rows = run(_with_store, current_settings(), _stats, create=False)
@@ -122,7 +123,7 @@ def stats(as_json):
 
 @cache.command("merge")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
-@global_options
+@global_options(uses=STORE)
 def merge(sources):
     """Add the calls and embeddings of other stores (SRC...) to this store; safe to repeat."""
     for r in run(_with_store, current_settings(), _merge, list(sources)):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, run, split_list
+from memaudit.cli.common import STORE, command, current_settings, global_options, run, split_list
 from memaudit.errors import BadInput
 from memaudit.store import open_store, select_runs
 from memaudit.tables import stats
@@ -48,7 +48,7 @@ def _write_all(tables: dict, out_dir: Path) -> None:
         write_plots(tables, out_dir)
 
 
-@click.command("tables")
+@command("tables")
 @click.option("--runs", default=None, help="comma-separated run ids (default: every run in the store)")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -58,7 +58,7 @@ def _write_all(tables: dict, out_dir: Path) -> None:
               help="add the frozen-rescoring robustness comparison of VARIANT against the default scores")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=stats.RESAMPLES, show_default=True,
               help="bootstrap / permutation resamples for intervals and paired tests (0 = none)")
-@global_options
+@global_options(uses=STORE + ("seed",))
 def tables(runs, fmt, out_dir, only, compare, bootstrap):
     """The paper's tables (2, 3, 4, footprint, gap, tokens) with intervals and paired comparisons."""
     settings = current_settings()

@@ -5,18 +5,19 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.common import current_settings, global_options, run, shard_option, split_list
+from memaudit.cli.common import (
+    MEMORY, MODEL, STORE, command, current_settings, global_options, run, shard_option, split_list)
 from memaudit.utilization.act import KNOW_THRESHOLD
 
 
-@click.command("utilization")
+@command("utilization")
 @click.option("--runs", default=None, help="comma-separated run ids (default: every run with retrieve scores at k)")
 @click.option("--k", type=click.IntRange(1, 100_000), default=5, show_default=True,
               help="retrieve k of Know (its recovery pass) and of the assistant's context()")
 @click.option("--threshold", type=float, default=KNOW_THRESHOLD, show_default=True,
               help="recovery score at or above which an entry counts as known")
 @shard_option
-@global_options
+@global_options(uses=STORE + MODEL + MEMORY)
 def utilization(runs, k, threshold, shard):
     """Know vs Act: is what the memory knows used when the user asks for help?"""
     run(_utilization, current_settings(), split_list(runs), k, threshold, shard)
@@ -44,12 +45,12 @@ async def _utilization(settings, runs, k, threshold, shard):
                        f"{len(cases) - len(decided)} failed")
 
 
-@click.command("generate-act")
+@command("generate-act")
 @click.option("--bench", "bench_ref", required=True, help="`sample`, a release-layout directory, or a stored name")
 @click.option("--users", default=None, help="`3` = the first three users, or `user_001,user_004` (default: all)")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="also write the scenarios as act_scenarios/user_XXX.json here")
-@global_options
+@global_options(uses=STORE + MODEL)
 def generate_act(bench_ref, users, out_dir):
     """Act scenarios for every bank entry that has none yet, checked by the blind anti-fishing critic."""
     run(_generate_act, current_settings(), bench_ref, users, out_dir)

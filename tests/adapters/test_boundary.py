@@ -148,7 +148,7 @@ def test_a_plugins_version_is_in_the_run_provenance(plugins):
 
 
 def test_check_adapter_command(tmp_path, capsys):
-    main(["check-adapter", "bm25", "--db", str(tmp_path / "s.db")])
+    main(["--db", str(tmp_path / "s.db"), "check-adapter", "bm25"])  # it takes no store
     out = capsys.readouterr().out
     assert "bm25: the adapter contract holds (3 checks)" in out and not (tmp_path / "s.db").exists()
 

@@ -240,9 +240,9 @@ class AgnoMemory(RefilledStore, MemoryAdapter):
         user's message; once its tools have answered, a word that it is done (the loop ends)."""
         if not TOOLS <= {tool["function"]["name"] for tool in request.tools}:
             return None  # not the manager's request
-        if messages[-1].get("role") == "tool":
-            return []
-        said = str(messages[-1].get("content")).strip()
+        if any(message.get("role") == "assistant" for message in messages):
+            return []  # its calls were made (their results follow, as tool or, emulated, user messages)
+        said = next(str(m.get("content")) for m in messages if m.get("role") == "user").strip()
         return [("add_memory", {"memory": f"The user said: {said}", "topics": [topic_of(said)]})]
 
     @staticmethod

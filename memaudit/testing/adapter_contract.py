@@ -149,6 +149,10 @@ def script(fake):
     fake.on("memory_mem0ai", mem0ai_keep_the_message)
     fake.on("memory_graphiti", graphiti_graph_of_each_message)
     fake.on_text(llamaindex_fact_of_each_message(fake.text_handler))
+    from memaudit.adapters.registry import get_adapter  # until the library base class declares these
+    agno = get_adapter("agno")
+    fake.fallback = agno.fake_answer
+    fake.tool_chooser = agno.fake_tool_calls
     return fake
 
 

@@ -34,7 +34,7 @@ def memaudit(db: Path, url: str, *args: str) -> str:
 
 
 @pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s))
-                                    for s in ("cognee", "graphiti", "langmem", "llamaindex")])
+                                    for s in ("agno", "cognee", "graphiti", "langmem", "llamaindex")])
 def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     db = tmp_path / f"{system}.db"
     fake = script(FakeOpenAI()).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})
@@ -56,14 +56,14 @@ def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     assert memaudit(db, url, "replay").strip().endswith("identical")
 
 
-@needs_library("langmem")
-def test_a_langmem_rollout_on_a_server_that_ignores_tools_stops_with_one_line(tmp_path):
+@pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s)) for s in ("agno", "langmem")])
+def test_a_rollout_on_a_server_that_ignores_tools_stops_with_one_line(system, tmp_path):
     """Never a memory left silently empty by a server that drops `tools` (mem0ai/mem0#4175)."""
     fake = script(FakeOpenAI())
     fake.ignore_tools = True
     with serve(fake) as url:
-        done = run_memaudit(tmp_path / "langmem.db", url, "rollout", "--bench", "sample", "--systems", "langmem",
+        done = run_memaudit(tmp_path / f"{system}.db", url, "rollout", "--bench", "sample", "--systems", system,
                             "--users", "1", "--tasks", "1", "--max-turns", "1", "--quiet")
     assert done.returncode != 0
     said = done.stderr.strip().splitlines()
-    assert len(said) == 1 and "memory:langmem" in said[0] and "ignores `tools`" in said[0], done.stderr
+    assert len(said) == 1 and f"memory:{system}" in said[0] and "ignores `tools`" in said[0], done.stderr

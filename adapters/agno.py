@@ -33,19 +33,17 @@ from datetime import datetime, timezone
 
 import anyio
 
-from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.card import CardRow
-from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.library_clock import LibraryClock, logical_utc_now, logical_uuid4, patch_modules
-from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, RefilledStore, count_problems, guarded, library_route
+from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, upstream_imports
+from memaudit.adapters.library_clock import logical_utc_now, logical_uuid4, patch_modules
+from memaudit.adapters.upstream import count_problems
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.types import MemoryItem
 
-ROLE = "memory:agno"
 USER = "user"
-SOURCE = ("task_start", "user")
 KIND = "memory"
 TOOLS = {"add_memory", "update_memory", "delete_memory"}  # the manager's tools (its `clear_memory` is off)
+TELEMETRY = {"AGNO_TELEMETRY": "false"}
 # The bound of one write's tool loop, which Agno does not have: a write is one call that answers
 # with tool calls and one that ends, two or three when the model also updates; ten is ample.
 MAX_MODEL_CALLS = 10
@@ -65,8 +63,8 @@ class WriteBudget:
     def spend(self) -> None:
         self.calls += 1
         if self.calls > MAX_MODEL_CALLS:
-            raise InvalidOutput(ROLE, "", f"Agno's tool loop asked the model {MAX_MODEL_CALLS} times without ending "
-                                          "(it has no step limit: agno-agi/agno#2243)")
+            raise InvalidOutput(AgnoMemory.ROLE, "", f"Agno's tool loop asked the model {MAX_MODEL_CALLS} times "
+                                                     "without ending (it has no step limit: agno-agi/agno#2243)")
 
 
 class LoggedProblems(logging.Handler):
@@ -75,7 +73,7 @@ class LoggedProblems(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         budget = _write.get()
         if budget is not None and record.levelno >= logging.WARNING:
-            budget.problems.append(InvalidOutput(ROLE, "", f"Agno reported: {record.getMessage()[:300]}"))
+            budget.problems.append(InvalidOutput(AgnoMemory.ROLE, "", f"Agno reported: {record.getMessage()[:300]}"))
 
 
 class LogicalTime:
@@ -90,30 +88,21 @@ class LogicalTime:
         return logical_utc_now().timestamp()
 
 
-def _import_library():
-    os.environ["AGNO_TELEMETRY"] = "false"
-    try:
-        import agno.db.sqlite.sqlite
-        from agno.db.schemas.memory import UserMemory
-        from agno.db.sqlite import SqliteDb
-        from agno.memory import MemoryManager
-        from agno.models.openai.like import OpenAILike
-    except ImportError as exc:
-        raise BadInput(f"the agno system needs the upstream library ({exc}): "
-                       "pip install 'memaudit-bench[agno]'", field="systems") from None
-    logger = logging.getLogger(LOGGER)
-    logger.handlers = [LoggedProblems()]  # counted, not printed: a command's output stays one line a fact
-    logger.propagate = False
-    patch_modules("agno")
-    agno.db.sqlite.sqlite.time = LogicalTime()
-    # Its tools import uuid4 when they run (`from uuid import uuid4` inside each tool), which no
-    # module attribute can answer: the uuid module's own, which outside a running clock is the original.
-    uuid.uuid4 = logical_uuid4
-    return MemoryManager, SqliteDb, OpenAILike, UserMemory
+with upstream_imports("agno", telemetry=TELEMETRY):
+    import agno.db.sqlite.sqlite
+    from agno.db.schemas.memory import UserMemory
+    from agno.db.sqlite import SqliteDb
+    from agno.memory import MemoryManager
+    from agno.models.openai.like import OpenAILike
 
-
-# Imported with the adapter, so that a missing extra fails before a run is opened.
-MemoryManager, SqliteDb, OpenAILike, UserMemory = _import_library()
+_logger = logging.getLogger(LOGGER)
+_logger.handlers = [LoggedProblems()]  # counted, not printed: a command's output stays one line a fact
+_logger.propagate = False
+patch_modules("agno")
+agno.db.sqlite.sqlite.time = LogicalTime()
+# Its tools import uuid4 when they run (`from uuid import uuid4` inside each tool), which no module
+# attribute can answer: the uuid module's own, which outside a running clock is the original.
+uuid.uuid4 = logical_uuid4
 
 
 class BoundedModel(OpenAILike):
@@ -126,40 +115,35 @@ class BoundedModel(OpenAILike):
         return await super().ainvoke(*args, **kwargs)
 
 
-class AgnoMemory(RefilledStore, MemoryAdapter):
+class AgnoMemory(RefilledStore, DeployedLibrary):
     name = "agno"
     library = "agno"
+    TELEMETRY = TELEMETRY
+    TOOL_CALLING = True
+    # measured on the contract's fake: two manager calls a message (one answered with a tool call,
+    # one after its result), and the endpoint's tool check once a command
+    CALLS_PER_MESSAGE = 2.0
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.manager = self.route = None
         self.threads = None  # the worker-thread limiter of its search (a synchronous call)
-        self.clock = LibraryClock(ctx.scope)
-        self.stored: list[dict] = []  # the dump, read back from the database after every write
 
     # -- the library ---------------------------------------------------------------------------
-    async def _open(self):
-        if self.manager is None:
-            self.route = await library_route(self, ROLE)
-            folder = tempfile.mkdtemp(prefix="memaudit-agno-")
-            weakref.finalize(self, shutil.rmtree, folder, True)
-            model = BoundedModel(id=self.ctx.llm.settings.role(ROLE).model, base_url=self.route.base_url,
-                                 api_key=PROXY_KEY, timeout=PROXY_TIMEOUT, max_retries=0)
-            self.manager = MemoryManager(model=model, db=SqliteDb(db_file=os.path.join(folder, "memory.db")))
-            self.threads = anyio.CapacityLimiter(1)
-        return self.manager
+    async def open(self, endpoint):
+        folder = tempfile.mkdtemp(prefix="memaudit-agno-")
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        model = BoundedModel(id=endpoint.model, base_url=endpoint.base_url, api_key=endpoint.key,
+                             timeout=endpoint.timeout, max_retries=endpoint.max_retries)
+        self.threads = anyio.CapacityLimiter(1)
+        return MemoryManager(model=model, db=SqliteDb(db_file=os.path.join(folder, "memory.db")))
 
     # -- write path ----------------------------------------------------------------------------
-    async def observe(self, event: Event) -> None:
-        if event.kind not in SOURCE:
-            return
-        self.clock.at(event)
-        manager = await self._open()
+    async def add(self, event) -> None:
+        manager = await self.opened()
         budget = WriteBudget()
         token = _write.set(budget)
         try:
-            done = await guarded(self, ROLE, self.route, lambda: manager.acreate_user_memories(
-                message=event.text, user_id=USER))
+            done = await self.guarded(lambda: manager.acreate_user_memories(message=event.text, user_id=USER))
         finally:
             _write.reset(token)
         if done is not None:  # a failed write is counted once, whatever Agno logged about it
@@ -168,28 +152,25 @@ class AgnoMemory(RefilledStore, MemoryAdapter):
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
-        manager = await self._open()
+        manager = await self.opened()
         if not self.stored:  # Agno answers an empty store without a model call
             return []
 
         def agentic():  # synchronous: in a worker thread, which runs in this context (the clock's)
             return manager.search_user_memories(query=query, limit=k, retrieval_method="agentic", user_id=USER)
 
-        found = await guarded(self, ROLE, self.route, lambda: anyio.to_thread.run_sync(agentic, limiter=self.threads))
+        found = await self.guarded(lambda: anyio.to_thread.run_sync(agentic, limiter=self.threads))
         items = []
         for memory in found or []:
             item = memory_item(memory)
             items.append(MemoryItem(item.pop("id"), item.pop("content"), None, item))
         return items[:k]
 
-    def dump(self) -> list[dict]:
-        return deep_copy(self.stored)
-
     def _read(self) -> list[dict]:
         """The user's memories in the database's order (its insertion order)."""
-        return [memory_item(m) for m in self.manager.get_user_memories(user_id=USER) or []]
+        return [memory_item(m) for m in self.instance.get_user_memories(user_id=USER) or []]
 
-    # -- state (snapshot and restore: upstream.RefilledStore) ---------------------------------
+    # -- state (snapshot and restore: deployed.RefilledStore) ---------------------------------
     async def load_items(self, items: list[dict]) -> None:
         """A dumped store (ours, or any items with `content`), each a memory of the user; items
         without ids or times get ones from the content and the logical date of task 1."""
@@ -206,7 +187,7 @@ class AgnoMemory(RefilledStore, MemoryAdapter):
     async def _refill(self, stored: list[dict]) -> None:
         """The database filled with dumped memories by its own bulk upsert, in the dumped order,
         with their recorded times."""
-        manager = await self._open()
+        manager = await self.opened()
         if stored:
             manager.db.upsert_memories([UserMemory(
                 memory=item["content"], memory_id=item["id"], topics=item.get("topics"), user_id=USER,
@@ -217,20 +198,16 @@ class AgnoMemory(RefilledStore, MemoryAdapter):
 
     # -- configuration card --------------------------------------------------------------------
     @classmethod
-    def card(cls) -> list[CardRow]:
+    def card_rows(cls) -> list[CardRow]:
         return [
-            CardRow("model", "OpenAIChat(id='gpt-4o')", "OpenAILike at the recording proxy",
-                    "every call through memaudit's client under memory:agno (cached, counted, replayable)"),
+            CardRow("model class", "OpenAIChat(id='gpt-4o')", "OpenAILike",
+                    "Agno's class for OpenAI-compatible servers (system messages as `system`, not `developer`)"),
             CardRow("db", "none (nothing is stored)", "SqliteDb, one file per user",
                     "its embedded database, as its documentation configures memory"),
             CardRow("search retrieval_method", "last_n", "agentic",
                     "the query-dependent search it ships (the model picks the related memories)"),
             CardRow("tool loop bound", "none (agno-agi/agno#2243, #8304, #10041)",
                     f"{MAX_MODEL_CALLS} model calls per write", "a write past it is stopped and counted"),
-            CardRow("AGNO_TELEMETRY", "true", "false", "nothing leaves the machine"),
-            CardRow("model timeout, max_retries", "the openai client's (600 s, 2)", "wait for the proxy, 0",
-                    "memaudit's client applies the timeouts and retries"),
-            CardRow("ids and times", "uuid4, wall clock", "the episode's logical clock", "replays are identical"),
         ]
 
     # -- the contract's fake model (a test double: memaudit/testing/adapter_contract.py) ----------

@@ -10,6 +10,7 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
     fake.ignore_tools = True                             # a server that drops `tools` and answers in text
+    fake.echo_key = True                                 # every answer's strings quote the Authorization header
     llm = LLM(settings, store.calls, transport=fake.transport())
 
 Tool calls are answered natively (`message.tool_calls`) and, asked through memaudit's emulation
@@ -104,6 +105,9 @@ class FakeOpenAI:
         # words), or None for the default choice (`tool_calls_for`); natively and emulated alike.
         self.tool_chooser: Callable[[ToolRequest, list[dict]], list[tuple[str, dict]] | None] = \
             lambda request, messages: None
+        # True: like a server (or a proxy before it) that copies the request's credentials into its
+        # answers, every string of each answer (JSON text and tool arguments included) quotes them.
+        self.echo_key = False
 
     def on(self, name: str, fn: Callable[[dict], object]) -> "FakeOpenAI":
         self.handlers[name] = fn
@@ -172,9 +176,10 @@ class FakeOpenAI:
             return self.fault_reply(fault)
         if fault != "garbage" and body.get("tools") and not self.ignore_tools:
             calls = self.tool_calls(body)
-            return self._status(200, self.completion(body, "" if calls else self.answer(body), calls))
-        text = "{not json" if fault == "garbage" else self.answer(body)
-        return self._status(200, self.completion(body, text))
+            answer = self.completion(body, "" if calls else self.answer(body), calls)
+        else:
+            answer = self.completion(body, "{not json" if fault == "garbage" else self.answer(body))
+        return self._status(200, echoed(answer, authorization) if self.echo_key else answer)
 
     def tool_calls(self, body: dict) -> list[dict]:
         """The native tool calls answering a request that offers tools (none: it answers in words)."""
@@ -263,6 +268,33 @@ class FakeOpenAI:
             seed = int(hashlib.sha256(orjson.dumps(body["messages"])).hexdigest()[:8], 16)
             out = example(schema, random.Random(seed))
         return out if isinstance(out, str) else orjson.dumps(out).decode()
+
+
+def echoed(answer: dict, authorization: str | None) -> dict:
+    """A chat answer whose text (each prose string of a JSON answer: labels stay valid) and tool
+    arguments quote `authorization`."""
+    said = f" (sent with {authorization})"
+    message = answer["choices"][0]["message"]
+    if isinstance(message.get("content"), str):
+        message["content"] = _quoting(message["content"], said)
+    for call in message.get("tool_calls") or []:
+        call["function"]["arguments"] = _quoting(call["function"]["arguments"], said)
+    return answer
+
+
+def _quoting(text: str, said: str) -> str:
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text + said
+
+    def walk(node):
+        if isinstance(node, str):
+            return node + said if " " in node.strip() else node
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        return [walk(v) for v in node] if isinstance(node, list) else node
+    return orjson.dumps(walk(data)).decode()
 
 
 # -- tool calls ---------------------------------------------------------------------------------------

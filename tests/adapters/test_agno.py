@@ -113,7 +113,7 @@ def test_a_model_that_always_calls_a_tool_stops_at_the_bound_and_is_counted(sett
 def test_the_configuration_card_states_the_bound_and_the_search():
     from memaudit.adapters.agno import MAX_MODEL_CALLS, AgnoMemory
 
-    rows = {row.setting: row for row in AgnoMemory.card()}
+    rows = {row.setting: row for row in AgnoMemory.configuration()}
     assert rows["tool loop bound"].used == f"{MAX_MODEL_CALLS} model calls per write"
     assert "agno-agi/agno#2243" in rows["tool loop bound"].library_default
     assert (rows["search retrieval_method"].library_default, rows["search retrieval_method"].used) == ("last_n", "agentic")

@@ -239,7 +239,9 @@ class MemT(MemoryAdapter):
         return found[:k]
 
     async def context(self, query: str, k: int) -> AgentContext:
-        collected = await self._collect(query)
+        # As published: empty documents dropped first, then the first 20 kept; only when none is
+        # left, the first 20 stored items (cut first: there an empty line is dropped when shown).
+        collected = [item for item in await self._collect(query) if item.content]
         if collected:
             return AgentContext(notes=collected[:CONTEXT_ITEMS])
         return AgentContext(notes=[MemoryItem(item["id"], item["content"][:FALLBACK_CHARS], None,

@@ -11,16 +11,11 @@ import anyio
 import pytest
 
 from memaudit.testing.fake_openai import FakeOpenAI
-from tests.adapters.conftest import EPISODES, adapter_runtime, needs_library, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, needs_library, play, script
 
 pytestmark = needs_library("agno")
 ROLE = "memory:agno"
 USER_MESSAGES = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
-
-
-def manager_calls(fake) -> list[dict]:
-    """The manager's requests (the endpoint's one tool check left out)."""
-    return [b for b in fake.requests if "record_word" not in str(b.get("tools"))]
 
 
 def test_memories_come_from_user_messages_through_the_proxy(settings, fake):
@@ -28,7 +23,7 @@ def test_memories_come_from_user_messages_through_the_proxy(settings, fake):
         async with adapter_runtime("agno", settings, script(fake)) as (make, rt):
             adapter = make()
             await play(adapter, EPISODES[:1])
-            calls = manager_calls(fake)
+            calls = library_calls(fake)
             # Each message: one call answered with a tool call, one after its result (the loop ends).
             assert len(calls) == 2 * len(USER_MESSAGES) == rt.llm.stats[ROLE].calls
             assert all({t["function"]["name"] for t in b["tools"]} == {"add_memory", "update_memory", "delete_memory"}
@@ -41,7 +36,7 @@ def test_memories_come_from_user_messages_through_the_proxy(settings, fake):
             assert [item["created_at"] for item in dump] == [f"2025-01-01T00:0{turn}:00+00:00" for turn in range(3)]
             found = await adapter.search("knee injury", 3)
             assert [item.content for item in found] == [dump[0]["content"]] and found[0].score is None
-            assert len(manager_calls(fake)) == len(calls) + 1  # the agentic search: one call
+            assert len(library_calls(fake)) == len(calls) + 1  # the agentic search: one call
             assert adapter.write_failures == 0
     anyio.run(main)
 
@@ -66,7 +61,7 @@ def test_emulated_and_native_tool_calls_store_the_same_memories(backend, setting
         async with adapter_runtime("agno", replace(settings, backend=backend), fake) as (make, _):
             adapter = make()
             await play(adapter, EPISODES[:2])
-            return adapter.dump(), manager_calls(fake)
+            return adapter.dump(), library_calls(fake)
 
     async def main():
         native, native_calls = await stored("openai")
@@ -103,7 +98,7 @@ def test_a_model_that_always_calls_a_tool_stops_at_the_bound_and_is_counted(sett
         async with adapter_runtime("agno", settings, fake) as (make, _):
             adapter = make()
             await play(adapter, [(EPISODES[0][0], [])])
-            assert len(manager_calls(fake)) == MAX_MODEL_CALLS
+            assert len(library_calls(fake)) == MAX_MODEL_CALLS
             assert adapter.write_failures == 1 and adapter.failures.entries[0]["error"] == "InvalidOutput"
             assert adapter.failures.entries[0]["clock"] == "task001.turn00"
     anyio.run(main)

@@ -85,6 +85,8 @@ class FakeOpenAI:
         # that meets one call of a library that sends several at once.
         self.fault_for: Callable[[dict], object] | None = None
         self.handlers: dict[str, Callable[[dict], object]] = {}
+        # Asked for a structured answer no handler gives: an answer, or None for the schema's example.
+        self.fallback: Callable[[dict], object | None] = lambda body: None
         self.text_handler: Callable[[dict], str] = lambda body: "Here is a concrete plan: step one, step two."
         self.requests: list[dict] = []
         self.status_counts: Counter = Counter()
@@ -252,6 +254,8 @@ class FakeOpenAI:
             return self.text_handler(body)
         if name in self.handlers:
             out = self.handlers[name](body)
+        elif (out := self.fallback(body)) is not None:
+            pass
         elif emulated_tools(schema) is not None:
             out = emulated_answer(schema, body["messages"])
         else:

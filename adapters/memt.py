@@ -141,6 +141,8 @@ class MemT(MemoryAdapter):
     published_result = {"score": None}  # Mem-T's search returns no score; the scorer showed null
     prompts = ("memory_memt_formation", "memory_memt_update", "memory_memt_search")
     embed_role = MEMT_POLICY
+    # An item's written document, for the policies (memt_templates.py reads it here: no import back)
+    document = staticmethod(memory_content)
 
     def __init__(self, ctx):
         super().__init__(ctx)

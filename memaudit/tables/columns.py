@@ -38,7 +38,7 @@ class Column:
     # interval: its missing interval reads "n/a" (evolving) instead of being left out
     ci_na: bool = False
     # What the column means, said once: the md legend under its table, the report's legend beside
-    # its table and the README's "Reading the tables" show this text.
+    # its table and docs/tables.md's "Reading these tables" show this text.
     doc: str = ""
     # A wall time measured on the machine that made the run: replay does not compare it.
     measured: bool = False

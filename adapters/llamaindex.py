@@ -101,6 +101,7 @@ class CheckedLLM(OpenAILike):
 class LlamaIndexMemory(RefilledStore, MemoryAdapter):
     name = "llamaindex"
     library = "llama-index-core"
+    short_term_kinds = frozenset({"message"})  # the chat queue, before its blocks take it in
 
     def __init__(self, ctx):
         super().__init__(ctx)

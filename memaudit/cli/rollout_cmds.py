@@ -38,6 +38,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
     from memaudit.shards import WHOLE
+    from memaudit.tables.health import final_memory, long_term_written
     from memaudit.tables.metrics import memory_write_failures, total_write_failures
 
     if transcripts is not None and max_turns is not None:
@@ -70,6 +71,12 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
             if lost:  # never a silently emptier memory: who lost how many writes
                 out.print(f"{run_name}: memory writes lost (a model answer the memory system could not use): "
                           + ", ".join(f"{user} {n}" for user, n in sorted(by_user.items()) if n), highlight=False)
+            memory = await final_memory(rt.store, run_name, await rt.store.episodes.snapshot_users(run_name))
+            if long_term_written(memory, lost) is False:  # a library that only queued: say so once
+                held = ", ".join(f"{kind} {n}" for kind, n in memory["kinds"].items())
+                out.print(f"{run_name}: its long-term store was never written (the users' final memories hold "
+                          f"{'only ' + held if held else 'nothing'}); see `memaudit tables --only health`",
+                          highlight=False)
         if elsewhere:
             out.print(f"shard {rt.shard}: no (system, user) cell of {', '.join(elsewhere)} falls in this shard",
                       highlight=False)

@@ -208,7 +208,7 @@ def _index_page(summary: Summary, tables: dict, judges_section: str) -> str:
     parts.append(_table2(tables.get("table2") or [], resolve))
     parts.append(_table3(tables.get("table3") or [], resolve))
     parts.append(_table4(tables.get("table4") or [], resolve))
-    for key in ("footprint", "gap", "tokens", "comparisons", "prompts"):
+    for key in ("footprint", "health", "gap", "tokens", "comparisons", "prompts"):
         rows = tables.get(key) or []
         parts.append(f"<h2>{esc(title(key))}</h2>" + (declared(DECLARED[key], rows, resolve) if rows
                                                       else '<p class="muted">nothing recorded</p>'))

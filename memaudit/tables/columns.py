@@ -25,7 +25,7 @@ class Column:
     # run | mode | number | summary (mean ± std [95% CI]) | interval (value [95% CI]: the second key,
     # else `<key>_ci95`) | ci (an interval alone) | versus (a paired difference: diff [CI] p) |
     # verdicts (✓/✗ per criterion) | human (agreement with human grades) | mark (* when true) |
-    # hash (its first 19 characters) | models | text
+    # hash (its first 19 characters) | models | text | kinds (a count per kind) | yesno
     kind: str = "number"
     digits: int = 3
     extra: tuple[str, ...] = ()  # further row keys csv and json carry with this column
@@ -170,6 +170,10 @@ def _quantile(p: int, of: str) -> str:
             f"⌈{p / 100:g}·n⌉-th smallest)")
 
 
+WRITE_FAILURES = Column("write failures", ("memory_write_failures",), link="run",
+                        doc="memory writes lost because a model answer could not be used, over all users (n/a: the "
+                            "system writes without a model, or an imported run)")
+
 # Footprint quantiles over users (the lower order statistic).
 FOOTPRINT = (
     RUN,
@@ -179,19 +183,28 @@ FOOTPRINT = (
     Column("items p90", ("items_p90",), digits=0, doc=_quantile(90, "the items")),
     Column("chars p50", ("chars_p50",), digits=1, doc=_quantile(50, "the mean characters per item")),
     Column("chars p90", ("chars_p90",), digits=1, doc=_quantile(90, "the mean characters per item")),
-    # What the memory system cost at rollout (issue 32).
+    # What the memory system cost at rollout (issue 32), start-up apart and with sample counts (issue 44).
     Column("write s/episode p50/p95", ("write_p50", "write_p95"), digits=3, measured=True,
            doc="the wall time of an episode's memory writes in seconds, median and 95th percentile over the episodes "
-               "no call cache answered, timed on the machine that ran the rollout"),
+               "no call cache answered and no start-up fell in, timed on the machine that ran the rollout"),
+    Column("episodes timed", ("writes_timed",), measured=True, doc="the episodes those write figures are over"),
     Column("search s p50/p95", ("search_p50", "search_p95"), digits=3, measured=True,
            doc="the wall time of one memory read of the assistant in seconds, median and 95th percentile over the "
-               "reads no call cache answered, timed on the machine that ran the rollout"),
+               "reads no call cache answered, but the first of each opened system (its start-up, apart)"),
+    Column("reads timed", ("searches_timed",), measured=True, doc="the reads those search figures are over"),
+    Column("start-up s p50/max", ("startup_p50", "startup_max"), digits=3, extra=("startups_timed",), measured=True,
+           doc="the first memory operation after the system was opened for a user, which also paid its one-time "
+               "start-up (a model loaded, a worker started), in seconds: median and maximum over the users "
+               "(`startups_timed` of them in json)"),
+    Column("timed", ("timed",), "text", measured=True,
+           doc="how these wall times were measured: `alone` (rollout --time-alone: one system and user at a time, "
+               "figures to compare across systems), `with others` (beside the rollout's other systems and users, "
+               "sharing the machine: not comparable across systems) or `mixed`"),
     Column("memory calls/user", ("memory_calls",), digits=1,
            doc="the model calls the memory system made for a user's episodes, mean over users"),
     Column("memory tokens/user", ("memory_tokens",), digits=0,
            doc="the prompt and completion tokens of those calls, mean over users"),
-    Column("write failures", ("memory_write_failures",), link="run",
-           doc="memory writes lost because a model answer could not be used, over all users"),
+    WRITE_FAILURES,
 )
 
 
@@ -385,5 +398,6 @@ def teacher_forced_mark(row: dict) -> str:
 
 
 # The kinds whose cell reads the same in every output: the text of the column's one value.
-KIND_TEXT = {"ci": ci_text, "versus": versus_text, "verdicts": verdicts_text, "human": human_text,
+KIND_TEXT = {"kinds": lambda found: ", ".join(f"{kind} {n}" for kind, n in found.items()) or "none",
+             "yesno": num, "ci": ci_text, "versus": versus_text, "verdicts": verdicts_text, "human": human_text,
              "mark": lambda found: "*" if found else "", "hash": lambda found: (found or "")[:19]}

@@ -56,7 +56,7 @@ def html_headers(columns) -> list[str]:
 
 def test_the_report_shows_each_smaller_table_from_its_declaration():
     tables = saved("small_tables.json")
-    for name in ("footprint", "gap", "tokens", "comparisons", "prompts"):
+    for name in ("footprint", "health", "gap", "tokens", "comparisons", "prompts"):
         assert headers(declared(DECLARED[name], tables[name])) == html_headers(DECLARED[name])
     sections = utilization.index_sections(tables, lambda *_: None)
     assert headers(sections, "Know/Act") == html_headers(UTILIZATION)

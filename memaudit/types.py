@@ -189,12 +189,15 @@ class MemoryOp:
     """One timed memory operation of a rollout (adapters/boundary.py): a write (`op` is the event
     kind) or a read (`search`), its wall time, the model calls it made and how many of them the call
     cache answered. `startup`: the first operation after the system was opened, which also paid
-    its one-time start-up (a model loaded, a worker started): timed apart from the others."""
+    its one-time start-up (a model loaded, a worker started): timed apart from the others. `alone`:
+    no other system or user ran meanwhile (rollout --time-alone, or the embedded model's one at a
+    time), so the time is the system's own."""
     op: str
     seconds: float
     calls: int
     cached: int
     startup: bool = False
+    alone: bool = False
 
 
 # What a stored item is (issue 41): the `kind` key of a dump item; an item without one is counted

@@ -20,16 +20,21 @@ from memaudit.cli.common import (
               help="teacher-forced: replay the recorded episodes of RUN into each system's memory "
                    "(no assistant, simulator or judge calls)")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
+@click.option("--time-alone", is_flag=True,
+              help="run one system and user at a time, so each system's write and search times are its own "
+                   "(slower; for latencies meant to be compared across systems)")
 @shard_option
 @global_options(uses=STORE + MODEL + MEMORY)
-def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
+def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, time_alone, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.
     One process writes a run at a time: a second rollout of the same run is refused as busy."""
-    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard)
+    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet,
+        time_alone, shard)
 
 
-async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
+async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, time_alone,
+                   shard):
     from memaudit.adapters.registry import get_adapter
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
@@ -53,7 +58,8 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
                                  max_turns=25 if max_turns is None else max_turns, tag=tag, k=k,
-                                 progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts)
+                                 progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts,
+                                 time_alone=time_alone)
         forced = f" (teacher-forced on the transcripts of {transcripts})" if transcripts else ""
         elsewhere = []
         for run_name in runs:

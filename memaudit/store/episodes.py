@@ -128,11 +128,10 @@ class Episodes:
         return st
 
     @staticmethod
-    def op_statements(ep: Episode, ops: list[MemoryOp], alone: bool = False) -> list[Statement]:
-        """The timed memory operations of an episode, in order; `alone`: timed with no other
-        (system, user) running (rollout --time-alone)."""
+    def op_statements(ep: Episode, ops: list[MemoryOp]) -> list[Statement]:
+        """The timed memory operations of an episode, in order."""
         return [MemoryOpRow(ep.run, ep.user_id, ep.task_index, seq, op.op, op.seconds, op.calls, op.cached,
-                            op.startup, alone).statement()
+                            op.startup, op.alone).statement()
                 for seq, op in enumerate(ops)]
 
     @staticmethod

@@ -40,7 +40,8 @@ class Column:
     # What the column means, said once: the md legend under its table, the report's legend beside
     # its table and docs/tables.md's "Reading these tables" show this text.
     doc: str = ""
-    # A wall time measured on the machine that made the run: replay does not compare it.
+    # A wall time measured on the machine that made the run, or a count of what its call cache held
+    # then (a replay answers every call from the cache): replay does not compare it.
     measured: bool = False
 
     def data_keys(self) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ HEALTH = (
     Column("user messages", ("messages",),
            doc="the user messages the memory was given to store (each task counts as its user's first message)"),
     Column("memory calls/message new/cached", ("calls_per_message", "cached_per_message"), digits=2,
-           extra=("memory_calls", "memory_calls_cached"),
+           extra=("memory_calls", "memory_calls_cached"), measured=True,
            doc="the memory system's model calls per user message, those sent to the model / those the call cache "
                "answered (a request the system repeated); json also carries both totals"),
     Column("items by kind", ("items_by_kind",), "kinds", outputs=OUTPUTS - {"csv"},

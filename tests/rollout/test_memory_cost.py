@@ -58,3 +58,16 @@ async def test_operations_a_cache_answered_are_not_timings_of_the_system(open_rt
                                                                cached))
         seconds = await rt.store.episodes.live_op_seconds("r")
     assert seconds["writes"] == [3.0] and seconds["reads"] == [0.5]  # episode 2 was answered from the cache
+
+
+async def test_time_alone_runs_one_system_and_user_at_a_time_and_the_footprint_says_so(open_rt, fake, bench):
+    async with open_rt() as rt:
+        await run_rollout(rt, bench, ["amem", "bm25"], max_turns=2, progress=False, time_alone=True)
+        await run_rollout(rt, bench, ["simple_rag"], max_turns=2, progress=False)
+        order = await rt.store.fetchall("SELECT run, user_id FROM memory_ops WHERE startup = 1 ORDER BY rowid")
+        tables = await compute_tables(rt.store, bootstrap=0)
+    # system after system, a user's first operation (its start-up) only once the one before is done
+    assert [(r["run"], r["user_id"]) for r in order][:4] == [("amem", "user_001"), ("amem", "user_002"),
+                                                             ("bm25", "user_001"), ("bm25", "user_002")]
+    timed = {row["run"]: row["timed"] for row in tables["footprint"]}
+    assert timed == {"amem": "alone", "bm25": "alone", "simple_rag": "with others"}

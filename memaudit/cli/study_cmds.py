@@ -195,7 +195,7 @@ def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, j
         found, written = _emit(emit, settings, study, shards, resources, pilot_db, prices_file, out)
     differs = sorted({d for e in found.values() for d in e["pilot_differs"]})
     if differs:
-        click.echo(f"memaudit: the pilot was made with {', '.join(differs)}, not the study's flags: its rates "
+        click.echo(f"memaudit: the pilot was made with {'; '.join(differs)}, not as the study will run: its rates "
                    "may not be the study's", err=True)
     click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode() if fmt == "json" else _plan_markdown(found))
     for path in written:

@@ -78,6 +78,20 @@ SUMMARY_CELL = ("mean ± sample standard deviation over users [95% user-bootstra
 
 
 
+# Table 2's failure counts: md, latex, csv and json one column each, the report one column of four.
+FAILURES = (
+    Column("failed episodes", ("failed_episodes",), link="run", outputs=OUTPUTS - {"html"},
+           doc="episodes ended by a failed assistant call (invalid or too long); they stay in A's and C's "
+               "denominators"),
+    Column("fallbacks", ("simulator_fallbacks",), link="run", outputs=OUTPUTS - {"html"},
+           doc="simulated-user turns whose answer stayed invalid and fell back to a neutral follow-up"),
+    Column("judge failures", ("pref_judge_failures",), link="run", outputs=OUTPUTS - {"html"},
+           doc="assistant replies the preference judge could not rate (left out of D)"),
+    Column("memory write failures", ("memory_write_failures",), link="run", outputs=OUTPUTS - {"html"},
+           doc="memory-side calls that failed for good, so that write was lost (n/a: the system makes no "
+               "memory calls, or an imported run)"),
+)
+
 # Table 2: task outcome, preference, recovery at the headline k, footprint, failures, cost, models.
 TABLE2 = (
     replace(RUN, extra=("partial", "teacher_forced", "source_run")),
@@ -107,21 +121,16 @@ TABLE2 = (
                "full-store/top-k"),
     Column("failed dump/top-k", ("failed_dump_all", "failed_retrieve"),
            doc="targets the reader or the judge never answered validly (left out of B), full-store/top-k"),
-    Column("failed episodes", ("failed_episodes",), link="run",
-           doc="episodes ended by a failed assistant call (invalid or too long); they stay in A's and C's "
-               "denominators"),
-    Column("fallbacks", ("simulator_fallbacks",), link="run",
-           doc="simulated-user turns whose answer stayed invalid and fell back to a neutral follow-up"),
-    Column("judge failures", ("pref_judge_failures",), link="run",
-           doc="assistant replies the preference judge could not rate (left out of D)"),
-    Column("memory write failures", ("memory_write_failures",), link="run",
-           doc="memory-side calls that failed for good, so that write was lost (n/a: the system makes no "
-               "memory calls, or an imported run)"),
+    *FAILURES,
+    # The report groups the four failure counts in one column, so Table 2 fits a 1400 px window.
+    Column("failures: episode / fallback / judge / memory", tuple(c.keys[0] for c in FAILURES), link="run",
+           outputs=frozenset({"html"}), doc="; ".join(f"{c.header}: {c.doc}" for c in FAILURES)),
     Column("tokens", ("tokens",), link="run",
            doc="prompt + completion tokens of every call the run used (a cached call counted once)"),
     Column("B/Mtok dump/top-k", ("B_dump_all_per_Mtok", "B_retrieve_per_Mtok"),
            doc="B per million tokens, full-store/top-k"),
-    Column("models", ("models",), "models", outputs=OUTPUTS - {"csv"},  # a map: csv rows keep flat values only
+    # A map: csv rows keep flat values only; the report shows it in its list of runs, not in Table 2.
+    Column("models", ("models",), "models", outputs=frozenset({"md", "latex", "json"}),
            doc="the model each role group ran on (one name when every role used it)"),
 )
 

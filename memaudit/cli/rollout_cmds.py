@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from memaudit.cli.common import (
-    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, shard_option, split_list)
+    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, split_list, stage_options)
+from memaudit.stages import ROLLOUT
 
 
 @command("rollout")
@@ -23,7 +24,7 @@ from memaudit.cli.common import (
 @click.option("--time-alone", is_flag=True,
               help="run one system and user at a time, so each system's write and search times are its own "
                    "(slower; for latencies meant to be compared across systems)")
-@shard_option
+@stage_options(ROLLOUT)
 @global_options(uses=STORE + MODEL + MEMORY)
 def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, time_alone, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,

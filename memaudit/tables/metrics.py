@@ -244,27 +244,38 @@ async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
 @dataclass
 class MemorySide:
     """What a run's memory system cost at rollout: the wall time of each episode's writes and of each
-    read (seconds, over what no call cache answered: store/episodes.py `live_op_seconds`), and per
-    user the model calls its episodes made for the memory system (roles of the memory phase) and
-    their tokens."""
+    read, and apart from them of each operation that paid the system's start-up (seconds, over what
+    no call cache answered: store/episodes.py `live_op_seconds`); per user the model calls its
+    episodes made for the memory system (roles of the memory phase) and their tokens; and over its
+    timed operations the counts of `Episodes.op_counts` (user messages, calls, cached, alone)."""
     write_seconds: list[float]
     search_seconds: list[float]
     calls: dict[str, int]
     tokens: dict[str, int]
+    startup_seconds: list[float] = field(default_factory=list)
+    ops: dict = field(default_factory=dict)
+
+    def timed(self) -> str | None:
+        """How the operations were timed: `alone` (rollout --time-alone), `with others` (beside the
+        other systems and users of the rollout) or `mixed` (a run resumed the other way)."""
+        if not self.ops.get("ops"):
+            return None
+        return {0: "with others", self.ops["ops"]: "alone"}.get(self.ops["alone"], "mixed")
 
 
 MEMORY_GROUPS = groups_of(MEMORY_PHASE)
 
 
 async def memory_side(store: Store, run: str) -> MemorySide:
-    writes, reads = await store.episodes.live_op_seconds(run)
+    seconds = await store.episodes.live_op_seconds(run)
     calls: dict[str, int] = {}
     tokens: dict[str, int] = {}
     for r in await store.calls.memory_usage_by_user(run):
         if role_group(r["role"]) in MEMORY_GROUPS:
             calls[r["user_id"]] = calls.get(r["user_id"], 0) + r["calls"]
             tokens[r["user_id"]] = tokens.get(r["user_id"], 0) + (r["tokens"] or 0)
-    return MemorySide(writes, reads, calls, tokens)
+    return MemorySide(seconds["writes"], seconds["reads"], calls, tokens, seconds["startup"],
+                      await store.episodes.op_counts(run))
 
 
 async def run_models(store: Store, run: str) -> dict[str, str]:

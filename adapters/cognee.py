@@ -2,11 +2,9 @@
 audited as it ships, in an environment of its own.
 
 cognee does not install beside memaudit's other libraries (pip: ResolutionImpossible;
-docs/adapters.md), so each user's cognee runs in a worker process of cognee's environment
-(adapters/cognee_worker.py: one JSON request a line over stdin/stdout, one data folder per worker).
-`make install` builds that environment in `.venv-cognee` (scripts/library_env.sh); elsewhere
-`MEMAUDIT_COGNEE_PYTHON` names a Python that has `cognee==1.6.5` (the `cognee` extra). Its model
-and embedding calls go over HTTP to memaudit's recording proxy in this process, under
+docs/adapters.md), so it declares its environment (`ENVIRONMENT`, adapters/environment.py): each
+user's cognee runs in a worker process there (`CogneeWorker`, below), one data folder per worker.
+Its model and embedding calls go over HTTP to memaudit's recording proxy in this process, under
 `memory:cognee`: cached, counted and replayable like every memaudit call.
 
 What it is given follows the published study: each user message is added to its dataset and
@@ -18,95 +16,147 @@ re-added on restore with every call answered from the cache."""
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
+import importlib
 import os
-import subprocess
-import tempfile
-import weakref
-from pathlib import Path
+import sys
 
 from memaudit.adapters.base import MemoryAdapter
+from memaudit.adapters.environment import InEnvironment
+from memaudit.adapters.environment_worker import LibraryWorker
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.upstream import ReplayedMessages, embedding_dimensions, guarded, library_route
-from memaudit.errors import BadInput
+from memaudit.adapters.upstream import PROXY_KEY, ReplayedMessages, guarded
 from memaudit.types import MemoryItem
 
-ROLE = "memory:cognee"
-PYTHON_VARIABLE = "MEMAUDIT_COGNEE_PYTHON"
-WORKER = Path(__file__).with_name("cognee_worker.py")
-CHECKOUT_ENVIRONMENT = Path(__file__).resolve().parent.parent / ".venv-cognee"
-PROBE = "import importlib.metadata as m; print(m.version('cognee'))"
+DATASET = "memaudit"
+# A model name litellm knows to take `json_schema` structured output: cognee asks for a JSON
+# schema only for such names, else falls back to free text. The proxy sends the request to the
+# model configured for the memory role whatever name the library puts in it.
+SCHEMA_MODEL = "openai/gpt-4o-mini"
+# The client of its structured-output calls under this configuration (its default framework,
+# litellm_native). cognee imports it on first use; imported at set-up, its retries lose their waits.
+LLM_CLIENT = "cognee.infrastructure.llm.structured_output_framework.litellm_native.native_adapter"
 
 
-def worker_python() -> Path:
-    """The Python of cognee's environment: MEMAUDIT_COGNEE_PYTHON, else the checkout's .venv-cognee."""
-    named = os.environ.get(PYTHON_VARIABLE)
-    return Path(named) if named else CHECKOUT_ENVIRONMENT / "bin" / "python"
+class CogneeWorker(LibraryWorker):
+    """cognee itself, in its environment: one instance (one user's) per worker process."""
+    PATCHED = "cognee"
+
+    async def open(self) -> str:
+        configure(self.setup, self.folder)
+        import cognee
+
+        importlib.import_module(LLM_CLIENT)
+        without_waiting([m for name, m in list(sys.modules.items()) if m is not None and name.startswith("cognee")])
+        self.cognee, self.added = cognee, False  # `added`: whether a message was given yet
+        return cognee.__version__
+
+    async def add(self, text: str) -> None:
+        self.added = True
+        before = asyncio.all_tasks()
+        try:
+            await self.cognee.add(text, dataset_name=DATASET)
+            runs = await self.cognee.cognify(datasets=[DATASET])
+        finally:
+            await self.settled(before)
+        failed = [str(run) for run in (runs or {}).values() if "Errored" in type(run).__name__]
+        if failed:
+            raise RuntimeError(f"cognify failed: {failed[0][:300]}")
+
+    async def settled(self, before: set) -> None:
+        """Wait for the tasks cognee started for this message. When one step fails, cognee's
+        asyncio.gather leaves the other running (its chunk summary, beside a failed graph
+        extraction): it would make its model calls after the write is over, counted with whatever
+        the adapter does next. (litellm's logging worker, started on first use, runs for good.)"""
+        library = os.path.dirname(self.cognee.__file__)
+        while running := [task for task in asyncio.all_tasks() - before if runs_code_of(task, library)]:
+            await asyncio.wait(running)
+
+    async def search(self, query: str, k: int) -> list:
+        if not self.added:  # cognee refuses to search a dataset it has never been given
+            return []
+        return await self.cognee.search(query_text=query, query_type=self.cognee.SearchType.CHUNKS,
+                                        datasets=[DATASET], top_k=k)
+
+    async def dump(self) -> list[dict]:
+        from cognee.infrastructure.databases.graph import get_graph_engine
+
+        nodes, _ = await (await get_graph_engine()).get_graph_data()
+        # `raw_data_location` is a file path in this worker's data folder, not memory content.
+        return [{"id": str(node_id), **{k: v for k, v in properties.items() if k != "raw_data_location"}}
+                for node_id, properties in nodes]
 
 
-@functools.cache
-def cognee_version(python: Path) -> str:
-    """cognee's version in that environment; BadInput saying how to get one when it has none."""
-    how = (f"the cognee system runs in its own environment: `make install` builds {CHECKOUT_ENVIRONMENT.name} "
-           f"(scripts/library_env.sh), or set {PYTHON_VARIABLE} to a Python with the `cognee` extra "
-           "(pip install 'memaudit-bench[cognee]' in a separate environment)")
-    try:
-        found = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=120)
-    except OSError:
-        raise BadInput(f"{how}; {python} does not run", field="systems") from None
-    if found.returncode != 0:
-        raise BadInput(f"{how}; {python} has no cognee", field="systems")
-    return found.stdout.strip()
+def configure(setup: dict, root: str) -> None:
+    """cognee's embedded defaults (SQLite, LanceDB, its Kuzu graph) and its log files in this
+    worker's own folder (not the user's home, where it also prunes older logs), its LLM and
+    embeddings on the proxy, no telemetry."""
+    os.environ.update({
+        "TELEMETRY_DISABLED": "1",
+        "LLM_PROVIDER": "openai", "LLM_ENDPOINT": setup["base_url"], "LLM_MODEL": SCHEMA_MODEL,
+        "LLM_API_KEY": PROXY_KEY,
+        # Its `openai` embedding provider refuses `dimensions`; `openai_compatible` takes them.
+        "EMBEDDING_PROVIDER": "openai_compatible", "EMBEDDING_ENDPOINT": setup["base_url"],
+        "EMBEDDING_MODEL": setup["embed_model"], "EMBEDDING_DIMENSIONS": str(setup["dimensions"]),
+        "EMBEDDING_API_KEY": PROXY_KEY,
+        "DATA_ROOT_DIRECTORY": os.path.join(root, "data"), "SYSTEM_ROOT_DIRECTORY": os.path.join(root, "system"),
+        "COGNEE_LOGS_DIR": os.path.join(root, "logs"),
+    })
 
 
-cognee_version(worker_python())  # at import, so that a missing environment fails before a run is opened
+def without_waiting(cognee_modules) -> None:
+    """cognee retries a failed structured-output call for at least 240 s with exponential waits.
+    Under memaudit an identical request is answered from the call cache with the same outcome, so
+    the waits only stall the run: keep its attempts, drop the waits and the time floor. Only the
+    retries under that policy (its other retries, some bounded by time alone, keep their waits)."""
+    import tenacity
+    from cognee.infrastructure.llm import retry_config
+
+    policy = retry_config.llm_retry_stop_condition
+    for stop in getattr(policy, "stops", ()):
+        if isinstance(stop, tenacity.stop_after_delay):
+            stop.max_delay = 0
+    dropped = 0
+    for module in cognee_modules:
+        for value in list(vars(module).values()):
+            for candidate in (value, *vars(value).values()) if isinstance(value, type) else (value,):
+                retrying = getattr(candidate, "retry", None)
+                if isinstance(retrying, tenacity.BaseRetrying) and retrying.stop is policy:
+                    retrying.wait = tenacity.wait_none()
+                    dropped += 1
+    if not dropped:
+        raise RuntimeError(f"no retry of cognee's structured-output calls found (in {LLM_CLIENT}?)")
 
 
-class WorkerFailed(Exception):
-    """The worker answered a request with an error (cognee's exception, by type and message)."""
+def runs_code_of(task: asyncio.Task, folder: str) -> bool:
+    """Whether the task is unfinished and runs a coroutine defined under `folder`."""
+    code = getattr(task.get_coro(), "cr_code", None)
+    return not task.done() and code is not None and code.co_filename.startswith(folder)
 
 
-class CogneeMemory(ReplayedMessages, MemoryAdapter):
+class CogneeMemory(InEnvironment, ReplayedMessages, MemoryAdapter):
     name = "cognee"
     library = "cognee"
+    ROLE = "memory:cognee"
+    ENVIRONMENT = "cognee"
+    WORKER = CogneeWorker
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.route = None
-        self.worker: Worker | None = None
-        self.clock = LibraryClock(ctx.scope)  # the clock of the latest write, for failure records
+        self.clock = LibraryClock(ctx.scope)  # the worker's clock, as its latest answer left it
         self.stored: list[dict] = []  # the dump, read back from the worker after every change
-        self.worker_clock: dict | None = None  # the worker's clock state after the latest write
-
-    @classmethod
-    def library_release(cls) -> str:
-        return f"cognee=={cognee_version(worker_python())}"
-
-    async def _open(self) -> "Worker":
-        if self.worker is None:
-            self.route = await library_route(self, ROLE)
-            dimensions = await embedding_dimensions(self)
-            self.worker = await Worker.start(worker_python(), {
-                "base_url": self.route.base_url, "model": self.ctx.llm.settings.role(ROLE).model,
-                "embed_model": self.embedder.model_name, "dimensions": dimensions, "scope": self.ctx.scope,
-                "tiktoken_cache": tiktoken_cache(worker_python())})
-            weakref.finalize(self, self.worker.stop)
-        return self.worker
 
     # -- write path ----------------------------------------------------------------------------
     async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
-        worker = await self._open()
         self.clock.last = (clock, task_index, turn)
-        await guarded(self, ROLE, self.route, lambda: worker.ask(op="add", text=text, clock=[clock, task_index, turn]))
-        self.stored = await worker.ask(op="dump")
-        self.worker_clock = await worker.ask(op="clock")
+        await self.started()
+        await guarded(self, self.ROLE, self.route, lambda: self.call("add", text=text))
+        self.stored = await self.call("dump")
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
-        worker = await self._open()
-        found = await guarded(self, ROLE, self.route, lambda: worker.ask(op="search", query=query, k=k))
+        await self.started()
+        found = await guarded(self, self.ROLE, self.route, lambda: self.call("search", query=query, k=k))
         items = []
         for group in found or []:
             for result in group.get("search_result") or []:
@@ -119,16 +169,6 @@ class CogneeMemory(ReplayedMessages, MemoryAdapter):
     def dump(self) -> list[dict]:
         return deep_copy([{**node, "content": node_text(node)} for node in self.stored])
 
-    # -- state ---------------------------------------------------------------------------------
-    def snapshot(self) -> dict:
-        return {**super().snapshot(), "worker_clock": deep_copy(self.worker_clock)}
-
-    async def restore(self, state: dict) -> None:
-        await super().restore(state)
-        self.worker_clock = deep_copy(state["worker_clock"])
-        if self.worker_clock is not None:  # the worker's clock continues where the first run's stood
-            await (await self._open()).ask(op="set_clock", state=self.worker_clock)
-
 
 def node_text(node: dict) -> str:
     """What a graph node says: its text (chunks, summaries), else its name and description."""
@@ -136,57 +176,3 @@ def node_text(node: dict) -> str:
         return str(node["text"])
     name, description = node.get("name") or "", node.get("description") or ""
     return f"{name}: {description}" if name and description else name or description
-
-
-def tiktoken_cache(python: Path) -> str | None:
-    """The local copy of the token encodings cognee counts with (scripts/library_env.sh puts one
-    in its environment), so that nothing is downloaded."""
-    folder = python.parent.parent / "tiktoken_cache"
-    return str(folder) if folder.is_dir() else None
-
-
-class Worker:
-    """One cognee worker process; one request at a time."""
-
-    def __init__(self, process: asyncio.subprocess.Process, log):
-        self.process, self.log = process, log
-        self.lock = asyncio.Lock()
-
-    @classmethod
-    async def start(cls, python: Path, setup: dict) -> "Worker":
-        log = tempfile.TemporaryFile()  # cognee's own output: shown when the worker dies
-        process = await asyncio.create_subprocess_exec(
-            str(python), str(WORKER), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-            limit=2 ** 26)
-        worker = cls(process, log)
-        await worker.send(setup)
-        return worker
-
-    async def ask(self, **request):
-        return await self.send(request)
-
-    async def send(self, message: dict):
-        async with self.lock:
-            self.process.stdin.write((json.dumps(message) + "\n").encode())
-            await self.process.stdin.drain()
-            line = await self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the cognee worker stopped: {self.tail()}")
-        answer = json.loads(line)
-        if not answer["ok"]:
-            raise WorkerFailed(answer["error"])
-        return answer["result"]
-
-    def tail(self) -> str:
-        self.log.seek(0)
-        lines = self.log.read().decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else "(no output)"
-
-    def stop(self) -> None:
-        if self.process.returncode is None:
-            try:
-                self.process.kill()
-            except ProcessLookupError:
-                pass
-        self.log.close()
-

@@ -119,7 +119,9 @@ class ReplayedMessages:
     async def observe(self, event) -> None:
         if event.kind not in self.SOURCE:
             return
-        self.added.append([event.clock, event.task_index, event.turn, event.text])
+        # The clock as the message found it: a restore adds it again from there, so it draws the
+        # same ids whatever the library drew between two messages (a search's ids, in cognee).
+        self.added.append([event.clock, event.task_index, event.turn, event.text, self.clock.to_state()])
         await self.add_message(event.clock, event.task_index, event.turn, event.text)
 
     def snapshot(self) -> dict:
@@ -127,7 +129,8 @@ class ReplayedMessages:
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        for clock, task_index, turn, text in state["added"]:
+        for clock, task_index, turn, text, before in state["added"]:
+            self.clock.load_state(before)
             await self.add_message(clock, task_index, turn, text)
         self.load_header(state)
         self.clock.load_state(state["clock"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from memaudit.cli.common import (
-    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, shard_option, split_list)
+    MEMORY, MODEL, ROLLOUT, STORE, command, current_settings, global_options, out, run, shard_option, split_list)
 
 
 @command("rollout")
@@ -21,7 +21,7 @@ from memaudit.cli.common import (
                    "(no assistant, simulator or judge calls)")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
 @shard_option
-@global_options(uses=STORE + MODEL + MEMORY)
+@global_options(uses=STORE + MODEL + MEMORY + ROLLOUT)
 def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.

@@ -1,0 +1,231 @@
+"""A deployed library in an environment of its own: a declaration, not a worker written per library.
+
+A library that does not install beside memaudit's others (pip: ResolutionImpossible) declares
+
+    class SomeLib(InEnvironment, ReplayedMessages, MemoryAdapter):
+        ENVIRONMENT = "somelib"      # its environment; the extra `somelib` gives its requirements
+        WORKER = SomeLibWorker       # the half that runs there (adapters/environment_worker.py)
+
+Its environment is `.venv-<ENVIRONMENT>` in the checkout (`make install` builds every declared one:
+scripts/library_env.sh installs memaudit's core dependencies beside the extra, one resolution), or
+the Python named by `MEMAUDIT_<ENVIRONMENT>_PYTHON`. Each user's library is a worker process there
+(one JSON request a line over stdin/stdout), running the parent's own memaudit source, loaded by
+path; its model and embedding calls go over HTTP to the recording proxy of this process, under the
+adapter's role, cached, counted and replayed like every call. At most `--library-workers` workers
+live at once: a rollout runs at most that many users of such a system at once, and an adapter
+stops its worker when it is closed (its user done). A worker ends when its parent dies."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import weakref
+from pathlib import Path
+from typing import ClassVar
+
+import memaudit
+from memaudit.adapters import environment_worker
+from memaudit.adapters.environment_worker import LibraryWorker
+from memaudit.adapters.upstream import embedding_dimensions, library_route
+from memaudit.errors import BadInput, MemauditError
+from memaudit.scratch import owned_prefix, remove_stale
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+FOLDER_PREFIX = "memaudit-library-"  # each worker's data folder (removed when it stops, or when stale)
+# The worker's first lines: the parent's memaudit package, loaded by path (whatever memaudit the
+# environment may hold, and with the working folder off sys.path, where a file could shadow the
+# library), then the worker loop. argv: memaudit's __init__.py, the parent's pid.
+BOOT = ("import importlib.util as u, os, sys; sys.path[:] = [p for p in sys.path if p]; "
+        "s = u.spec_from_file_location('memaudit', sys.argv[1], "
+        "submodule_search_locations=[os.path.dirname(sys.argv[1])]); "
+        "m = sys.modules['memaudit'] = u.module_from_spec(s); s.loader.exec_module(m); "
+        "from memaudit.adapters.environment_worker import main; main(int(sys.argv[2]))")
+PROBE = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+
+
+def python_variable(environment: str) -> str:
+    return f"MEMAUDIT_{environment.upper()}_PYTHON"
+
+
+def checkout_environment(environment: str) -> Path:
+    return CHECKOUT / f".venv-{environment}"
+
+
+def environment_python(environment: str) -> Path:
+    """The Python of a library's environment: its variable, else the checkout's `.venv-<name>`."""
+    named = os.environ.get(python_variable(environment))
+    return Path(named) if named else checkout_environment(environment) / "bin" / "python"
+
+
+@functools.cache
+def library_version(environment: str, distribution: str, extra: str) -> str:
+    """The library's version in its environment; BadInput saying how to get one when it has none."""
+    python = environment_python(environment)
+    how = (f"the {distribution} system runs in its own environment: `make install` builds "
+           f"{checkout_environment(environment).name} (scripts/library_env.sh), or set {python_variable(environment)} "
+           f"to a Python with the `{extra}` extra (pip install 'memaudit-bench[{extra}]' in a separate environment)")
+    try:
+        found = subprocess.run([str(python), "-c", PROBE, distribution], capture_output=True, text=True, timeout=120)
+    except OSError:
+        raise BadInput(f"{how}; {python} does not run", field="systems") from None
+    if found.returncode != 0:
+        raise BadInput(f"{how}; {python} has no {distribution}", field="systems")
+    return found.stdout.strip()
+
+
+def offline(python: Path) -> dict:
+    """The worker's environment variables: nothing fetched from a hub at run time, and the token
+    encodings libraries count with (tiktoken's) read from the copy in the environment
+    (scripts/library_env.sh puts one there)."""
+    variables = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    encodings = python.parent.parent / "tiktoken_cache"
+    if encodings.is_dir():
+        variables["TIKTOKEN_CACHE_DIR"] = str(encodings)
+    return variables
+
+
+class WorkerFailed(Exception):
+    """The library raised in the worker (its exception, by type and message): a failed call."""
+
+
+class WorkerDied(MemauditError):
+    """The worker process ended: the command cannot go on with this library (one line, its last words)."""
+
+
+class Worker:
+    """One worker process; one request at a time."""
+
+    def __init__(self, process: asyncio.subprocess.Process, log, folder: str, release):
+        self.process, self.log, self.folder, self.release = process, log, folder, release
+        self.lock = asyncio.Lock()
+        self.version = None
+
+    @classmethod
+    async def start(cls, python: Path, worker: type[LibraryWorker], setup: dict, release) -> "Worker":
+        remove_stale(Path(tempfile.gettempdir()), FOLDER_PREFIX)  # left by a killed memaudit
+        folder = tempfile.mkdtemp(prefix=owned_prefix(FOLDER_PREFIX))
+        log = tempfile.TemporaryFile()  # the library's own output: its last line is shown if it dies
+        process = await asyncio.create_subprocess_exec(
+            str(python), "-c", BOOT, memaudit.__file__, str(os.getpid()), cwd=folder, env=offline(python),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log, limit=2 ** 26)
+        started = cls(process, log, folder, release)
+        try:
+            answer = await started.send({"worker": f"{worker.__module__}:{worker.__qualname__}", "setup": setup,
+                                         "folder": folder})
+        except BaseException:
+            started.stop()
+            raise
+        started.version = answer["version"]
+        return started
+
+    async def call(self, op: str, args: dict, clock) -> object:
+        """The op's result; the worker's clock state after it is loaded into `clock` (also when the
+        library raised: WorkerFailed)."""
+        return await self.send({"op": op, "args": args, "clock": clock.to_state()}, clock)
+
+    async def send(self, message: dict, clock=None):
+        async with self.lock:
+            try:
+                self.process.stdin.write((json.dumps(message) + "\n").encode())
+                await self.process.stdin.drain()
+                line = await self.process.stdout.readline()
+            except (ConnectionError, BrokenPipeError):
+                line = b""
+        if not line:
+            raise WorkerDied(f"the library's worker process stopped: {self.tail()}")
+        answer = json.loads(line)
+        if clock is not None:
+            clock.load_state(answer["clock"])
+        if not answer["ok"]:
+            raise WorkerFailed(answer["error"])
+        return answer["result"]
+
+    def tail(self) -> str:
+        if self.log.closed:
+            return "(stopped)"
+        self.log.seek(0)
+        lines = self.log.read().decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else "(no output)"
+
+    def stop(self) -> None:
+        """End the process, remove its folder and give its place back (idempotent)."""
+        if self.process.returncode is None:
+            try:
+                self.process.kill()
+            except ProcessLookupError:
+                pass
+        self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.release is not None:
+            self.release, release = None, self.release
+            release()
+
+
+_slots: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def worker_slots(llm) -> asyncio.Semaphore:
+    """The places for library workers of this model client's command (`--library-workers`)."""
+    if llm not in _slots:
+        _slots[llm] = asyncio.Semaphore(llm.settings.library_workers)
+    return _slots[llm]
+
+
+class InEnvironment:
+    """The parent half of an adapter over a library in its own environment (mixed in before the
+    adapter's state class and MemoryAdapter). Needs a `clock` (a LibraryClock) and `library`."""
+    ENVIRONMENT: ClassVar[str]
+    WORKER: ClassVar[type[LibraryWorker]]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "ENVIRONMENT" in vars(cls) and not environment_worker.SERVING:
+            cls.library_release()  # a missing environment fails when the module is imported, before a run opens
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.route = None
+        self.worker: Worker | None = None
+
+    @classmethod
+    def library_release(cls) -> str:
+        return f"{cls.library}=={library_version(cls.ENVIRONMENT, cls.library, cls.ENVIRONMENT)}"
+
+    def worker_setup(self) -> dict:
+        """What the worker half needs besides the endpoint (override to add)."""
+        return {}
+
+    async def started(self) -> Worker:
+        """This adapter's worker, started (in a free place) on first use."""
+        if self.worker is None:
+            self.route = await library_route(self, self.ROLE)
+            setup = {"base_url": self.route.base_url, "model": self.ctx.llm.settings.role(self.ROLE).model,
+                     "embed_model": self.embedder.model_name, "dimensions": await embedding_dimensions(self),
+                     "scope": self.ctx.scope, **self.worker_setup()}
+            slots = worker_slots(self.ctx.llm)
+            await slots.acquire()
+            try:
+                self.worker = await Worker.start(environment_python(self.ENVIRONMENT), self.WORKER, setup,
+                                                 slots.release)
+            except BaseException:
+                slots.release()
+                raise
+            weakref.finalize(self, self.worker.stop)
+        return self.worker
+
+    async def call(self, op: str, **args):
+        """One op of the worker half, on this adapter's logical clock (its state goes to the
+        worker and comes back)."""
+        worker = await self.started()
+        return await worker.call(op, args, self.clock)
+
+    async def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+

@@ -20,13 +20,9 @@ import importlib
 import os
 import sys
 
-from memaudit.adapters.base import MemoryAdapter
 from memaudit.adapters.environment import InEnvironment
 from memaudit.adapters.environment_worker import LibraryWorker
-from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.upstream import PROXY_KEY, ReplayedMessages, guarded
-from memaudit.types import MemoryItem
+from memaudit.adapters.upstream import PROXY_KEY
 
 DATASET = "memaudit"
 # A model name litellm knows to take `json_schema` structured output: cognee asks for a JSON
@@ -72,19 +68,24 @@ class CogneeWorker(LibraryWorker):
         while running := [task for task in asyncio.all_tasks() - before if runs_code_of(task, library)]:
             await asyncio.wait(running)
 
-    async def search(self, query: str, k: int) -> list:
+    async def search(self, query: str, k: int) -> list[dict]:
         if not self.added:  # cognee refuses to search a dataset it has never been given
             return []
-        return await self.cognee.search(query_text=query, query_type=self.cognee.SearchType.CHUNKS,
-                                        datasets=[DATASET], top_k=k)
+        found = await self.cognee.search(query_text=query, query_type=self.cognee.SearchType.CHUNKS,
+                                         datasets=[DATASET], top_k=k)
+        # Its `score` is a vector distance (lower is nearer): kept as `distance`, in its order.
+        return [{**{name: value for name, value in result.items() if name not in ("id", "text", "score")},
+                 "id": str(result.get("id")), "content": str(result.get("text", "")), "score": None,
+                 "distance": result.get("score")}
+                for group in found or [] for result in group.get("search_result") or []]
 
     async def dump(self) -> list[dict]:
         from cognee.infrastructure.databases.graph import get_graph_engine
 
         nodes, _ = await (await get_graph_engine()).get_graph_data()
         # `raw_data_location` is a file path in this worker's data folder, not memory content.
-        return [{"id": str(node_id), **{k: v for k, v in properties.items() if k != "raw_data_location"}}
-                for node_id, properties in nodes]
+        return [{"id": str(node_id), **{k: v for k, v in properties.items() if k != "raw_data_location"},
+                 "content": node_text(properties)} for node_id, properties in nodes]
 
 
 def configure(setup: dict, root: str) -> None:
@@ -128,51 +129,23 @@ def without_waiting(cognee_modules) -> None:
         raise RuntimeError(f"no retry of cognee's structured-output calls found (in {LLM_CLIENT}?)")
 
 
-def runs_code_of(task: asyncio.Task, folder: str) -> bool:
-    """Whether the task is unfinished and runs a coroutine defined under `folder`."""
-    code = getattr(task.get_coro(), "cr_code", None)
-    return not task.done() and code is not None and code.co_filename.startswith(folder)
-
-
-class CogneeMemory(InEnvironment, ReplayedMessages, MemoryAdapter):
-    name = "cognee"
-    library = "cognee"
-    ROLE = "memory:cognee"
-    ENVIRONMENT = "cognee"
-    WORKER = CogneeWorker
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.clock = LibraryClock(ctx.scope)  # the worker's clock, as its latest answer left it
-        self.stored: list[dict] = []  # the dump, read back from the worker after every change
-
-    # -- write path ----------------------------------------------------------------------------
-    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
-        self.clock.last = (clock, task_index, turn)
-        await self.started()
-        await guarded(self, self.ROLE, self.route, lambda: self.call("add", text=text))
-        self.stored = await self.call("dump")
-
-    # -- read paths ----------------------------------------------------------------------------
-    async def search(self, query: str, k: int) -> list[MemoryItem]:
-        await self.started()
-        found = await guarded(self, self.ROLE, self.route, lambda: self.call("search", query=query, k=k))
-        items = []
-        for group in found or []:
-            for result in group.get("search_result") or []:
-                # Its `score` is a vector distance (lower is nearer): kept as `distance`, in its order.
-                native = {name: value for name, value in result.items() if name not in ("id", "text", "score")}
-                items.append(MemoryItem(str(result.get("id")), str(result.get("text", "")), None,
-                                        {**native, "distance": result.get("score")}))
-        return items[:k]
-
-    def dump(self) -> list[dict]:
-        return deep_copy([{**node, "content": node_text(node)} for node in self.stored])
-
-
 def node_text(node: dict) -> str:
     """What a graph node says: its text (chunks, summaries), else its name and description."""
     if node.get("text"):
         return str(node["text"])
     name, description = node.get("name") or "", node.get("description") or ""
     return f"{name}: {description}" if name and description else name or description
+
+
+def runs_code_of(task: asyncio.Task, folder: str) -> bool:
+    """Whether the task is unfinished and runs a coroutine defined under `folder`."""
+    code = getattr(task.get_coro(), "cr_code", None)
+    return not task.done() and code is not None and code.co_filename.startswith(folder)
+
+
+class CogneeMemory(InEnvironment):
+    name = "cognee"
+    library = "cognee"
+    ROLE = "memory:cognee"
+    ENVIRONMENT = "cognee"
+    WORKER = CogneeWorker

@@ -2,7 +2,8 @@
 
 A library that does not install beside memaudit's others (pip: ResolutionImpossible) declares
 
-    class SomeLib(InEnvironment, ReplayedMessages, MemoryAdapter):
+    class SomeLib(InEnvironment):
+        name, library, ROLE = "somelib", "somelib", "memory:somelib"
         ENVIRONMENT = "somelib"      # its environment; the extra `somelib` gives its requirements
         WORKER = SomeLibWorker       # the half that runs there (adapters/environment_worker.py)
 
@@ -11,9 +12,9 @@ scripts/library_env.sh installs memaudit's core dependencies beside the extra, o
 the Python named by `MEMAUDIT_<ENVIRONMENT>_PYTHON`. Each user's library is a worker process there
 (one JSON request a line over stdin/stdout), running the parent's own memaudit source, loaded by
 path; its model and embedding calls go over HTTP to the recording proxy of this process, under the
-adapter's role, cached, counted and replayed like every call. At most `--library-workers` workers
-live at once: a rollout runs at most that many users of such a system at once, and an adapter
-stops its worker when it is closed (its user done). A worker ends when its parent dies."""
+adapter's role, cached, counted and replayed like every call. A rollout runs at most
+`--library-workers` users of such systems at once, and an adapter stops its worker when it is
+closed (its user done). A worker ends when its parent dies."""
 from __future__ import annotations
 
 import asyncio
@@ -31,8 +32,12 @@ from typing import ClassVar
 import memaudit
 from memaudit.adapters import environment_worker
 from memaudit.adapters.environment_worker import LibraryWorker
-from memaudit.adapters.upstream import embedding_dimensions, library_route
+from memaudit.adapters.base import MemoryAdapter
+from memaudit.adapters.indexed import deep_copy
+from memaudit.adapters.library_clock import LibraryClock
+from memaudit.adapters.upstream import ReplayedMessages, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput, MemauditError
+from memaudit.types import MemoryItem
 from memaudit.scratch import owned_prefix, remove_stale
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -89,6 +94,33 @@ def offline(python: Path) -> dict:
     return variables
 
 
+def declared_environments() -> list[str]:
+    """The environments the built-in adapters declare (`ENVIRONMENT = "name"` in a class body),
+    read from their source: `make install` builds these, and an adapter whose environment is not
+    built yet refuses to be imported."""
+    import ast
+    import importlib.util
+
+    from memaudit.adapters.registry import BUILTIN_ORIGIN, registrations
+
+    def declared(statement) -> str | None:
+        targets = statement.targets if isinstance(statement, ast.Assign) else \
+            [statement.target] if isinstance(statement, ast.AnnAssign) else []
+        value = getattr(statement, "value", None)
+        if any(isinstance(t, ast.Name) and t.id == "ENVIRONMENT" for t in targets) and \
+                isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+        return None
+
+    found = set()
+    for registration in registrations():
+        if registration.origin == BUILTIN_ORIGIN:
+            source = Path(importlib.util.find_spec(registration.target.partition(":")[0]).origin).read_text()
+            found.update(declared(statement) for node in ast.walk(ast.parse(source))
+                         if isinstance(node, ast.ClassDef) for statement in node.body)
+    return sorted(found - {None})
+
+
 class WorkerFailed(Exception):
     """The library raised in the worker (its exception, by type and message): a failed call."""
 
@@ -100,20 +132,20 @@ class WorkerDied(MemauditError):
 class Worker:
     """One worker process; one request at a time."""
 
-    def __init__(self, process: asyncio.subprocess.Process, log, folder: str, release):
-        self.process, self.log, self.folder, self.release = process, log, folder, release
+    def __init__(self, process: asyncio.subprocess.Process, log, folder: str):
+        self.process, self.log, self.folder = process, log, folder
         self.lock = asyncio.Lock()
         self.version = None
 
     @classmethod
-    async def start(cls, python: Path, worker: type[LibraryWorker], setup: dict, release) -> "Worker":
+    async def start(cls, python: Path, worker: type[LibraryWorker], setup: dict) -> "Worker":
         remove_stale(Path(tempfile.gettempdir()), FOLDER_PREFIX)  # left by a killed memaudit
         folder = tempfile.mkdtemp(prefix=owned_prefix(FOLDER_PREFIX))
         log = tempfile.TemporaryFile()  # the library's own output: its last line is shown if it dies
         process = await asyncio.create_subprocess_exec(
             str(python), "-c", BOOT, memaudit.__file__, str(os.getpid()), cwd=folder, env=offline(python),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log, limit=2 ** 26)
-        started = cls(process, log, folder, release)
+        started = cls(process, log, folder)
         try:
             answer = await started.send({"worker": f"{worker.__module__}:{worker.__qualname__}", "setup": setup,
                                          "folder": folder})
@@ -153,7 +185,7 @@ class Worker:
         return lines[-1] if lines else "(no output)"
 
     def stop(self) -> None:
-        """End the process, remove its folder and give its place back (idempotent)."""
+        """End the process and remove its folder (idempotent)."""
         if self.process.returncode is None:
             try:
                 self.process.kill()
@@ -161,26 +193,16 @@ class Worker:
                 pass
         self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
-        if self.release is not None:
-            self.release, release = None, self.release
-            release()
 
 
-_slots: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def worker_slots(llm) -> asyncio.Semaphore:
-    """The places for library workers of this model client's command (`--library-workers`)."""
-    if llm not in _slots:
-        _slots[llm] = asyncio.Semaphore(llm.settings.library_workers)
-    return _slots[llm]
-
-
-class InEnvironment:
-    """The parent half of an adapter over a library in its own environment (mixed in before the
-    adapter's state class and MemoryAdapter). Needs a `clock` (a LibraryClock) and `library`."""
+class InEnvironment(ReplayedMessages, MemoryAdapter):
+    """The parent half of an adapter over a library in its own environment: its state is the
+    messages given to the library (added again on restore, every call answered from the cache),
+    its clock the worker's. The worker half serves `add(text)`, `search(query, k)` (items as
+    `{"id", "content", "score", …native fields}`, best first) and `dump()` (`{"id", "content", …}`)."""
     ENVIRONMENT: ClassVar[str]
     WORKER: ClassVar[type[LibraryWorker]]
+    ROLE: ClassVar[str]
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -191,6 +213,8 @@ class InEnvironment:
         super().__init__(ctx)
         self.route = None
         self.worker: Worker | None = None
+        self.clock = LibraryClock(ctx.scope)  # the worker's clock, as its latest answer left it
+        self.stored: list[dict] = []  # the dump, read back from the worker after every change
 
     @classmethod
     def library_release(cls) -> str:
@@ -207,14 +231,7 @@ class InEnvironment:
             setup = {"base_url": self.route.base_url, "model": self.ctx.llm.settings.role(self.ROLE).model,
                      "embed_model": self.embedder.model_name, "dimensions": await embedding_dimensions(self),
                      "scope": self.ctx.scope, **self.worker_setup()}
-            slots = worker_slots(self.ctx.llm)
-            await slots.acquire()
-            try:
-                self.worker = await Worker.start(environment_python(self.ENVIRONMENT), self.WORKER, setup,
-                                                 slots.release)
-            except BaseException:
-                slots.release()
-                raise
+            self.worker = await Worker.start(environment_python(self.ENVIRONMENT), self.WORKER, setup)
             weakref.finalize(self, self.worker.stop)
         return self.worker
 
@@ -224,8 +241,29 @@ class InEnvironment:
         worker = await self.started()
         return await worker.call(op, args, self.clock)
 
+    # -- write path ----------------------------------------------------------------------------
+    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
+        self.clock.last = (clock, task_index, turn)
+        await self.started()
+        await guarded(self, self.ROLE, self.route, lambda: self.call("add", text=text))
+        self.stored = await self.call("dump")
+
+    # -- read paths ----------------------------------------------------------------------------
+    async def search(self, query: str, k: int) -> list[MemoryItem]:
+        await self.started()
+        found = await guarded(self, self.ROLE, self.route, lambda: self.call("search", query=query, k=k))
+        return [MemoryItem(str(item["id"]), str(item["content"]), item.get("score"),
+                           {name: value for name, value in item.items() if name not in ("id", "content", "score")})
+                for item in (found or [])[:k]]
+
+    def dump(self) -> list[dict]:
+        return deep_copy(self.stored)
+
     async def close(self) -> None:
         if self.worker is not None:
             self.worker.stop()
             self.worker = None
 
+
+if __name__ == "__main__":  # `make install`: the environments to build, one a line
+    print("\n".join(declared_environments()))

@@ -91,9 +91,8 @@ class CogneeWorker(LibraryWorker):
 def configure(setup: dict, root: str) -> None:
     """cognee's embedded defaults (SQLite, LanceDB, its Kuzu graph) and its log files in this
     worker's own folder (not the user's home, where it also prunes older logs), its LLM and
-    embeddings on the proxy, no telemetry."""
+    embeddings on the proxy."""
     os.environ.update({
-        "TELEMETRY_DISABLED": "1",
         "LLM_PROVIDER": "openai", "LLM_ENDPOINT": setup["base_url"], "LLM_MODEL": SCHEMA_MODEL,
         "LLM_API_KEY": PROXY_KEY,
         # Its `openai` embedding provider refuses `dimensions`; `openai_compatible` takes them.
@@ -146,6 +145,9 @@ def runs_code_of(task: asyncio.Task, folder: str) -> bool:
 class CogneeMemory(InEnvironment):
     name = "cognee"
     library = "cognee"
-    ROLE = "memory:cognee"
     ENVIRONMENT = "cognee"
     WORKER = CogneeWorker
+    TELEMETRY = {"TELEMETRY_DISABLED": "1"}  # set in its worker before cognee is imported
+    # measured on the contract's fake: its graph extraction and its chunk summary a message
+    # (15 calls for 7 user messages: the first write also sends a connection probe)
+    CALLS_PER_MESSAGE = 2.0

@@ -2,9 +2,10 @@
 
 A library that does not install beside memaudit's others (pip: ResolutionImpossible) declares
 
-    class SomeLib(InEnvironment):
-        name, library, ROLE = "somelib", "somelib", "memory:somelib"
-        ENVIRONMENT = "somelib"      # its environment; the extra `somelib` gives its requirements
+    class SomeLib(InEnvironment):    # a DeployedLibrary (adapters/deployed.py)
+        name, library = "somelib", "somelib"
+        CALLS_PER_MESSAGE = 2.0
+        ENVIRONMENT = "somelib"      # its environment, built from the extra `somelib`
         WORKER = SomeLibWorker       # the half that runs there (adapters/environment_worker.py)
 
 Its environment is `.venv-<ENVIRONMENT>` in the checkout (`make install` builds every declared one:
@@ -23,7 +24,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import weakref
 from pathlib import Path
@@ -31,14 +31,12 @@ from typing import ClassVar
 
 import memaudit
 from memaudit.adapters import environment_worker
+from memaudit.adapters.base import Event
+from memaudit.adapters.deployed import DeployedLibrary, Endpoint, ReplayedMessages, install_hint
 from memaudit.adapters.environment_worker import LibraryWorker
-from memaudit.adapters.base import MemoryAdapter
-from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.upstream import ReplayedMessages, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput, MemauditError
-from memaudit.types import MemoryItem
 from memaudit.scratch import owned_prefix, remove_stale
+from memaudit.types import MemoryItem
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 FOLDER_PREFIX = "memaudit-library-"  # each worker's data folder (removed when it stops, or when stale)
@@ -67,20 +65,27 @@ def environment_python(environment: str) -> Path:
     return Path(named) if named else checkout_environment(environment) / "bin" / "python"
 
 
-@functools.cache
-def library_version(environment: str, distribution: str, extra: str) -> str:
+def library_version(environment: str, distribution: str) -> str:
     """The library's version in its environment; BadInput saying how to get one when it has none."""
     python = environment_python(environment)
-    how = (f"the {distribution} system runs in its own environment: `make install` builds "
-           f"{checkout_environment(environment).name} (scripts/library_env.sh), or set {python_variable(environment)} "
-           f"to a Python with the `{extra}` extra (pip install 'memaudit-bench[{extra}]' in a separate environment)")
+    found = version_in(python, distribution)
+    if found is None:
+        raise BadInput(f"the {distribution} library runs in its own environment: `make install` builds "
+                       f"{checkout_environment(environment).name} (scripts/library_env.sh), or set "
+                       f"{python_variable(environment)} to a Python with the `{environment}` extra "
+                       f"({install_hint(environment)} in a separate environment); {python} has no {distribution}",
+                       field="systems")
+    return found
+
+
+@functools.cache
+def version_in(python: Path, distribution: str) -> str | None:
+    """The distribution's version in that Python (None: it has none, or does not run)."""
     try:
         found = subprocess.run([str(python), "-c", PROBE, distribution], capture_output=True, text=True, timeout=120)
     except OSError:
-        raise BadInput(f"{how}; {python} does not run", field="systems") from None
-    if found.returncode != 0:
-        raise BadInput(f"{how}; {python} has no {distribution}", field="systems")
-    return found.stdout.strip()
+        return None
+    return found.stdout.strip() if found.returncode == 0 else None
 
 
 def offline(python: Path) -> dict:
@@ -195,74 +200,59 @@ class Worker:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-class InEnvironment(ReplayedMessages, MemoryAdapter):
-    """The parent half of an adapter over a library in its own environment: its state is the
-    messages given to the library (added again on restore, every call answered from the cache),
-    its clock the worker's. The worker half serves `add(text)`, `search(query, k)` (items as
-    `{"id", "content", "score", …native fields}`, best first) and `dump()` (`{"id", "content", …}`)."""
-    ENVIRONMENT: ClassVar[str]
+class InEnvironment(ReplayedMessages, DeployedLibrary):
+    """The parent half of an adapter over a library in its own environment: the library instance
+    is its worker; its state is the messages given to the library (added again on restore, every
+    call answered from the cache), its clock the worker's. The worker half serves `add(text)`,
+    `search(query, k)` (items as `{"id", "content", "score", …native fields}`, best first) and
+    `dump()` (`{"id", "content", …}`)."""
+    ENVIRONMENT: ClassVar[str]  # the environment, and the extra it is built from
     WORKER: ClassVar[type[LibraryWorker]]
-    ROLE: ClassVar[str]
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "ENVIRONMENT" in vars(cls) and not environment_worker.SERVING:
             cls.library_release()  # a missing environment fails when the module is imported, before a run opens
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.route = None
-        self.worker: Worker | None = None
-        self.clock = LibraryClock(ctx.scope)  # the worker's clock, as its latest answer left it
-        self.stored: list[dict] = []  # the dump, read back from the worker after every change
-
     @classmethod
     def library_release(cls) -> str:
-        return f"{cls.library}=={library_version(cls.ENVIRONMENT, cls.library, cls.ENVIRONMENT)}"
+        return f"{cls.library}=={library_version(cls.ENVIRONMENT, cls.library)}"
 
     def worker_setup(self) -> dict:
         """What the worker half needs besides the endpoint (override to add)."""
         return {}
 
-    async def started(self) -> Worker:
-        """This adapter's worker, started (in a free place) on first use."""
-        if self.worker is None:
-            self.route = await library_route(self, self.ROLE)
-            setup = {"base_url": self.route.base_url, "model": self.ctx.llm.settings.role(self.ROLE).model,
-                     "embed_model": self.embedder.model_name, "dimensions": await embedding_dimensions(self),
-                     "scope": self.ctx.scope, **self.worker_setup()}
-            self.worker = await Worker.start(environment_python(self.ENVIRONMENT), self.WORKER, setup)
-            weakref.finalize(self, self.worker.stop)
-        return self.worker
+    async def open(self, endpoint: Endpoint) -> Worker:
+        setup = {"base_url": endpoint.base_url, "model": endpoint.model, "embed_model": endpoint.embed_model,
+                 "dimensions": await self.dimensions(), "scope": self.ctx.scope, "telemetry": self.TELEMETRY,
+                 **self.worker_setup()}
+        worker = await Worker.start(environment_python(self.ENVIRONMENT), self.WORKER, setup)
+        weakref.finalize(self, worker.stop)
+        return worker
 
     async def call(self, op: str, **args):
         """One op of the worker half, on this adapter's logical clock (its state goes to the
         worker and comes back)."""
-        worker = await self.started()
-        return await worker.call(op, args, self.clock)
+        return await (await self.opened()).call(op, args, self.clock)
 
     # -- write path ----------------------------------------------------------------------------
-    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
-        self.clock.last = (clock, task_index, turn)
-        await self.started()
-        await guarded(self, self.ROLE, self.route, lambda: self.call("add", text=text))
+    async def add(self, event: Event) -> None:
+        await self.opened()
+        await self.guarded(lambda: self.call("add", text=event.text))
         self.stored = await self.call("dump")
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
-        await self.started()
-        found = await guarded(self, self.ROLE, self.route, lambda: self.call("search", query=query, k=k))
+        await self.opened()
+        found = await self.guarded(lambda: self.call("search", query=query, k=k))
         return [MemoryItem(str(item["id"]), str(item["content"]), item.get("score"),
                            {name: value for name, value in item.items() if name not in ("id", "content", "score")})
                 for item in (found or [])[:k]]
 
-    def dump(self) -> list[dict]:
-        return deep_copy(self.stored)
-
     async def close(self) -> None:
-        if self.worker is not None:
-            self.worker.stop()
-            self.worker = None
+        if self.instance is not None:
+            self.instance.stop()
+            self.instance = None
 
 
 if __name__ == "__main__":  # `make install`: the environments to build, one a line

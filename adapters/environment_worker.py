@@ -109,6 +109,7 @@ async def serve(protocol) -> None:
     queue: asyncio.Queue = asyncio.Queue()
     threading.Thread(target=read_requests, args=(loop, queue), daemon=True).start()
     first = json.loads(await queue.get())
+    os.environ.update(first["setup"].get("telemetry", {}))  # libraries read the switch when imported
     try:
         worker = worker_class(first["worker"])(first["setup"], first["folder"])
         version = await worker.open()

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from memaudit.errors import BadInput, redact_url
 from memaudit.resources import data_dir
-from memaudit.roles import GROUPS, MEMORY_STAGE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
+from memaudit.roles import GROUPS, MEMORY_PHASE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
 from memaudit.userfiles import read_regular
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
@@ -55,7 +55,7 @@ EMBEDDED_MODEL = "smollm2-135m-instruct"
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few kB
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
-EMBEDDING_GROUPS = groups_of(MEMORY_STAGE)  # the role groups whose memory systems embed; each may configure its own
+EMBEDDING_GROUPS = groups_of(MEMORY_PHASE)  # the role groups whose memory systems embed; each may configure its own
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
 # The simulated user's text on the embedded model, in characters: the JSON grammar closes the string
@@ -184,6 +184,17 @@ class Settings:
             for url in _urls(section.get("base_url")) or _urls(self.base_url):
                 limits[url] = tuple(_smaller(a, b) for a, b in zip(limits.get(url, (None, None)), own))
         return {url: tuple(v / self.rate_share if v else None for v in pair) for url, pair in limits.items()}
+
+    def credentials(self) -> tuple[list[str], list[str]]:
+        """(every configured API key, every configured endpoint URL, which may carry one): the global
+        key and each section's `api_key_env`; the global, role, judge and embeddings base URLs. What
+        an answer must never bring back (memaudit/llm/secrets.py)."""
+        sections = [*self.role_sections.values(), *self.judge_sections.values()]
+        keys = [self.api_key, *(os.environ.get(s["api_key_env"]) for s in sections if s.get("api_key_env"))]
+        urls = [*_urls(self.base_url), *_urls(self.embed_base_url)]
+        for section in sections:
+            urls += [*_urls(section.get("base_url")), *_urls(section.get("embed_base_url"))]
+        return [k for k in keys if k], urls
 
     def with_embedded_url(self, url: str) -> "Settings":
         return replace(self, base_url=url, backend="llamacpp", model=EMBEDDED_MODEL)

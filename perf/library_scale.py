@@ -57,18 +57,13 @@ def library_fake():
 
 
 def deployed_libraries() -> list[str]:
-    """Every built-in system over a deployed library that loads here."""
-    from memaudit.adapters.registry import builtin_names, get_adapter
-    from memaudit.errors import MemauditError
+    """Every built-in system over a deployed library that loads here (`memaudit systems`)."""
+    from memaudit.adapters.registry import get_adapter
 
-    found = []
-    for name in builtin_names():
-        try:
-            if get_adapter(name).library is not None:
-                found.append(name)
-        except MemauditError:  # its library is not installed
-            continue
-    return found
+    done = subprocess.run([sys.executable, str(REPO / "memaudit.py"), "systems", "--json"], capture_output=True,
+                          text=True, cwd=REPO, check=True)
+    loads = [row["name"] for row in json.loads(done.stdout) if row["loads"] and row["origin"] == "built-in"]
+    return [name for name in loads if get_adapter(name).library is not None]
 
 
 class TreeSampler:

@@ -42,6 +42,6 @@ class NotesWorker(LibraryWorker):
 class NotesMemory(InEnvironment):
     name = "scratchnotes"
     library = "memaudit-bench"  # a distribution the test's Python has: the "library's" version
-    ROLE = "memory:scratchnotes"
     ENVIRONMENT = ENVIRONMENT
     WORKER = NotesWorker
+    CALLS_PER_MESSAGE = 0.0

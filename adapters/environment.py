@@ -189,6 +189,11 @@ class Worker:
         lines = self.log.read().decode(errors="replace").strip().splitlines()
         return lines[-1] if lines else "(no output)"
 
+    async def aclose(self) -> None:
+        """Stop, and wait for the process to end (its pipes then close in this event loop)."""
+        self.stop()
+        await self.process.wait()
+
     def stop(self) -> None:
         """End the process and remove its folder (idempotent)."""
         if self.process.returncode is None:
@@ -251,7 +256,7 @@ class InEnvironment(ReplayedMessages, DeployedLibrary):
 
     async def close(self) -> None:
         if self.instance is not None:
-            self.instance.stop()
+            await self.instance.aclose()
             self.instance = None
 
 

@@ -354,10 +354,13 @@ class Option:
         return f"{text} [{self.env[0]}]" if self.env else text
 
 
+# Where the bearer token is read from (no flag: a key never goes on a command line or in a file).
+API_KEY_ENVS = ("MEMAUDIT_API_KEY", "OPENAI_API_KEY")
 OPTIONS = (
     Option("db", "--db", ("MEMAUDIT_DB",), "db", FilePath(), "artifact store"),
     Option("base_url", "--base-url", ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", Urls(),
-           "OpenAI-compatible endpoint", role_key=True),
+           f"OpenAI-compatible endpoint; its bearer token is read from {' or '.join(reversed(API_KEY_ENVS))} "
+           "(never stored, logged or part of a cache key)", role_key=True),
     Option("model", "--model", ("MEMAUDIT_MODEL",), "model", Text(), "model name sent to the endpoint", role_key=True),
     Option("backend", "--backend", ("MEMAUDIT_BACKEND",), "backend", Choice(BACKENDS), "structured-output dialect",
            role_key=True),
@@ -388,7 +391,7 @@ OPTIONS = (
     Option("context_window", None, (), "context_window", Number(1, 100_000_000, whole=True),
            "the models' context window in tokens", role_key=True),
     # Keys never go in files: a config file names the variable that holds one (api_key_env).
-    Option("api_key", None, ("MEMAUDIT_API_KEY", "OPENAI_API_KEY"), None, Text(), "bearer token"),
+    Option("api_key", None, API_KEY_ENVS, None, Text(), "bearer token"),
 )
 OPTION = {o.name: o for o in OPTIONS}
 

@@ -108,11 +108,7 @@ HELP_GROUPS = {
               "runs", "run_id", "role", "artifact", "failed", "embeddings", "dims", "variant", "threshold", "compare",
               "bootstrap", "name", "tasks_dir", "pool_path", "order", "hints", "edits", "recheck", "evolving",
               "per_category", "max_false_pass", "min_pass", "stages", "pilot_db", "store_path", "queries_path", "into",
-<<<<<<< HEAD
-              "partial", "from_file", "library_workers"),
-=======
-              "partial", "from_file", "time_alone"),
->>>>>>> main
+              "partial", "from_file", "time_alone", "library_workers"),
     "model": ("base_url", "model", "backend", "concurrency", "cache", "timeout", "rpm", "tpm", "embed_model",
               "use_batch", "batch_file", "judges", "repeats", "judge_model", "judge_prompt", "reader_model",
               "context_window"),

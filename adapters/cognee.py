@@ -20,17 +20,9 @@ import importlib
 import os
 import sys
 
-<<<<<<< HEAD
 from memaudit.adapters.environment import InEnvironment
 from memaudit.adapters.environment_worker import LibraryWorker
 from memaudit.adapters.upstream import PROXY_KEY
-=======
-from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages
-from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.registry import install_hint
-from memaudit.errors import BadInput
-from memaudit.types import MemoryItem
->>>>>>> main
 
 DATASET = "memaudit"
 # A model name litellm knows to take `json_schema` structured output: cognee asks for a JSON

@@ -32,8 +32,9 @@ from typing import ClassVar
 import memaudit
 from memaudit.adapters import environment_worker
 from memaudit.adapters.base import Event
-from memaudit.adapters.deployed import DeployedLibrary, Endpoint, ReplayedMessages, install_hint
+from memaudit.adapters.deployed import DeployedLibrary, Endpoint, ReplayedMessages
 from memaudit.adapters.environment_worker import LibraryWorker
+from memaudit.adapters.registry import install_hint
 from memaudit.errors import BadInput, MemauditError
 from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.types import MemoryItem

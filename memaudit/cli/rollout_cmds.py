@@ -25,13 +25,8 @@ from memaudit.stages import ROLLOUT
               help="run one system and user at a time, so each system's write and search times are its own "
                    "(slower; for latencies meant to be compared across systems)")
 @stage_options(ROLLOUT)
-<<<<<<< HEAD
 @global_options(uses=STORE + MODEL + MEMORY + WORKERS)
-def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
-=======
-@global_options(uses=STORE + MODEL + MEMORY)
 def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, time_alone, shard):
->>>>>>> main
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.
     One process writes a run at a time: a second rollout of the same run is refused as busy."""

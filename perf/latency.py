@@ -1,6 +1,6 @@
 """Benchmark: are a memory system's write and search latencies reproducible enough to compare (issue 44)?
 
-    .venv/bin/python perf/latency.py [--system mem0ai] [--runs 2] [--users 2] [--tasks 3]
+    .venv/bin/python perf/latency.py [--system mem0ai] [--runs 2] [--users 3] [--tasks 5]
 
 As a user would, through CLI processes against the loopback fake (`memaudit serve --fake`'s model):
 the same rollout of one system (`--time-alone`: one user at a time, nothing else of the rollout on
@@ -48,8 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", default="mem0ai")
     parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--users", type=int, default=2)
-    parser.add_argument("--tasks", type=int, default=3)
+    parser.add_argument("--users", type=int, default=3)
+    parser.add_argument("--tasks", type=int, default=5)
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp, serve(scripted_fake()) as url:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from memaudit.cli.common import (
-    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, split_list, stage_options)
+    MEMORY, MODEL, STORE, WORKERS, command, current_settings, global_options, out, run, split_list, stage_options)
 from memaudit.stages import ROLLOUT
 
 
@@ -25,7 +25,7 @@ from memaudit.stages import ROLLOUT
               help="run one system and user at a time, so each system's write and search times are its own "
                    "(slower; for latencies meant to be compared across systems)")
 @stage_options(ROLLOUT)
-@global_options(uses=STORE + MODEL + MEMORY)
+@global_options(uses=STORE + MODEL + MEMORY + WORKERS)
 def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, time_alone, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.

@@ -81,3 +81,16 @@ def test_the_readme_block_runs_on_the_fake(block, tmp_path):
                           text=True, timeout=1200, env=user_env())
     assert done.returncode == 0, done.stderr[-3000:]
     assert "identical" in done.stdout or "identical" not in block
+    shown = shown_output(block)  # the README quotes what the block prints: it must be what it prints
+    assert shown is None or table_lines(shown) == table_lines(done.stdout), "the README quotes another output"
+
+
+def shown_output(block: str) -> str | None:
+    """The plain output block the README quotes right after `block` (before the next shell block)."""
+    after = README.split(f"```sh\n{block}```", 1)[1].split("```sh", 1)[0]
+    found = re.search(r"\n```\n(.*?)```", after, re.S)
+    return found.group(1) if found else None
+
+
+def table_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("| ")]

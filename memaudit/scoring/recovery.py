@@ -162,7 +162,12 @@ class UserMemory:
             if not self.restored:
                 if self.places is not None:
                     await self.places.acquire_on_behalf_of(self)
-                await self.restore()
+                try:
+                    await self.restore()
+                except BaseException:
+                    if self.places is not None:
+                        self.places.release_on_behalf_of(self)
+                    raise
                 self.restored = True
         return self.adapter
 

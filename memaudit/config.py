@@ -40,7 +40,7 @@ from pathlib import Path
 
 from memaudit.errors import BadInput, redact_url
 from memaudit.resources import data_dir
-from memaudit.roles import GROUPS, MEMORY_STAGE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
+from memaudit.roles import GROUPS, MEMORY_PHASE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
 from memaudit.userfiles import read_regular
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
@@ -55,7 +55,7 @@ EMBEDDED_MODEL = "smollm2-135m-instruct"
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few kB
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
-EMBEDDING_GROUPS = groups_of(MEMORY_STAGE)  # the role groups whose memory systems embed; each may configure its own
+EMBEDDING_GROUPS = groups_of(MEMORY_PHASE)  # the role groups whose memory systems embed; each may configure its own
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
 # The simulated user's text on the embedded model, in characters: the JSON grammar closes the string

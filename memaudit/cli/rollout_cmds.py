@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from memaudit.cli.common import (
-    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, shard_option, split_list)
+    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, split_list, stage_options)
+from memaudit.stages import ROLLOUT
 
 
 @command("rollout")
@@ -20,7 +21,7 @@ from memaudit.cli.common import (
               help="teacher-forced: replay the recorded episodes of RUN into each system's memory "
                    "(no assistant, simulator or judge calls)")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
-@shard_option
+@stage_options(ROLLOUT)
 @global_options(uses=STORE + MODEL + MEMORY)
 def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,

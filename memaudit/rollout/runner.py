@@ -21,7 +21,7 @@ from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.canonical import differences
 from memaudit.provenance import ADAPTED, adapted_roles, rollout_provenance, without_adapted
-from memaudit.roles import AGENT, DIALOGUE_STAGE, prompts_of
+from memaudit.roles import AGENT, DIALOGUE_PHASE, prompts_of
 from memaudit.published.layout import published_prompts
 from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
 from memaudit.rollout.episode import run_episode
@@ -32,7 +32,7 @@ from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
 
-PROMPTS = prompts_of(DIALOGUE_STAGE)  # plus each adapter's own prompt files
+PROMPTS = prompts_of(DIALOGUE_PHASE)  # plus each adapter's own prompt files
 
 
 def run_id(system: str, tag: str | None) -> str:

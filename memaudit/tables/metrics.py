@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from memaudit.roles import ATTRIBUTION, DISCLOSURE, ELICITATION, MEMORY_STAGE, ORACLE, groups_of, role_group
+from memaudit.roles import ATTRIBUTION, DISCLOSURE, ELICITATION, MEMORY_PHASE, ORACLE, groups_of, role_group
 from memaudit.store import Store
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT
 
@@ -258,7 +258,7 @@ class MemorySide:
     tokens: dict[str, int]
 
 
-MEMORY_GROUPS = groups_of(MEMORY_STAGE)
+MEMORY_GROUPS = groups_of(MEMORY_PHASE)
 
 
 async def memory_side(store: Store, run: str) -> MemorySide:

@@ -24,7 +24,7 @@ from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.stages import ATTRIBUTE, JUDGE_CHECK, RESCORE, ROLLOUT, SCORE, STAGES, UTILIZATION
-from memaudit.scoring.attribution import attribute_runs
+from memaudit.scoring.attribution import FAILED_STEPS, attribute_runs
 from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import EVERY_TARGET, score_runs, with_prompts
 from memaudit.scoring.rescore import rescore_runs
@@ -180,12 +180,12 @@ async def _attribution(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         modes = await recorded.attributions.modes(run.run)
         recorded_passes = await recorded.attributions.passes(run.run)
         prompts = next((recorded_dir(p["config"].get("prompts")) for p in recorded_passes), None)
-        failed_stages = any(p["config"].get("failed_stages") for p in recorded_passes)
+        failed_steps = any(p["config"].get(FAILED_STEPS) for p in recorded_passes)
         if modes:
-            attribution.setdefault(dumps([modes, prompts, failed_stages]), []).append(run.run)
+            attribution.setdefault(dumps([modes, prompts, failed_steps]), []).append(run.run)
     for signature, group in attribution.items():
-        modes, prompts, failed_stages = loads(signature)
-        await attribute_runs(with_prompts(rt, prompts), group, modes, failed_stages=failed_stages)
+        modes, prompts, failed_steps = loads(signature)
+        await attribute_runs(with_prompts(rt, prompts), group, modes, failed_steps=failed_steps)
 
 
 async def _utilization(rt: Runtime, recorded: Store, runs: list[Run]) -> None:

@@ -218,7 +218,7 @@ async def plan_study(store, settings, bench, study: Study, *, pilot, prices: Pri
 
     judges = study_panel(settings, study)
     measured = await pilot_rates(pilot) if pilot is not None else {}
-    differs = await pilot_differences(pilot, study) if pilot is not None else []
+    differs = await pilot_differences(pilot, study, settings) if pilot is not None else []
     out = {}
     for system in study.systems:
         retrieve = get_adapter(system).supports_retrieve
@@ -244,16 +244,23 @@ def study_panel(settings, study: Study) -> list[str] | None:
     return panel_names(settings, list(study.judges) if study.judges is not None else None)
 
 
-async def pilot_differences(pilot, study: Study) -> list[str]:
+async def pilot_differences(pilot, study: Study, settings) -> list[str]:
     """The flags that set a per-unit rate (turns per episode, which targets are scored) where the
-    pilot's runs were made otherwise than the study asks."""
-    turns, dims = set(), set()
+    pilot's runs were made otherwise than the study asks, and the models its rollout roles ran on
+    where they are not the ones the plan prices (a pilot on the fake model has its token counts)."""
+    turns, dims, models = set(), set(), set()
     for run in await pilot.runs.list():
         if run.origin == "rollout" and run.config.transcripts is None:
             turns.add(run.config.max_turns)
             dims.update(p.config.dims for p in await pilot.scores.passes(run.run, DEFAULT_VARIANT))
+            roles = (run.config.provenance or {}).get("roles", {})
+            models.update((sent["model"], settings.role(role).model) for role, sent in roles.items()
+                          if sent.get("model") != settings.role(role).model)
     found = [f"--max-turns {t}" for t in sorted(turns - {study.max_turns})]
     found += [f"--dims {d}" for d in sorted(dims - {study.dims}) if SCORE.name in study.stages]
+    if models:
+        found.append(f"model {', '.join(sorted({m for m, _ in models}))} where the plan prices "
+                     f"{', '.join(sorted({m for _, m in models}))}")
     return found
 
 

@@ -5,9 +5,9 @@
 As a user would, through CLI processes against the loopback fake (`memaudit serve --fake`'s model):
 the same rollout of one system (`--time-alone`: one user at a time, nothing else of the rollout on
 the cores), `--runs` times, each into a fresh store so that no call cache answers anything. The
-runs take turns a task at a time (each resumes where it stopped, as a rollout does), so that a
-machine whose other load drifts meanwhile (a shared machine) weighs on every run alike;
-`--one-after-another` runs each whole before the next. Printed per run, from `tables --only
+runs take turns a shard at a time (`--shard I/N`, N = the users: each run's users in the same
+order, every shard of a run into its store), so that a machine whose other load drifts meanwhile (a
+shared machine) weighs on every run alike; `--one-after-another` runs each whole before the next. Printed per run, from `tables --only
 footprint --format json`: write s/episode p50 and p95 with the episodes they are over, search p50
 with its reads, and the start-up (each process's first operation per user, apart); then the spread
 of the write p50s (issue 44's acceptance: the two within 25 % of each other) and the machine's load
@@ -36,11 +36,11 @@ def memaudit(*args: str) -> str:
     return done.stdout
 
 
-def rollout(db: Path, url: str, args, tasks: int) -> None:
-    """The run's rollout up to its first `tasks` tasks (a fresh store, or resumed where it stopped)."""
+def rollout(db: Path, url: str, args, shard: str | None) -> None:
+    """The run's rollout, or one shard of it (`I/N`) into the same store."""
     memaudit("rollout", "--bench", "sample", "--systems", args.system, "--users", str(args.users), "--tasks",
-             str(tasks), "--max-turns", "3", "--time-alone", "--quiet", "--db", str(db), "--base-url", url,
-             "--model", "fake")
+             str(args.tasks), "--max-turns", "3", "--time-alone", "--quiet", "--db", str(db), "--base-url", url,
+             "--model", "fake", *(["--shard", shard] if shard else []))
 
 
 def footprint(db: Path) -> dict:
@@ -63,13 +63,13 @@ def main() -> None:
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp, serve(scripted_fake()) as url:
         stores = [Path(tmp) / f"run{n}.db" for n in range(args.runs)]
-        steps = [(db, args.tasks) for db in stores] if args.one_after_another else \
-            [(db, tasks) for tasks in range(1, args.tasks + 1) for db in stores]
-        for db, tasks in steps:
-            rollout(db, url, args, tasks)
+        steps = [(db, None) for db in stores] if args.one_after_another else \
+            [(db, f"{i}/{args.users}") for i in range(1, args.users + 1) for db in stores]
+        for db, shard in steps:
+            rollout(db, url, args, shard)
             loads.append(os.getloadavg()[0])
         rows = [footprint(db) for db in stores]
-    order = "one after another" if args.one_after_another else "taking turns a task at a time"
+    order = "one after another" if args.one_after_another else "taking turns a shard at a time"
     print(f"{args.system}: {args.runs} identical rollouts (--time-alone, {args.users} users x {args.tasks} tasks, "
           f"--max-turns 3, fresh stores, {order}), the fake model on loopback; load average "
           f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")

@@ -26,7 +26,7 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, install_hint
+from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, install_hint, request_schema
 from memaudit.adapters.indexed import deep_copy
 from memaudit.errors import BadInput
 from memaudit.types import MemoryItem
@@ -73,6 +73,11 @@ class CogneeMemory(ReplayedMessages, DeployedLibrary):
     # measured on the contract's fake: its graph extraction and its chunk summary a message
     # (15 calls for 7 user messages: the first write also sends a connection probe)
     CALLS_PER_MESSAGE = 2.0
+    ENVIRONMENT = "cognee"  # its own (.venv-cognee, built by `make install`): a worker process per user
+    scored = False  # its chunk search ranks by a vector distance, kept as the native field `distance`
+    # Its first write sends a free-text connection probe, then its graph extraction and its chunk
+    # summary at once (asyncio.gather): a fault meets every answer to its graph extraction.
+    faulted_request = staticmethod(lambda body: "nodes" in request_schema(body).get("properties", {}))
 
     def __init__(self, ctx):
         super().__init__(ctx)

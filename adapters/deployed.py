@@ -185,6 +185,17 @@ class DeployedLibrary(MemoryAdapter):
         """The fake model's answer to a free-text call this library makes (None: not this library's)."""
         return None
 
+    # A test's injected fault meets a write's first request by default. A library that sends a
+    # write's requests at once (in an order that depends on scheduling) picks the request that
+    # fails by its body instead.
+    faulted_request: ClassVar[Callable[[dict], bool] | None] = None
+
+
+def request_schema(body: dict) -> dict:
+    """The output schema of a chat-completions request body ({} for free text)."""
+    format_ = body.get("response_format") or {}
+    return (format_.get("json_schema") or format_).get("schema") or {}
+
 
 class RefilledStore:
     """For a DeployedLibrary whose store takes back what it dumped (`_refill(items)`, items as

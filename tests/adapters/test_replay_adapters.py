@@ -6,12 +6,18 @@ import anyio
 
 from memaudit.replay import replay_runs
 from memaudit.scoring.recovery import score_runs
-from tests.adapters.conftest import installed, script as script_memory
+import pytest
+
+from tests.adapters.conftest import deployed_libraries, in_own_environment, script as script_memory
 from tests.scoring.recorded import record, runtime, script
 
-WRITING_SYSTEMS = tuple(s for s in ("amem", "file_memory", "mem0", "memt", "mem0ai", "graphiti", "llamaindex", "langmem") if installed(s))
+# memaudit's own systems that write with a model, and every deployed library installed here (one in
+# its own environment replays end to end in tests/adapters/test_libraries_cli.py, an integration test).
+WRITING_SYSTEMS = ("amem", "file_memory", "mem0", "memt",
+                   *(s for s in deployed_libraries() if not in_own_environment(s)))
 
 
+@pytest.mark.library_clients
 def test_replay_of_model_writing_systems_is_identical(settings, fake):
     script_memory(script(fake))
 

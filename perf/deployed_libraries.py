@@ -3,7 +3,7 @@
     .venv/bin/python perf/deployed_libraries.py              # per library: check-adapter wall time
     .venv/bin/python perf/deployed_libraries.py --install    # also: the extras' install time
 
-For each deployed library registered here (mem0ai, graphiti, llamaindex, langmem, cognee) it runs
+For each deployed library registered here (adapters/deployed.py `registered_libraries`) it runs
 `memaudit check-adapter NAME` as users run it (a CLI process; the library's calls over loopback
 HTTP through the recording proxy; cognee's in worker processes of its own environment) and prints
 its wall time: the part of `make test` each library's contract costs. With `--install` it first
@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from memaudit.adapters.deployed import registered_libraries  # noqa: E402 (this checkout's)
 MEMAUDIT = [sys.executable, str(REPO / "memaudit.py")]
-LIBRARIES = ("mem0ai", "graphiti", "llamaindex", "langmem", "cognee")
 
 
 def timed(command: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
@@ -30,17 +32,9 @@ def timed(command: list[str], **kwargs) -> tuple[float, subprocess.CompletedProc
     return time.perf_counter() - start, done
 
 
-def registered() -> list[str]:
-    _, done = timed([*MEMAUDIT, "systems", "--json"], cwd=REPO)
-    import json
-
-    loads = {row["name"]: row["loads"] for row in json.loads(done.stdout)}
-    return [name for name in LIBRARIES if loads.get(name)]
-
-
 def contracts() -> None:
     with tempfile.TemporaryDirectory(prefix="memaudit-perf-libraries-") as scratch:
-        for name in registered():
+        for name in registered_libraries():
             seconds, done = timed([*MEMAUDIT, "--db", f"{scratch}/{name}.db", "check-adapter", name], cwd=REPO)
             verdict = "holds" if done.returncode == 0 else f"FAILS: {done.stderr.strip()[-200:]}"
             print(f"check-adapter {name:<11} {seconds:7.1f} s  contract {verdict}", flush=True)

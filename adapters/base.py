@@ -31,7 +31,7 @@ from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
 from memaudit.llm.embed import Embedder
 from memaudit.roles import AGENT, MEMORY, ROLE_SPECS
-from memaudit.types import MemoryItem, footprint
+from memaudit.types import SHORT_TERM_KINDS, MemoryItem, footprint
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -93,6 +93,13 @@ class MemoryAdapter(ABC):
     # The distribution of a deployed library this system runs as it ships (None: memaudit's own
     # design); its version is recorded in each run's provenance.
     library: ClassVar[str | None] = None
+    # Whether the system calls a model to write its memory. One that never does cannot lose a write
+    # to a model failure: its snapshots keep no `write_failures` count and its tables say n/a.
+    memory_calls: ClassVar[bool] = True
+    # The item kinds (a dump item's `kind`) the system keeps only until it consolidates them into
+    # its long-term store (a short-term queue): a run whose final stores hold nothing else never
+    # wrote its long-term store (the health table, the rollout's summary). Snapshots record them.
+    short_term_kinds: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, ctx: AdapterContext):
         self.ctx = ctx
@@ -155,7 +162,12 @@ class MemoryAdapter(ABC):
 
     def state_header(self) -> dict:
         """The part of every snapshot the base class owns."""
-        return {"counter": self._counter, "embed_model": self.embedder.model_name, **self.failures.to_state()}
+        header = {"counter": self._counter, "embed_model": self.embedder.model_name}
+        if self.memory_calls:
+            header.update(self.failures.to_state())
+        if self.short_term_kinds:
+            header[SHORT_TERM_KINDS] = sorted(self.short_term_kinds)
+        return header
 
     def load_header(self, state: dict) -> None:
         """Restore what `state_header` wrote; a store built with another embedding model is refused

@@ -26,8 +26,9 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, install_hint, request_schema
+from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, request_schema
 from memaudit.adapters.indexed import deep_copy
+from memaudit.adapters.registry import install_hint
 from memaudit.errors import BadInput
 from memaudit.types import MemoryItem
 

@@ -40,13 +40,10 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.card import CardRow
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
+from memaudit.adapters.registry import available, get_adapter, install_hint
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput, MemauditError
 from memaudit.roles import MEMORY
-
-
-def install_hint(extra: str) -> str:
-    return f"pip install 'memaudit-bench[{extra}]'"
 
 
 @contextmanager

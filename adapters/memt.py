@@ -142,6 +142,8 @@ class MemT(MemoryAdapter):
     scored = False
     prompts = ("memory_memt_formation", "memory_memt_update", "memory_memt_search")
     embed_role = MEMT_POLICY
+    # An item's written document, for the policies (memt_templates.py reads it here: no import back)
+    document = staticmethod(memory_content)
 
     def __init__(self, ctx):
         super().__init__(ctx)

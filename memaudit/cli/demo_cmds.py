@@ -49,7 +49,7 @@ async def _demo(settings, users, tasks, max_turns, report_dir):
               highlight=False)
     out.print("Full benchmark on your own endpoint: memaudit --base-url URL --model NAME rollout --bench sample "
               "--systems nomem,longctx_full,mem0,amem && memaudit score --mode both && memaudit attribute --mode both "
-              "&& memaudit tables   (see README: pointing memaudit at an API or a vLLM server)", highlight=False)
+              "&& memaudit tables   (see docs/models.md: pointing memaudit at an API or a vLLM server)", highlight=False)
 
 
 # Table 2's columns the compact terminal view shows (by their first key); `memaudit tables` has all of them.

@@ -7,10 +7,7 @@ import shutil
 from pathlib import Path
 
 from memaudit.errors import BadInput
-from memaudit.llm.dialects.base import Dialect, TokenizeRoute
-
-# `POST /tokenize` with {"prompt"}; without the BOS token, as llama.cpp counts.
-VLLM_TOKENIZE = TokenizeRoute("/tokenize", lambda text: {"prompt": text, "add_special_tokens": False})
+from memaudit.llm.dialects.base import VLLM_TOKENIZE, Dialect
 
 
 class VLLM(Dialect):
@@ -26,6 +23,6 @@ class VLLM(Dialect):
             raise BadInput("--engine vllm needs --model NAME (the model vLLM should load)", field="model")
         vllm = shutil.which("vllm")
         if vllm is None:
-            raise BadInput("vLLM is not installed here (it needs a GPU machine: pip install vllm); "
+            raise BadInput("vLLM is not installed here (it needs a GPU machine: pip install 'memaudit-bench[vllm]'); "
                            "use --engine llamacpp for the embedded model", field="engine")
         return [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", model]

@@ -182,6 +182,13 @@ class DeployedLibrary(MemoryAdapter):
         """The fake model's answer to a free-text call this library makes (None: not this library's)."""
         return None
 
+    @staticmethod
+    def fake_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
+        """The fake model's tool calls, as (name, arguments) pairs, answering a request of this
+        library that offers tools (a ToolRequest, natively or emulated alike; [] answers in words,
+        None: not this library's)."""
+        return None
+
     # A test's injected fault meets a write's first request by default. A library that sends a
     # write's requests at once (in an order that depends on scheduling) picks the request that
     # fails by its body instead.

@@ -13,6 +13,7 @@ from memaudit.adapters.deployed import DeployedLibrary
 from memaudit.adapters.registry import builtin_names, get_adapter
 from memaudit.errors import MemauditError
 from memaudit.llm.embed import Embedder
+from memaudit.llm.tools import PROBE_TOOL
 from memaudit.runtime import open_runtime
 from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_encoder, play,  # noqa: F401
                                                script)
@@ -80,6 +81,11 @@ def library_marks(system: str) -> list:
 def system_params(names) -> list:
     """Systems as test parameters, with their library marks (a missing library is skipped)."""
     return [pytest.param(name, marks=library_marks(name)) for name in names]
+
+
+def library_calls(fake) -> list[dict]:
+    """A tool-calling library's requests, the endpoint's one tool check (once a command) left out."""
+    return [b for b in fake.requests if PROBE_TOOL not in str(b.get("tools"))]
 
 
 @asynccontextmanager

@@ -14,6 +14,7 @@ Read paths:  context(query, k)   what the assistant sees while replying; called 
              search(query, k)    top-k items, each with `content`, a higher-is-better `score` (or None), native fields
              dump()              the whole store as a list of items with native fields
 State:       snapshot()/restore() JSON-able state, saved after every episode, restored on resume
+             close()             when the user is done (a library's worker process stops)
 
 Every snapshot carries `write_failures` (memory-side calls that failed for good and whose write
 was skipped, with `failure_log`) and `embed_model` (the embedding model the store was built
@@ -113,7 +114,7 @@ class MemoryAdapter(ABC):
     @property
     def write_failures(self) -> int:
         """Memory-side writes lost to model failures so far (also `snapshot()["write_failures"]`)."""
-        return self.failures.write_failures
+        return self.failures.lost
 
     # -- write path ------------------------------------------------------------------------
     @abstractmethod
@@ -146,6 +147,10 @@ class MemoryAdapter(ABC):
 
     @abstractmethod
     async def restore(self, state: dict) -> None: ...
+
+    async def close(self) -> None:
+        """Release what the adapter holds beyond its state (a library's worker process): called
+        when its user is done."""
 
     async def load_items(self, items: list[dict]) -> None:
         """Load a dumped store (published `memories.json` or our export) for `memory search`."""

@@ -161,6 +161,9 @@ class Checked:
     async def load_items(self, items: list[dict]) -> None:
         await self.boundary.call("load_items", self.adapter.load_items, items)
 
+    async def close(self) -> None:
+        await self.boundary.call("close", self.adapter.close)
+
 
 def _items_problem(found, k: int | None) -> str | None:
     if not isinstance(found, list):

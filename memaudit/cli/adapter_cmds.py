@@ -17,7 +17,7 @@ def systems(as_json):
     """Every memory system: its name, where it comes from (built-in or package==version), the
     deployed library it runs and its version, and whether it loads (with the error when it does not;
     for a library that is not installed, the extra that brings it)."""
-    from memaudit.adapters.registry import install_hint, load, missing_extra, registrations
+    from memaudit.adapters.registry import load, missing_extra, registrations
     from memaudit.errors import MemauditError
 
     rows = []
@@ -37,8 +37,8 @@ def systems(as_json):
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        state = "ok" if r["loads"] else f"not installed: {install_hint(r['extra'])}" if r["extra"] else \
-            f"BROKEN: {r['error']}"
+        # a library not installed yet: its own one line, which names the extra (or environment) to install
+        state = "ok" if r["loads"] else f"{'not installed' if r['extra'] else 'BROKEN'}: {r['error']}"
         click.echo(f"{r['name']:<{width}}  {r['origin']:<10}  {r['version'] or '':<26}  {state}")
 
 

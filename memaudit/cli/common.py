@@ -60,6 +60,8 @@ GLOBAL_OPTIONS = [_flag(o) for o in FLAGGED]
 STORE = ("db", "config")
 MODEL = ("base_url", "model", "backend", "concurrency", "cache", "seed", "timeout", "rpm", "tpm", "prompts_dir")
 MEMORY = ("embed_model", "memt_prompts")  # the memory systems'
+# What a rollout reads besides (the runner: how many users of a library in its own environment run at once).
+WORKERS = ("library_workers",)
 
 
 class Given(dict):
@@ -106,7 +108,7 @@ HELP_GROUPS = {
               "runs", "run_id", "role", "artifact", "failed", "embeddings", "dims", "variant", "threshold", "compare",
               "bootstrap", "name", "tasks_dir", "pool_path", "order", "hints", "edits", "recheck", "evolving",
               "per_category", "max_false_pass", "min_pass", "stages", "pilot_db", "store_path", "queries_path", "into",
-              "partial", "from_file", "time_alone"),
+              "partial", "from_file", "time_alone", "library_workers"),
     "model": ("base_url", "model", "backend", "concurrency", "cache", "timeout", "rpm", "tpm", "embed_model",
               "use_batch", "batch_file", "judges", "repeats", "judge_model", "judge_prompt", "reader_model",
               "context_window"),

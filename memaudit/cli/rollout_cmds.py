@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from memaudit.cli.common import (
-    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, split_list, stage_options)
+    MEMORY, MODEL, STORE, WORKERS, command, current_settings, global_options, out, run, split_list, stage_options)
 from memaudit.stages import ROLLOUT
 
 
@@ -25,7 +25,7 @@ from memaudit.stages import ROLLOUT
               help="run one system and user at a time, so each system's write and search times are its own "
                    "(slower; for latencies meant to be compared across systems)")
 @stage_options(ROLLOUT)
-@global_options(uses=STORE + MODEL + MEMORY)
+@global_options(uses=STORE + MODEL + MEMORY + WORKERS)
 def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, time_alone, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.
@@ -45,7 +45,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.runtime import open_runtime
     from memaudit.shards import WHOLE
     from memaudit.tables.health import final_memory, long_term_written
-    from memaudit.tables.metrics import memory_write_failures, total_write_failures
+    from memaudit.tables.metrics import memory_write_failures, total_write_failures, uncalled_tool_requests
 
     if transcripts is not None and max_turns is not None:
         raise BadInput("--max-turns does not apply with --transcripts: the episodes are the recorded ones",
@@ -78,6 +78,11 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
             if lost:  # never a silently emptier memory: who lost how many writes
                 out.print(f"{run_name}: memory writes lost (a model answer the memory system could not use): "
                           + ", ".join(f"{user} {n}" for user, n in sorted(by_user.items()) if n), highlight=False)
+            uncalled = await uncalled_tool_requests(rt.store, run_name)
+            if uncalled:
+                out.print(f"{run_name}: the memory library's tool requests never got a tool call (the model answered "
+                          f"in text; counted as lost writes): " + ", ".join(f"{user} {n}" for user, n in
+                                                                           sorted(uncalled.items())), highlight=False)
             memory = await final_memory(rt.store, run_name, await rt.store.episodes.snapshot_users(run_name))
             if long_term_written(memory, lost) is False:  # a library that only queued: say so once
                 held = ", ".join(f"{kind} {n}" for kind, n in memory["kinds"].items())

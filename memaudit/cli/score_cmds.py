@@ -9,7 +9,8 @@ import click
 
 from memaudit.cli.batch_cmds import batched
 from memaudit.cli.common import (
-    ATTRIBUTE_HELP, MEMORY, MODEL, STORE, command, current_settings, global_options, run, split_list, stage_options)
+    ATTRIBUTE_HELP, MEMORY, MODEL, STORE, WORKERS, command, current_settings, global_options, run, split_list,
+    stage_options)
 from memaudit.errors import BadInput
 from memaudit.stages import ATTRIBUTE, RESCORE, SCORE
 
@@ -164,7 +165,7 @@ async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, r
 
 @command("replay")
 @click.option("--runs", default=None, help="comma-separated run ids (default: every recorded rollout run)")
-@global_options(uses=STORE + ("concurrency", "seed", "prompts_dir") + MEMORY)  # the endpoint: the runs'
+@global_options(uses=STORE + ("concurrency", "seed", "prompts_dir") + MEMORY + WORKERS)  # the endpoint: the runs'
 def replay(runs):
     """Re-execute the recorded runs from the call cache only and compare every artifact. The model
     settings are the ones the runs recorded: no model option is needed, no model is contacted."""

@@ -50,6 +50,10 @@ class Route:
     base_url: str
     json_schema: dict | None = None   # the library's output schema for bare json_object requests
     error: BaseException | None = None  # the last failure a call of this route met
+    # Requests leaving the tool choice to the model (`auto`), and how many of them got a call: a
+    # library whose requests never get one stores nothing (adapters/memory_calls.py FailureLog).
+    tool_requests: int = 0
+    tool_answers: int = 0
     _context: contextvars.Context | None = field(default=None, repr=False)
 
     @contextmanager
@@ -136,6 +140,13 @@ class RecordingProxy:
         if request.get("stream") or request.get("n", 1) != 1:
             return 400, error("the recording proxy serves single, non-streamed completions")
         tools = ToolRequest.of(request)
+        status, answer = await self._answer(route, request, tools)
+        if tools is not None and tools.mode == "auto":
+            route.tool_requests += 1
+            route.tool_answers += bool(answer["choices"][0]["message"].get("tool_calls"))
+        return status, answer
+
+    async def _answer(self, route: Route, request: dict, tools: ToolRequest | None) -> tuple[int, dict]:
         schema = response_schema(request.get("response_format"), route.json_schema)
         sampling = {"temperature": request.get("temperature", 1.0),
                     "max_tokens": request.get("max_completion_tokens") or request.get("max_tokens")}

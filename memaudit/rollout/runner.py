@@ -9,7 +9,7 @@ nothing ran with. A teacher-forced run (`transcripts`, teacher_forced.py) reads 
 under the source's lock, so a source that a rollout is still writing is refused as busy."""
 from __future__ import annotations
 
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, nullcontext, suppress
 
 import anyio
 
@@ -145,6 +145,18 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
                            rt.settings.db.parent)
     adapter.ops = []  # its writes and reads are timed (adapters/boundary.py)
     adapter.alone = alone
+    try:
+        await _run_tasks(rt, run, user, pending, adapter, max_turns=max_turns, k=k, progress=progress,
+                         transcripts=transcripts)
+    finally:
+        with anyio.CancelScope(shield=True):  # a failed or cancelled user's worker stops too
+            await adapter.close()
+    if progress:
+        progress(UserDone(run))
+
+
+async def _run_tasks(rt: Runtime, run: str, user: User, pending: list[Task], adapter, *, max_turns: int, k: int,
+                     progress: ProgressSink | None, transcripts: Transcripts | None) -> None:
     snapshot = await rt.store.episodes.last_snapshot(run, user.id)
     if snapshot is not None:
         await adapter.restore(snapshot["state"])
@@ -161,8 +173,6 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
         if progress:
             tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep))
             progress(EpisodeDone(ep, len(uses), sum(1 for _, _, cached in uses if cached), tokens))
-    if progress:
-        progress(UserDone(run))
 
 
 def _first_leaf(error: BaseException) -> BaseException:
@@ -250,9 +260,13 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
         [(s, r, u) for s, r in zip(systems, runs) for u in chosen]
     pairs = [(s, r, u) for s, r, u in pairs if rt.shard.holds(s, u.id)]
     limiter = anyio.CapacityLimiter(1 if one_at_a_time else len(pairs))
+    # A library in its own environment holds a worker process per user (cognee's: about 0.5 GB): at
+    # most --library-workers such users run at once, each worker stopped when its user is done.
+    workers = anyio.CapacityLimiter(rt.settings.library_workers)
+    own_environment = {s for s in systems if getattr(get_adapter(s), "ENVIRONMENT", None) is not None}
 
     async def run_pair(system: str, run: str, user: User) -> None:
-        async with limiter:
+        async with limiter, workers if system in own_environment else nullcontext():
             await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress,
                             transcripts=source, alone=one_at_a_time)
 

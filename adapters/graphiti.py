@@ -26,7 +26,8 @@ import logging
 import warnings
 from contextlib import contextmanager
 
-from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, quiet_loggers, upstream_imports
+from memaudit.adapters.deployed import (DeployedLibrary, ReplayedMessages, quiet_loggers, request_schema,
+                                        upstream_imports)
 from memaudit.adapters.library_clock import EPOCH, patch_modules
 from memaudit.llm.embed import top_k
 from memaudit.types import MemoryItem
@@ -94,8 +95,7 @@ class GraphitiMemory(ReplayedMessages, DeployedLibrary):
         """The contract fake's answers to its calls, told apart by their output schema: the user and
         the message's first long word as entities, one fact between them (the message's first
         words), no duplicates, no contradictions, no summary updates; other calls from their schema."""
-        format_ = body.get("response_format") or {}
-        wanted = set(((format_.get("json_schema") or format_).get("schema") or {}).get("properties", {}))
+        wanted = set(request_schema(body).get("properties", {}))
         prompt = "\n".join(str(m.get("content")) for m in body["messages"])
         said = prompt.rsplit("user: ", 1)[-1].split("\n", 1)[0] if "user: " in prompt else "something"
         topic = next((w.strip(".,;:!?").capitalize() for w in said.split() if len(w) > 5), "Topic")

@@ -33,20 +33,15 @@ import anyio
 from memaudit.adapters.deployed import DeployedLibrary, quiet_loggers, upstream_imports
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import patch_modules
+from memaudit.adapters.mem0_library import LLM_MAX_TOKENS, LLM_TEMPERATURE, TELEMETRY, USER, shaped
 from memaudit.errors import BadInput
 from memaudit.roles import NONEMPTY, STR, obj
 from memaudit.types import MemoryItem
 
-USER = "user"
-# The published integration's settings for the library's own LLM.
-LLM_TEMPERATURE = 0.0
-LLM_MAX_TOKENS = 2000
 # The library's extraction output (its prompt's "OUTPUT FORMAT"), as a schema for the proxy.
 EXTRACTION_SCHEMA = obj(memory={"type": "array", "items": obj(
     id=STR, text=NONEMPTY, attributed_to={"type": "string", "enum": ["user", "assistant"]},
     linked_memory_ids={"type": "array", "items": STR})})
-TELEMETRY = {"MEM0_TELEMETRY": "False"}
-
 # Its notices about optional extras (spaCy, fastembed) and local Qdrant, and its folder (which it
 # makes when imported) out of the user's home.
 quiet_loggers({"mem0": logging.ERROR})
@@ -187,12 +182,3 @@ def points(store) -> list[dict]:
         found += [{"id": str(p.id), "payload": p.payload} for p in batch]
         if offset is None:
             return found
-
-
-def shaped(result: dict) -> dict:
-    """A library result as the published dump wrote it."""
-    metadata = result.get("metadata")
-    return {"id": result.get("id"), "content": result.get("memory") or "",
-            "category": metadata.get("category", "fact") if isinstance(metadata, dict) else "fact",
-            "metadata": metadata, "timestamp": result.get("created_at") or result.get("updated_at")}
-

@@ -40,9 +40,9 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.card import CardRow
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.registry import install_hint
+from memaudit.adapters.registry import available, get_adapter, install_hint
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, embedding_dimensions, guarded, library_route
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, MemauditError
 from memaudit.roles import MEMORY
 
 
@@ -189,6 +189,50 @@ class DeployedLibrary(MemoryAdapter):
         None: not this library's)."""
         return None
 
+    # A test's injected fault meets a write's first request by default. A library that sends a
+    # write's requests at once (in an order that depends on scheduling) picks the request that
+    # fails by its body instead.
+    faulted_request: ClassVar[Callable[[dict], bool] | None] = None
+
+
+def registered_libraries() -> dict[str, type[DeployedLibrary]]:
+    """The registered systems that are deployed libraries and load here (one whose library is not
+    installed does not), by name."""
+    from memaudit.adapters.registry import available, get_adapter
+
+    found = {}
+    for name in available():
+        try:
+            adapter = get_adapter(name)
+        except MemauditError:
+            continue
+        if isinstance(adapter, type) and issubclass(adapter, DeployedLibrary):
+            found[name] = adapter
+    return found
+
+
+# docs/adapters.md's table of the deployed libraries lies between these lines (scripts/library_table.py
+# writes it; tests/adapters/test_deployed.py checks it).
+TABLE_START = "<!-- the deployed libraries, from their adapters' declarations: scripts/library_table.py -->"
+TABLE_END = "<!-- end of the generated table -->"
+
+
+def library_table(libraries: dict[str, type[DeployedLibrary]]) -> str:
+    """The markdown table of deployed libraries, one row each, from what their adapters declare."""
+    rows = ["| system | library | extra | environment | memory calls per user message | writes by tool calls "
+            "| writes queued first |", "|---|---|---|---|---:|---|---|"]
+    for name, adapter in sorted(libraries.items()):
+        rows.append(f"| `{name}` | {adapter.library_release()} | `{adapter.EXTRA}` | "
+                    f"{adapter.ENVIRONMENT or 'memaudit'} | {adapter.CALLS_PER_MESSAGE:g} | "
+                    f"{'yes' if adapter.TOOL_CALLING else 'no'} | {'yes' if adapter.QUEUED_WRITES else 'no'} |")
+    return "\n".join(rows)
+
+
+def request_schema(body: dict) -> dict:
+    """The output schema of a chat-completions request body ({} for free text)."""
+    format_ = body.get("response_format") or {}
+    return (format_.get("json_schema") or format_).get("schema") or {}
+
 
 class RefilledStore:
     """For a DeployedLibrary whose store takes back what it dumped (`_refill(items)`, items as
@@ -219,30 +263,37 @@ class ReplayedMessages:
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # [clock, task index, turn, text, the clock's state before it] of every message given to it
-        self.added: list[list] = []
+        self.added: list[list] = []  # [clock, task index, turn, text] of every message given to it
+        # The clock's state as each message found it: a restore adds the message again from there,
+        # so it draws the same ids whatever the library drew between two messages (cognee: a
+        # search's). Kept apart from `added`, whose shape older snapshots share.
+        self.added_clocks: list[dict | None] = []  # None: a message restored from such an older snapshot
         self.stored: list[dict] = []  # the dump, read back from the library after every change
 
     async def observe(self, event: Event) -> None:
         if event.kind in self.SOURCE:
-            # The clock as the message found it: a restore adds it again from there, so it draws
-            # the same ids whatever the library drew between two messages (cognee: a search's).
-            self.added.append([event.clock, event.task_index, event.turn, event.text, self.clock.to_state()])
+            self.added.append([event.clock, event.task_index, event.turn, event.text])
+            self.added_clocks.append(self.clock.to_state())
         await super().observe(event)
 
     def dump(self) -> list[dict]:
         return deep_copy(self.stored)
 
     def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added})
+        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added,
+                          "added_clocks": self.added_clocks})
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        for clock, task_index, turn, text, before in state["added"]:
+        # A snapshot made before the clocks were kept has none: its messages are added again on
+        # the clock as it runs (how that memaudit resumed).
+        clocks = state.get("added_clocks") or [None] * len(state["added"])
+        for (clock, task_index, turn, text), before in zip(state["added"], clocks):
             event = Event(self.SOURCE[-1], text, task_index, turn)  # its clock is the recorded one
-            self.clock.load_state(before)
+            if before is not None:
+                self.clock.load_state(before)
             self.clock.at(event)
             await self.add(event)
         self.load_header(state)
         self.clock.load_state(state["clock"])
-        self.added = state["added"]
+        self.added, self.added_clocks = state["added"], list(clocks)

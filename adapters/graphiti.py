@@ -4,14 +4,12 @@
 - Each user message is one Graphiti episode (`add_episode`, source `message`, "user: <text>", at
   the episode's logical time): the library extracts entities and facts (edges), resolves them
   against the graph and invalidates contradicted facts, with its own prompts.
-- Its LLM is its chat-completions client with JSON-schema structured output
-  (`OpenAIGenericClient`; the default client uses the Responses API, which the recording proxy,
-  like most OpenAI-compatible servers, does not serve) and its embedder `OpenAIEmbedder`, both
-  pointed at memaudit's recording proxy: every call is cached, counted and replayable under
-  `memory:graphiti`; embeddings come from memaudit's embedder.
-- Its reranker is local (`EmbeddingReranker`, cosine over memaudit's embedder): the default one
-  needs token logprobs, which few servers return; the library's default search (hybrid BM25 +
-  cosine, reciprocal-rank fusion) does not use a reranker at all.
+- Its LLM is its default client (`OpenAIClient`: structured output through the Responses API,
+  other calls as chat completions in JSON mode), its embedder `OpenAIEmbedder` and its reranker
+  `OpenAIRerankerClient` (token logprobs, which the proxy forwards), all pointed at memaudit's
+  recording proxy: every call is cached, counted and replayable under `memory:graphiti`;
+  embeddings come from memaudit's embedder. The library's default search (hybrid BM25 + cosine,
+  reciprocal-rank fusion) does not call the reranker.
 - One in-memory Kuzu database per user (Kuzu's default); telemetry off; the ids and times it
   draws come from the episode's logical clock.
 
@@ -30,7 +28,6 @@ from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, ReplayedMessages, guarded, library_route
 from memaudit.errors import BadInput
-from memaudit.llm.embed import top_k
 from memaudit.types import MemoryItem
 
 ROLE = "memory:graphiti"
@@ -42,14 +39,14 @@ def _import_library():
     try:
         import graphiti_core.utils.datetime_utils as datetime_utils
         from graphiti_core import Graphiti
-        from graphiti_core.cross_encoder.client import CrossEncoderClient
+        from graphiti_core.cross_encoder.openai_reranker_client import OpenAIRerankerClient
         from graphiti_core.driver.kuzu_driver import KuzuDriver
         from graphiti_core.edges import EntityEdge
         from graphiti_core.errors import GroupsEdgesNotFoundError
         from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
         from graphiti_core.graph_queries import get_fulltext_indices
         from graphiti_core.llm_client.config import LLMConfig
-        from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+        from graphiti_core.llm_client.openai_client import OpenAIClient
         from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
         from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
     except ImportError as exc:
@@ -63,21 +60,6 @@ def _import_library():
 
 
 _lib = _import_library()  # imported with the adapter, so that a missing extra fails before a run is opened
-
-
-class EmbeddingReranker(_lib["CrossEncoderClient"]):
-    """A local reranker for Graphiti's cross-encoder recipes: cosine between the query and each
-    passage over memaudit's embedder (the library's default reranker needs token logprobs)."""
-
-    def __init__(self, embedder):
-        self.embedder = embedder
-
-    async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
-        if not passages:
-            return []
-        vectors = await self.embedder.embed(passages)
-        ranked = top_k(vectors, (await self.embedder.embed([query]))[0], len(passages))
-        return [(passages[i], float(score)) for i, score in ranked]
 
 
 class GraphitiMemory(ReplayedMessages, MemoryAdapter):
@@ -99,12 +81,15 @@ class GraphitiMemory(ReplayedMessages, MemoryAdapter):
 
             key, url = PROXY_KEY, self.route.base_url
             client = AsyncOpenAI(api_key=key, base_url=url, timeout=PROXY_TIMEOUT, max_retries=0)
-            llm = _lib["OpenAIGenericClient"](_lib["LLMConfig"](
-                api_key=key, base_url=url, model=self.ctx.llm.settings.role(ROLE).model), client=client)
+            # Both of its model sizes named as the memory role's model (the proxy answers any name
+            # with that model): the library sends what it sends for that model, not for its default.
+            model = self.ctx.llm.settings.role(ROLE).model
+            config = _lib["LLMConfig"](api_key=key, base_url=url, model=model, small_model=model)
             embedder = _lib["OpenAIEmbedder"](_lib["OpenAIEmbedderConfig"](
                 embedding_model=self.embedder.model_name, api_key=key, base_url=url), client=client)
-            self.graph = _lib["Graphiti"](graph_driver=await kuzu_driver(), llm_client=llm, embedder=embedder,
-                                          cross_encoder=EmbeddingReranker(self.embedder))
+            self.graph = _lib["Graphiti"](graph_driver=await kuzu_driver(), llm_client=_lib["OpenAIClient"](
+                config, client=client), embedder=embedder, cross_encoder=_lib["OpenAIRerankerClient"](
+                config, client=client))
         return self.graph
 
     # -- write path ----------------------------------------------------------------------------

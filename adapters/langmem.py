@@ -20,9 +20,7 @@ it is a counted write failure."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-from contextvars import ContextVar
 from datetime import datetime
 
 import orjson
@@ -31,9 +29,9 @@ from pydantic import PrivateAttr
 from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
-from memaudit.adapters.upstream import (PROXY_KEY, PROXY_TIMEOUT, RefilledStore, count_problems, embedding_dimensions,
-                                        guarded, library_route)
-from memaudit.errors import BadInput, InvalidOutput
+from memaudit.adapters.upstream import (PROXY_KEY, PROXY_TIMEOUT, RefilledStore, count_problems, dropped_answers,
+                                        embedding_dimensions, guarded, library_route, watch_dropped_answers)
+from memaudit.errors import BadInput
 from memaudit.types import MemoryItem
 
 ROLE = "memory:langmem"
@@ -46,18 +44,6 @@ TRACING = ("LANGSMITH_TRACING", "LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING", "LA
 # refuses after its own repair attempts, a patch it cannot apply, a patch of a memory it was not
 # shown) and goes on with only a line on this logger: each such line is a lost write.
 DROPS_LOGGER = "extraction"
-
-_drops: ContextVar["list | None"] = ContextVar("memaudit_langmem_drops", default=None)
-
-
-class DroppedCalls(logging.Handler):
-    """Collects trustcall's reports of dropped tool calls for the adapter whose write is running
-    (the list it set in the context), instead of printing them."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        found = _drops.get()
-        if found is not None and record.levelno >= logging.WARNING:
-            found.append(InvalidOutput(ROLE, "", f"the library dropped a tool call: {record.getMessage()}"))
 
 
 def _import_library():
@@ -73,10 +59,7 @@ def _import_library():
     except ImportError as exc:
         raise BadInput(f"the langmem system needs the upstream library ({exc}): "
                        "pip install 'memaudit-bench[langmem]'", field="systems") from None
-    drops = logging.getLogger(DROPS_LOGGER)
-    if not any(isinstance(handler, DroppedCalls) for handler in drops.handlers):
-        drops.addHandler(DroppedCalls())
-    drops.propagate = False  # counted, not printed: a command's output stays one line a fact
+    watch_dropped_answers(DROPS_LOGGER, ROLE)
     for module in (langmem.knowledge.extraction, trustcall._base, langgraph.store.memory):
         patch_modules(module.__name__)
     return ChatOpenAI, OpenAIEmbeddings, InMemoryStore, create_memory_store_manager
@@ -130,13 +113,9 @@ class LangMemMemory(RefilledStore, MemoryAdapter):
             return
         self.clock.at(event)
         manager = await self._open()
-        dropped: list = []
-        token = _drops.set(dropped)
-        try:
+        with dropped_answers() as dropped:
             await guarded(self, ROLE, self.route, lambda: manager.ainvoke(
                 {"messages": [{"role": "user", "content": event.text}]}, config=CONFIG))
-        finally:
-            _drops.reset(token)
         count_problems(self, dropped)
         self.stored = await self._read()
 

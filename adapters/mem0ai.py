@@ -3,8 +3,9 @@ audited as it ships, with its own prompts and pipeline.
 
 - Its LLM is pointed at memaudit's recording proxy (`memaudit/llm/proxy.py`), so every call it
   makes goes through memaudit's client under the role `memory:mem0ai`: cached, counted, replayable.
-  Its extraction answers are held to the library's own output format (a JSON schema given to the
-  proxy), so an invalid answer is repaired or counted like every memory-side call.
+  It is sent as mem0 sends it: its own temperature and top_p, its `json_object` extraction request
+  (no schema of ours), read by its own parser; an answer that parser drops (it logs the error
+  and keeps nothing) is a counted write failure.
 - Its embedder is memaudit's (the bundled sentence model by default, `--embed-model` otherwise),
   served through the proxy's `/v1/embeddings` and cached in the store.
 - Its vector store is an in-process Qdrant (`:memory:`), its history an in-memory SQLite; one
@@ -35,21 +36,16 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.memory_calls import MODEL_FAILURES
 from memaudit.errors import BadInput, MemauditError
-from memaudit.adapters.upstream import PROXY_KEY, embedding_dimensions, library_route
-from memaudit.roles import NONEMPTY, STR, obj
+from memaudit.adapters.upstream import (PROXY_KEY, dropped_answers, embedding_dimensions, library_route,
+                                        watch_dropped_answers)
 from memaudit.types import MemoryItem
 
 ROLE = "memory:mem0ai"
 USER = "user"
 EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)  # the logical date of task 1
 SOURCE = ("task_start", "user")
-# The published integration's settings for the library's own LLM.
-LLM_TEMPERATURE = 0.0
-LLM_MAX_TOKENS = 2000
-# The library's extraction output (its prompt's "OUTPUT FORMAT"), as a schema for the proxy.
-EXTRACTION_SCHEMA = obj(memory={"type": "array", "items": obj(
-    id=STR, text=NONEMPTY, attributed_to={"type": "string", "enum": ["user", "assistant"]},
-    linked_memory_ids={"type": "array", "items": STR})})
+# The library logs an extraction answer its parser cannot read here, and keeps nothing.
+DROPS_LOGGER, DROPPED = "mem0.memory.main", "Error parsing extraction response"
 
 _logical: ContextVar["LogicalClock | None"] = ContextVar("memaudit_mem0ai_clock", default=None)
 
@@ -104,6 +100,7 @@ def _import_library():
     except ImportError as exc:
         raise BadInput(f"the mem0ai system needs the upstream library ({exc}): "
                        "pip install 'memaudit-bench[mem0ai]'", field="systems") from None
+    watch_dropped_answers(DROPS_LOGGER, ROLE, DROPPED)
     for module in (mem0.memory.main, mem0.memory.storage, mem0.configs.prompts):
         if hasattr(module, "datetime"):
             module.datetime = _Datetime
@@ -133,12 +130,11 @@ class Mem0AI(MemoryAdapter):
     async def _open(self):
         if self.library is None:
             from qdrant_client import QdrantClient
-            self.route = await library_route(self, ROLE, json_schema=EXTRACTION_SCHEMA)
+            self.route = await library_route(self, ROLE)
             dims = await embedding_dimensions(self)
             config = {
                 "llm": {"provider": "openai", "config": {
-                    "model": self.ctx.llm.settings.role(ROLE).model, "temperature": LLM_TEMPERATURE,
-                    "max_tokens": LLM_MAX_TOKENS, "api_key": PROXY_KEY,
+                    "model": self.ctx.llm.settings.role(ROLE).model, "api_key": PROXY_KEY,
                     "openai_base_url": self.route.base_url}},
                 "embedder": {"provider": "openai", "config": {
                     "model": self.embedder.model_name, "api_key": PROXY_KEY,
@@ -184,7 +180,10 @@ class Mem0AI(MemoryAdapter):
             return
         self.last = (event.clock, event.task_index, event.turn)
         library = await self._open()
-        await self._call(self.last, library.add, [{"role": "user", "content": event.text}], user_id=USER)
+        with dropped_answers() as dropped:
+            await self._call(self.last, library.add, [{"role": "user", "content": event.text}], user_id=USER)
+        for problem in dropped:
+            self.failures.record(ROLE, event.clock, problem)
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:

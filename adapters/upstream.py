@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.memory_calls import MODEL_FAILURES
-from memaudit.errors import BadInput, MemauditError
+from memaudit.errors import BadInput, InvalidOutput, MemauditError
 from memaudit.llm.proxy import recording_proxy
 
 # How long a library waits for the recording proxy. The proxy answers once memaudit's client has,
@@ -82,6 +85,44 @@ def count_problems(adapter, problems: list) -> None:
         if _fatal(cause):
             raise cause from None
         adapter.failures.record(adapter.route.role, adapter.clock.clock, cause)
+
+
+_dropped: ContextVar["list | None"] = ContextVar("memaudit_library_drops", default=None)
+
+
+class DroppedAnswers(logging.Handler):
+    """A library that drops an answer it cannot use (unparseable JSON, a tool call its schema
+    refuses) and goes on with only a log line: each such line, collected for the write running in
+    this context (`dropped_answers`), is a lost write, counted instead of printed."""
+
+    def __init__(self, role: str, said: str = ""):
+        super().__init__(logging.WARNING)
+        self.role, self.said = role, said
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found, message = _dropped.get(), record.getMessage()
+        if found is not None and message.startswith(self.said):
+            found.append(InvalidOutput(self.role, "", f"the library dropped an answer: {message}"))
+
+
+def watch_dropped_answers(logger: str, role: str, said: str = "") -> None:
+    """Count the lines of `logger` (those starting with `said`) that report a dropped answer;
+    the logger then prints none (a command's output stays one line a fact)."""
+    watched = logging.getLogger(logger)
+    if not any(isinstance(handler, DroppedAnswers) for handler in watched.handlers):
+        watched.addHandler(DroppedAnswers(role, said))
+    watched.propagate = False
+
+
+@contextmanager
+def dropped_answers():
+    """The answers the library reports dropping while this block runs (`watch_dropped_answers`)."""
+    found: list = []
+    token = _dropped.set(found)
+    try:
+        yield found
+    finally:
+        _dropped.reset(token)
 
 
 class RefilledStore:

@@ -97,11 +97,22 @@ def memt_fact_of_each_turn(body):
                            {"tool": "update_summary", "name": "", "content": f"Latest: {turn}"}]}
 
 
+MEM0AI_NEW_MESSAGES = "## New Messages\n"  # where the mem0ai library's extraction prompt puts the message
+
+
 def mem0ai_keep_the_message(body):
-    """The mem0ai library's extraction: one memory, the new message's words."""
-    new = body["messages"][-1]["content"].split("## New Messages\n", 1)[1].split("\n\n", 1)[0]
-    return {"memory": [{"id": "0", "text": new.removeprefix("user: "), "attributed_to": "user",
-                        "linked_memory_ids": []}]}
+    """The mem0ai library's extraction (a `json_object` request; its prompt gives the format): one
+    memory, the new message's words; any other JSON-mode request an empty object."""
+    prompt = str(body["messages"][-1].get("content"))
+    if MEM0AI_NEW_MESSAGES not in prompt:
+        return {}
+    new = prompt.split(MEM0AI_NEW_MESSAGES, 1)[1].split("\n\n", 1)[0]
+    return {"memory": [{"id": "0", "text": new.removeprefix("user: "), "attributed_to": "user"}]}
+
+
+def mem0ai_requests(fake) -> list[dict]:
+    """The mem0ai library's extraction requests the fake was sent."""
+    return [b for b in fake.requests if MEM0AI_NEW_MESSAGES in str(b["messages"][-1].get("content"))]
 
 
 def llamaindex_fact_of_each_message(default):
@@ -146,7 +157,7 @@ def script(fake):
     fake.on("memt_policy_formation", memt_fact_of_each_turn)
     fake.on("memt_policy_update", lambda body: {"operations": [{"op": "add", "target": -1, "content": ""}]})
     fake.on("memt_policy_search", memt_search_facts_once)
-    fake.on("memory_mem0ai", mem0ai_keep_the_message)
+    fake.on_json_object(mem0ai_keep_the_message)
     fake.on("memory_graphiti", graphiti_graph_of_each_message)
     fake.on_text(llamaindex_fact_of_each_message(fake.text_handler))
     return fake

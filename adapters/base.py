@@ -16,8 +16,9 @@ Read paths:  context(query, k)   what the assistant sees while replying; called 
 State:       snapshot()/restore() JSON-able state, saved after every episode, restored on resume
 
 Every snapshot carries `write_failures` (memory-side calls that failed for good and whose write
-was skipped, with `failure_log`) and `embed_model` (the embedding model the store was built
-with); `state_header()` / `load_header()` write and check them.
+was skipped, with `failure_log`), `embed_model` (the embedding model the store was built with)
+and, where the model's window is known, `embed_truncated` (the texts it cut: `WindowCount`);
+`state_header()` / `load_header()` write and check them.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
 from memaudit.llm.embed import Embedder
 from memaudit.roles import AGENT, MEMORY, ROLE_SPECS
-from memaudit.types import MemoryItem, footprint
+from memaudit.types import EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, MemoryItem, footprint
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -70,6 +71,37 @@ class AdapterContext:
     agent_context_window: int | None = None
 
 
+class WindowCount:
+    """An adapter's embedder, keeping the texts the embedding model's window cut for this system:
+    every text it embeds, stored or searched, itself or through its library's calls to the
+    recording proxy (which embeds with this). A cut text is embedded from its first tokens only,
+    silently: counted, it is reported (Table 2, the rollout's output)."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+        self.cut: set[str] = set()  # hashes of the texts cut
+
+    @property
+    def model_name(self) -> str:
+        return self.embedder.model_name
+
+    @property
+    def counted(self) -> bool:
+        return self.embedder.window is not None
+
+    async def embed(self, texts):
+        self.cut.update(self.embedder.cut(texts) or ())
+        return await self.embedder.embed(texts)
+
+    def to_state(self) -> dict:
+        if not self.counted:
+            return {}
+        return {EMBED_TRUNCATED: len(self.cut), EMBED_TRUNCATED_TEXTS: sorted(self.cut)}
+
+    def load_state(self, state: dict) -> None:
+        self.cut |= set(state.get(EMBED_TRUNCATED_TEXTS, ()))
+
+
 class MemoryAdapter(ABC):
     name: ClassVar[str]
     supports_retrieve: ClassVar[bool] = True
@@ -95,10 +127,14 @@ class MemoryAdapter(ABC):
         self.ctx = ctx
         self._counter = 0
         self.failures = FailureLog()
+        self._embedder: WindowCount | None = None
 
     @property
-    def embedder(self) -> Embedder:
-        return self.ctx.embedder.for_role(self.embed_role)
+    def embedder(self) -> WindowCount:
+        """The embedder configured for `embed_role`, counting the texts its window cuts."""
+        if self._embedder is None:
+            self._embedder = WindowCount(self.ctx.embedder.for_role(self.embed_role))
+        return self._embedder
 
     @property
     def write_failures(self) -> int:
@@ -152,7 +188,8 @@ class MemoryAdapter(ABC):
 
     def state_header(self) -> dict:
         """The part of every snapshot the base class owns."""
-        return {"counter": self._counter, "embed_model": self.embedder.model_name, **self.failures.to_state()}
+        return {"counter": self._counter, "embed_model": self.embedder.model_name, **self.failures.to_state(),
+                **self.embedder.to_state()}
 
     def load_header(self, state: dict) -> None:
         """Restore what `state_header` wrote; a store built with another embedding model is refused
@@ -163,6 +200,7 @@ class MemoryAdapter(ABC):
                            f"{self.embedder.model_name!r}: pass --embed-model {written}", field="embed_model")
         self._counter = state.get("counter", 0)
         self.failures.load_state(state)
+        self.embedder.load_state(state)
 
     # -- helpers for implementations -------------------------------------------------------
     def new_id(self, content: str) -> str:

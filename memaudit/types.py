@@ -209,6 +209,13 @@ class MemoryItem:
         return out
 
 
+# A snapshot state's count of the texts its system cut to fit the embedding model (issue 41), and
+# the hashes of those texts (each counted once, also across a restore); absent when the embedding
+# model's window is not known (adapters/base.py `WindowCount`).
+EMBED_TRUNCATED = "embed_truncated"
+EMBED_TRUNCATED_TEXTS = "embed_truncated_texts"
+
+
 def footprint(items: list[dict]) -> tuple[int, float]:
     """(items, mean characters of their `content`) of a memory dump: what E reports."""
     chars = [len(str(i.get("content", ""))) for i in items]

@@ -70,6 +70,10 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
             if lost:  # never a silently emptier memory: who lost how many writes
                 out.print(f"{run_name}: memory writes lost (a model answer the memory system could not use): "
                           + ", ".join(f"{user} {n}" for user, n in sorted(by_user.items()) if n), highlight=False)
+            cut = total_write_failures((await rt.store.episodes.last_embed_truncated(run_name)).values())
+            if cut:  # never a silently shorter text: the embedding model read only the start of these
+                out.print(f"{run_name}: {cut} texts cut at the embedding model's window before they were embedded "
+                          "(embed_truncated: the model read their first tokens only)", highlight=False)
         if elsewhere:
             out.print(f"shard {rt.shard}: no (system, user) cell of {', '.join(elsewhere)} falls in this shard",
                       highlight=False)

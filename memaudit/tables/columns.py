@@ -101,6 +101,10 @@ TABLE2 = (
            doc="footprint: items in the user's final memory, mean over users"),
     Column("chars/item", ("chars",), digits=1, extra=("chars_std",), link="run",
            doc="footprint: mean characters of an item's content in the user's final memory, mean over users"),
+    Column("embed truncated", ("embed_truncated",), link="run",
+           doc="footprint: texts the embedding model cut at its window before embedding them (it reads the "
+               "first tokens only: the bundled model 256), stored or searched, over all users; n/a: not counted "
+               "(an embeddings endpoint's or a hub model's window is not known here, or a run recorded before)"),
     Column("overflow dump/top-k", ("overflow_dump_all", "overflow_retrieve"), link="overflow",
            doc="targets whose memory read did not fit the reader's context window (scored 0 in B), "
                "full-store/top-k"),

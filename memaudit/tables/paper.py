@@ -199,6 +199,7 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
     row["pref_judge_failures"] = sum(u.pref_judge_failures for u in users)
     row["memory_write_failures"] = metrics.total_write_failures(u.memory_write_failures for u in users)
+    row["embed_truncated"] = metrics.total_write_failures(u.embed_truncated for u in users)
     row["tokens"] = tokens
     row["models"] = d.models
     return row

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextvars
 import datetime as dt
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
@@ -22,7 +22,9 @@ from memaudit.llm.dialects import (CHAT_PATH, DIALECTS, REFUSABLE, ParameterRefu
 from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.ratelimit import RateBudgets
 from memaudit.llm.schema import problem as schema_problem
-from memaudit.llm.tools import PROBE, PROBE_MESSAGES, answered_calls, calls_problem, ignores_tools
+from memaudit.llm.secrets import configured as configured_secrets
+from memaudit.llm.tools import (AUTO_PROBE, AUTO_PROBE_MESSAGES, MAX_TOOL_CALLS, PROBE, PROBE_MESSAGES, answered_calls,
+                                calls_problem, ignores_tools)
 from memaudit.llm.tokens import SERVER_COUNT, local_count, server_count, server_root
 from memaudit.llm.transport import Transport, Unreachable
 
@@ -38,6 +40,12 @@ _collector: contextvars.ContextVar[list | None] = contextvars.ContextVar("memaud
 # the command (a judge panel's per-model clones, a memory system's proxy too) and every task it
 # starts follows it.
 _batching: contextvars.ContextVar = contextvars.ContextVar("memaudit_batching", default=None)
+
+# The probes of a native tool endpoint (memaudit/llm/tools.py), each with what a failed one says.
+TOOL_PROBES = ((PROBE, PROBE_MESSAGES, "ignores `tools`: asked to call a named tool, it answered without the call"),
+               (AUTO_PROBE, AUTO_PROBE_MESSAGES,
+                "calls a tool only when the request names it: asked plainly to call a tool with the choice left to "
+                "the model (`auto`, as langmem asks), it answered in text, and the library would store nothing"))
 
 REPAIR_MESSAGE = ("Your previous answer could not be used: {problem}. Answer again with only a JSON object "
                   "that follows the required format.")
@@ -90,7 +98,7 @@ class LLM:
         self.store = store
         self.transport = Transport(settings.concurrency, settings.max_retries, settings.backoff_base,
                                    settings.backoff_cap, settings.timeout, mock=transport,
-                                   rates=RateBudgets.of(settings))
+                                   rates=RateBudgets.of(settings), secrets=configured_secrets(settings))
         self.stats: dict[str, RoleStats] = {}
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})
@@ -140,7 +148,8 @@ class LLM:
                    max_tokens: int | None = None, schema: dict | None = None,
                    check: Callable[[object], str | None] | None = None, sample: int = 0,
                    seed_parts: tuple = (), tools: dict | None = None,
-                   schema_name: str | None = None, params: dict | None = None) -> CallResult:
+                   schema_name: str | None = None, params: dict | None = None,
+                   repairs: int | None = None) -> CallResult:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. `tools`: tool fields sent natively (memaudit/llm/tools.py `ToolRequest.fields`),
@@ -148,22 +157,26 @@ class LLM:
         was not made is an invalid answer. The schema goes by the role's name unless `schema_name`
         names it (a published request's own name, then keyed). `params`: a library's other sampling
         parameters, sent and keyed as it sent them (the recording proxy: dialects FORWARDED), but
-        those the model refused. Per-role config overrides `temperature` and `max_tokens`."""
+        those the model refused. Per-role config overrides `temperature` and `max_tokens`.
+        `repairs`: the repair attempts of this call (None: the role's; 0 for a caller that takes an
+        invalid answer as the published code did)."""
         # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
         # key of what is then sent; the refusal is remembered (memaudit/llm/dialects/).
         for _ in REFUSABLE:
             try:
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools, schema_name, params)
+                                                seed_parts, tools, schema_name, params, repairs)
             except ParameterRefused as exc:
                 rc = self.role_config(role)
                 await self.refusals.learn(rc.model, rc.backend, exc.param)
         return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts,
-                                        tools, schema_name, params)
+                                        tools, schema_name, params, repairs)
 
     async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
-                            seed_parts, tools=None, schema_name=None, params=None) -> CallResult:
+                            seed_parts, tools=None, schema_name=None, params=None, repairs=None) -> CallResult:
         rc = self.role_config(role)
+        if repairs is not None:  # not part of the key, as the role's setting is not
+            rc = replace(rc, repair_attempts=repairs)
         refused = await self.refusals.of(rc.model, rc.backend)
         sent = sampling(rc, temperature, max_tokens, refused=refused)
         seed = self.seed(role, *seed_parts)
@@ -179,7 +192,7 @@ class LLM:
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools, schema_name, params)
+                                                seed_parts, tools, schema_name, params, repairs)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)
@@ -228,35 +241,43 @@ class LLM:
 
     async def check_native_tools(self, role: str) -> None:
         """Raise EndpointError unless the role's endpoint honours `tools` (its dialect forwards them):
-        once per (model, backend), a request naming a tool must come back calling it. A good answer
-        is recorded like a call (role `tools:<role>`), so replay asks no server; a server that ignores
-        tools is not recorded (fixed, the next command asks again). Memory left empty because the
-        server dropped the tools would otherwise look like a model that remembered nothing."""
+        once per (model, backend), a request naming a tool must come back calling it, and so must a
+        request that plainly asks for the tool with the choice left to the model (`auto`). A good
+        answer is recorded like a call (role `tools:<role>`), so replay asks no server; a server that
+        ignores tools is not recorded (fixed, the next command asks again). Memory left empty because
+        the server dropped the tools would otherwise look like a model that remembered nothing."""
         rc = self.role_config(role)
         async with self._tools_lock:
             if (rc.model, rc.backend) in self._tools_checked:
                 return
-            key, request_json = keyed({"v": RECORD_VERSION, "tool_probe": PROBE.fields(), "model": rc.model,
-                                       "backend": rc.backend})
-            recorded = self.settings.cache in ("rw", "replay") and await self.store.get_call(key) is not None
-            if not recorded:
-                if self.settings.cache == "replay":
-                    raise CacheMiss(f"tools:{role}", key)
-                body = request_body(backend=rc.backend, model=rc.model, messages=PROBE_MESSAGES, temperature=0.0,
-                                    top_p=None, max_tokens=None, seed=self.seed(role, "tool probe"), schema=None,
-                                    schema_name=role, tools=PROBE.fields())
-                response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
-                if ignores_tools(response):
-                    raise EndpointError(
-                        f"the endpoint of role {role} ({rc.backend} dialect, model {rc.model}) ignores `tools`: asked to "
-                        "call a named tool, it answered without the call; serve the model with tool calling on, or "
-                        "set the role's backend to one that emulates tool calls (llamacpp, vllm)")
-                if self.settings.cache != "off":
-                    self.store.put_call(key=key, role=f"tools:{role}", model=rc.model, request=request_json,
-                                        response=orjson.dumps({"honoured": True}).decode(), ok=True, latency=took,
-                                        created=_now())
-                    await self.store.maybe_flush()
+            for probe, messages, problem in TOOL_PROBES:
+                await self._probe_tools(role, rc, probe, messages, problem)
             self._tools_checked.add((rc.model, rc.backend))
+
+    async def _probe_tools(self, role: str, rc: RoleConfig, probe, messages: list[dict], problem: str) -> None:
+        named = probe is PROBE  # the first probe's key is the one stores have held since it existed
+        record = {"v": RECORD_VERSION, "tool_probe": probe.fields(), "model": rc.model, "backend": rc.backend}
+        key, request_json = keyed(record if named else {**record, "messages": messages})
+        if self.settings.cache in ("rw", "replay") and await self.store.get_call(key) is not None:
+            return
+        if self.settings.cache == "replay":
+            if not named:  # a store recorded before the `auto` probe: replay contacts no server anyway
+                return
+            raise CacheMiss(f"tools:{role}", key)
+        body = request_body(backend=rc.backend, model=rc.model, messages=messages, temperature=0.0,
+                            top_p=None, max_tokens=None, seed=self.seed(role, "tool probe"), schema=None,
+                            schema_name=role, tools=probe.fields())
+        response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
+        if ignores_tools(response):
+            raise EndpointError(
+                f"the endpoint of role {role} ({rc.backend} dialect, model {rc.model}) {problem}; serve the model "
+                "with tool calling on (vLLM: --enable-auto-tool-choice and a --tool-call-parser), or set the "
+                "role's backend to one that emulates tool calls (llamacpp, vllm)")
+        if self.settings.cache != "off":
+            self.store.put_call(key=key, role=f"tools:{role}", model=rc.model, request=request_json,
+                                response=orjson.dumps({"honoured": True}).decode(), ok=True, latency=took,
+                                created=_now())
+            await self.store.maybe_flush()
 
     async def _server_count(self, role: str, rc: RoleConfig, messages: list[dict]) -> tuple[int | None, str | None]:
         if not rc.base_urls and self._start_server is not None:
@@ -314,7 +335,8 @@ class LLM:
             # unreachable endpoint) ends the command and is never recorded.
             stats.failures += 1
             if mode != "off":
-                self.store.put_call(**failure_row(key, role, rc.model, request_json, exc, (rc.api_key,)))
+                self.store.put_call(**failure_row(key, role, rc.model, request_json, exc,
+                                                              (rc.api_key, *self.transport.secrets.values)))
                 await self.store.maybe_flush()
             raise
         self._count(stats, usage)
@@ -409,7 +431,11 @@ class Attempt:
 def read_attempt(role: str, first_messages: list, messages: list, response: dict, schema: dict | None, check,
                  total: dict, tools: dict | None = None, params: dict | None = None) -> Attempt:
     """Read one chat-completions response of a call (live, or a batch's output line): its usage is
-    added to `total`; a refusal raises Refusal. Shared by both paths so that they record the same."""
+    added to `total`; a refusal raises Refusal. Shared by both paths so that they record the same.
+    Whatever goes wrong reading the answer (nesting deeper than the parser allows, a number too
+    large, a type a check did not expect) makes it an invalid answer, repaired and then recorded as
+    InvalidOutput like any other, so replay meets the same outcome. An answer's tool calls beyond
+    MAX_TOOL_CALLS are dropped and counted (`usage["tool_calls_dropped"]`)."""
     raw, finish, usage = parse_choice(response)
     for name in USAGE_FIELDS:
         total[name] += usage.get(name, 0)
@@ -419,12 +445,19 @@ def read_attempt(role: str, first_messages: list, messages: list, response: dict
         refused = Refusal(role, raw)
         refused.usage = dict(total)
         raise refused
-    calls = None if tools is None else answered_calls(response)
-    found, data = _validate(raw, finish, schema, check) if tools is None else (_tools_problem(raw, finish, tools, calls),
-                                                                                None)
+    try:
+        calls = None if tools is None else answered_calls(response)
+        found, data = (_validate(raw, finish, schema, check) if tools is None
+                       else (_tools_problem(raw, finish, tools, calls), None))
+    except Exception as exc:  # an answer too deep, too large or of a type a check did not expect
+        calls, data = None, None
+        found = f"the answer could not be read ({type(exc).__name__}: {str(exc)[:100]})"
     if found is None:
         if finish == "length":
             total["truncated"] = 1
+        if calls is not None and len(calls) > MAX_TOOL_CALLS:  # the rest are counted, never run
+            total["tool_calls_dropped"] = len(calls) - MAX_TOOL_CALLS
+            calls = calls[:MAX_TOOL_CALLS]
         return Attempt(raw, data, None, None, calls, answer_choices(response, params))
     if schema is None:  # free text (or tool calls): an unusable answer is asked again as is
         return Attempt(raw, data, found, messages)

@@ -32,7 +32,7 @@ from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
 from memaudit.llm.embed import Embedder
 from memaudit.roles import AGENT, MEMORY, ROLE_SPECS
-from memaudit.types import EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, MemoryItem, footprint
+from memaudit.types import EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, USER_INGEST, MemoryItem, footprint
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -69,6 +69,7 @@ class AdapterContext:
     embedder: Embedder
     scope: str                 # "<run>/<user_id>": namespace for ids and seeds
     agent_context_window: int | None = None
+    ingest: str = USER_INGEST  # what a deployed library is given (INGEST_MODES)
 
 
 class WindowCount:

@@ -93,7 +93,9 @@ class CogneeMemory(ReplayedMessages, DeployedLibrary):
     # -- write path ----------------------------------------------------------------------------
     async def add(self, event) -> None:
         worker = await self.opened()
-        await self.guarded(lambda: worker.ask(op="add", text=event.text,
+        said = self.said(event)  # one text: cognee adds a document, not a conversation
+        text = event.text if len(said) == 1 else "\n\n".join(f"{m['role']}: {m['content']}" for m in said)
+        await self.guarded(lambda: worker.ask(op="add", text=text,
                                               clock=[event.clock, event.task_index, event.turn]))
         self.stored = await worker.ask(op="dump")
         self.worker_clock = await worker.ask(op="clock")

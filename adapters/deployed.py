@@ -43,6 +43,7 @@ from memaudit.adapters.library_clock import LibraryClock
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput
 from memaudit.roles import MEMORY
+from memaudit.types import EXCHANGE_INGEST
 
 
 def install_hint(extra: str) -> str:
@@ -110,6 +111,7 @@ class DeployedLibrary(MemoryAdapter):
         self.instance = None  # the library, opened on first use (`opened`)
         self.route = None     # this adapter's route of the recording proxy
         self.clock = LibraryClock(ctx.scope)
+        self.reply: str | None = None  # the assistant reply the next user message answers (None: a task's text)
 
     # -- the library -----------------------------------------------------------------------------
     @abstractmethod
@@ -135,6 +137,8 @@ class DeployedLibrary(MemoryAdapter):
 
     # -- write path ------------------------------------------------------------------------------
     async def observe(self, event: Event) -> None:
+        if event.kind in ("task_start", "assistant"):
+            self.reply = event.text if event.kind == "assistant" else None
         if event.kind not in self.SOURCE:
             return
         self.clock.at(event)
@@ -142,7 +146,16 @@ class DeployedLibrary(MemoryAdapter):
 
     @abstractmethod
     async def add(self, event: Event) -> None:
-        """Give the library one user message (the clock is at its moment)."""
+        """Give the library one user message (the clock is at its moment): `self.said(event)`."""
+
+    def said(self, event: Event) -> list[dict]:
+        """The messages a user message is given to the library as (chat roles and text): the user's
+        alone, or under `--ingest exchange` after the assistant reply it answers (a task's text
+        answers none)."""
+        user = {"role": "user", "content": event.text}
+        if self.ctx.ingest != EXCHANGE_INGEST or self.reply is None:
+            return [user]
+        return [{"role": "assistant", "content": self.reply}, user]
 
     # -- the configuration card ------------------------------------------------------------------
     @classmethod
@@ -224,7 +237,10 @@ class ReplayedMessages:
 
     async def observe(self, event: Event) -> None:
         if event.kind in self.SOURCE:
-            self.added.append([event.clock, event.task_index, event.turn, event.text])
+            given = [event.clock, event.task_index, event.turn, event.text]
+            reply = self.reply if event.kind != "task_start" else None
+            # Under --ingest exchange, the reply it answers (a state without it: the user's alone).
+            self.added.append(given + [reply] if self.ctx.ingest == EXCHANGE_INGEST and reply is not None else given)
         await super().observe(event)
 
     def dump(self) -> list[dict]:
@@ -235,10 +251,12 @@ class ReplayedMessages:
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        for clock, task_index, turn, text in state["added"]:
+        for clock, task_index, turn, text, *reply in state["added"]:
             event = Event(self.SOURCE[-1], text, task_index, turn)  # its clock is the recorded one
             self.clock.at(event)
+            self.reply = reply[0] if reply else None
             await self.add(event)
+        self.reply = None
         self.load_header(state)
         self.clock.load_state(state["clock"])
         self.added = state["added"]

@@ -97,7 +97,8 @@ class GraphitiMemory(ReplayedMessages, DeployedLibrary):
         graph = await self.opened()
         when = self.clock.now(EPOCH.tzinfo)
         await self.guarded(lambda: graph.add_episode(
-            name=event.clock, episode_body=f"user: {event.text}", source_description="a message from the user",
+            name=event.clock, episode_body="\n".join(f"{m['role']}: {m['content']}" for m in self.said(event)),
+            source_description="a message from the user",
             reference_time=when, source=EpisodeType.message, group_id=GROUP))
         self.stored = await self._read()
 

@@ -96,7 +96,7 @@ class LangMemMemory(RefilledStore, DeployedLibrary):
         manager = await self.opened()
         with dropped_answers() as dropped:
             await self.guarded(lambda: manager.ainvoke(
-                {"messages": [{"role": "user", "content": event.text}]}, config=CONFIG))
+                {"messages": self.said(event)}, config=CONFIG))
         count_problems(self, dropped)
         self.stored = await self._read()
 

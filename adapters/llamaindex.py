@@ -126,7 +126,9 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
     # -- write path ----------------------------------------------------------------------------
     async def add(self, event) -> None:
         memory = await self.opened()
-        await self.guarded(lambda: memory.aput(ChatMessage(role="user", content=event.text)))
+        messages = [ChatMessage(role=m["role"], content=m["content"]) for m in self.said(event)]
+        # A user message alone as the published study gave it (`aput`), an exchange as one batch.
+        await self.guarded(lambda: memory.aput(messages[0]) if len(messages) == 1 else memory.aput_messages(messages))
         count_problems(self, self._block(FACTS_BLOCK).llm.take_problems())
         self.stored = await self._read()
 

@@ -107,7 +107,7 @@ class Mem0AI(DeployedLibrary):
     async def add(self, event) -> None:
         library = await self.opened()
         with dropped_answers() as dropped:
-            await self._call(library.add, [{"role": "user", "content": event.text}], user_id=USER)
+            await self._call(library.add, self.said(event), user_id=USER)
         count_problems(self, dropped)
 
     # -- read paths ----------------------------------------------------------------------------

@@ -209,6 +209,13 @@ class MemoryItem:
         return out
 
 
+# What a deployed library is given of the conversation (`rollout --ingest`): `user`, each user
+# message alone, as the published study gave it (the default); `exchange`, each user message with
+# the assistant reply before it, through the library's own multi-message add, as its quickstart
+# adds a conversation. memaudit's own systems see every event either way.
+USER_INGEST, EXCHANGE_INGEST = "user", "exchange"
+INGEST_MODES = (USER_INGEST, EXCHANGE_INGEST)
+
 # A snapshot state's count of the texts its system cut to fit the embedding model (issue 41), and
 # the hashes of those texts (each counted once, also across a restore); absent when the embedding
 # model's window is not known (adapters/base.py `WindowCount`).

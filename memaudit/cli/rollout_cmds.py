@@ -5,6 +5,7 @@ import click
 
 from memaudit.cli.common import (
     MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, shard_option, split_list)
+from memaudit.types import INGEST_MODES, USER_INGEST
 
 
 @command("rollout")
@@ -19,17 +20,22 @@ from memaudit.cli.common import (
 @click.option("--transcripts", default=None, metavar="RUN",
               help="teacher-forced: replay the recorded episodes of RUN into each system's memory "
                    "(no assistant, simulator or judge calls)")
+@click.option("--ingest", type=click.Choice(INGEST_MODES), default=USER_INGEST, show_default=True,
+              help="what a deployed library is given: `user`, each user message (the published study); "
+                   "`exchange`, each user message with the assistant reply before it, through the library's "
+                   "own multi-message add (its quickstart's way); recorded in the run's config")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
 @shard_option
 @global_options(uses=STORE + MODEL + MEMORY)
-def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
+def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.
     One process writes a run at a time: a second rollout of the same run is refused as busy."""
-    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard)
+    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet,
+        shard)
 
 
-async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
+async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet, shard):
     from memaudit.adapters.registry import get_adapter
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
@@ -52,7 +58,8 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
                                  max_turns=25 if max_turns is None else max_turns, tag=tag, k=k,
-                                 progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts)
+                                 progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts,
+                                 ingest=ingest)
         forced = f" (teacher-forced on the transcripts of {transcripts})" if transcripts else ""
         elsewhere = []
         for run_name in runs:

@@ -10,6 +10,7 @@ under the source's lock, so a source that a rollout is still writing is refused 
 from __future__ import annotations
 
 from contextlib import ExitStack, suppress
+from dataclasses import replace
 
 import anyio
 
@@ -30,7 +31,7 @@ from memaudit.rollout.events import (EpisodeDone, ProgressSink, RolloutFinished,
 from memaudit.rollout.teacher_forced import Transcripts, default_tag, load_transcripts
 from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
-from memaudit.types import Benchmark, Episode, Task, User
+from memaudit.types import INGEST_MODES, USER_INGEST, Benchmark, Episode, Task, User
 
 PROMPTS = prompts_of(DIALOGUE_STAGE)  # plus each adapter's own prompt files
 
@@ -134,13 +135,15 @@ async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses
 
 
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
-                    k: int, progress: ProgressSink | None, transcripts: Transcripts | None = None) -> None:
+                    k: int, progress: ProgressSink | None, transcripts: Transcripts | None = None,
+                    ingest: str = USER_INGEST) -> None:
     done = await rt.store.episodes.done(run, user.id)
     pending = [t for t in tasks if t.index not in done]
     if not pending:
         return
     adapter = open_adapter(system, AdapterContext(rt.llm, rt.embedder, scope=f"{run}/{user.id}",
-                                                  agent_context_window=rt.settings.role(AGENT).context_window),
+                                                  agent_context_window=rt.settings.role(AGENT).context_window,
+                                                  ingest=ingest),
                            rt.settings.db.parent)
     adapter.ops = []  # its writes and reads are timed (adapters/boundary.py)
     snapshot = await rt.store.episodes.last_snapshot(run, user.id)
@@ -171,12 +174,14 @@ def _first_leaf(error: BaseException) -> BaseException:
 
 async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
-                      progress: ProgressSink | None = None, transcripts: str | None = None) -> list[str]:
+                      progress: ProgressSink | None = None, transcripts: str | None = None,
+                      ingest: str = USER_INGEST) -> list[str]:
     """Run (or resume) one run per system; returns the run ids. `progress` receives the rollout's
     events (memaudit/rollout/events.py); None (or False) sends none. `transcripts`: a recorded run
-    whose episodes are replayed into each system instead of played live (teacher_forced.py)."""
-    return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts),
-                              progress=progress)
+    whose episodes are replayed into each system instead of played live (teacher_forced.py).
+    `ingest`: what a deployed library is given of the conversation (types.py INGEST_MODES)."""
+    return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts,
+                                                            ingest=ingest), progress=progress)
 
 
 async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config: RunConfig, *,
@@ -187,6 +192,8 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         raise BadInput("no memory systems given", field="systems")
     if max_turns < 1 or k < 1 or (tasks is not None and tasks < 1):
         raise BadInput("--max-turns, --k and --tasks must be at least 1", field="max_turns/k/tasks")
+    if config.ingest not in INGEST_MODES:
+        raise BadInput(f"--ingest must be one of {', '.join(INGEST_MODES)}, not {config.ingest!r}", field="ingest")
     for system in systems:
         get_adapter(system)  # unknown names fail before anything is written
     source: Transcripts | None = None
@@ -194,7 +201,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         chosen = _users(bench, config.users)
         plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
         recorded = RunConfig([u.id for u in chosen], tasks, max_turns, k, tag,  # users resolved
-                             provenance=rollout_provenance(rt.settings))
+                             provenance=rollout_provenance(rt.settings), ingest=config.ingest)
         prompts = PROMPTS + ((NOTE_PROMPT,) if any(e.history for u in chosen for e in u.bank) else ())
     else:
         source_run = check_id(config.transcripts, "run id", field="transcripts")
@@ -202,7 +209,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
             source = await load_transcripts(rt.store, source_run, bench, users=config.users, tasks=tasks)
         chosen, plan = _users(bench, source.users), source.plan
         tag = tag or default_tag(config.transcripts)
-        recorded = source.run_config(rt.settings, k=k, tag=tag)
+        recorded = replace(source.run_config(rt.settings, k=k, tag=tag), ingest=config.ingest)
         prompts = ()  # no assistant, simulator or judge prompt is used
     runs = [check_id(run_id(s, tag), "run id", field="tag") for s in systems]
     if len(set(runs)) != len(runs):
@@ -212,7 +219,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
             locks.enter_context(rt.store.runs.lock(run))
         try:
             await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded.to_json(), prompts, source,
-                                  max_turns=max_turns, k=k, progress=progress)
+                                  max_turns=max_turns, k=k, progress=progress, ingest=config.ingest)
             await _record_adapted(rt, runs, recorded)
         except BaseException:
             with anyio.CancelScope(shield=True), suppress(MemauditError):
@@ -225,7 +232,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
 async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], runs: list[str], chosen: list[User],
                           plan: dict[str, list[Task]], recorded: dict, prompts: tuple[str, ...],
                           source: Transcripts | None, *, max_turns: int, k: int,
-                          progress: ProgressSink | None) -> None:
+                          progress: ProgressSink | None, ingest: str) -> None:
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*prompts, *get_adapter(system).prompts, *published_prompts(rt.settings.prompts_dir,
                                                                                           system, prompts)),
@@ -248,7 +255,7 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
     async def run_pair(system: str, run: str, user: User) -> None:
         async with limiter:
             await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress,
-                            transcripts=source)
+                            transcripts=source, ingest=ingest)
 
     if progress:
         progress(RolloutStarted())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, RUBRIC
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, RUBRIC, USER_INGEST
 
 OUTPUTS = frozenset({"md", "latex", "csv", "json", "html"})
 NOT_TEXT = frozenset({"csv", "json", "html"})  # shown in the report and carried as data, not in md/latex
@@ -79,7 +79,10 @@ SUMMARY_CELL = ("mean ± sample standard deviation over users [95% user-bootstra
 
 # Table 2: task outcome, preference, recovery at the headline k, footprint, failures, cost, models.
 TABLE2 = (
-    replace(RUN, extra=("partial", "teacher_forced", "source_run")),
+    replace(RUN, extra=("partial", "teacher_forced", "source_run", "ingest"),
+            doc=RUN.doc + "; `(ingest: exchange)` a run whose deployed library was given each user message with "
+                          "the assistant reply before it (rollout --ingest exchange), beside the same system's "
+                          "default run as a sensitivity row"),
     SYSTEM,
     replace(USERS, outputs=NOT_TEXT, link="run"),
     Column("A (%)", ("A",), "summary", 1, link="run",
@@ -293,7 +296,7 @@ def text_table(columns, rows: list[dict]) -> tuple[list[str], list[list[str]]]:
 def cell_text(column: Column, row: dict) -> str:
     key = column.keys[0]
     if column.kind == "run":
-        return row["run"] + (" (partial)" if row.get("partial") else "") + teacher_forced_mark(row)
+        return row["run"] + (" (partial)" if row.get("partial") else "") + teacher_forced_mark(row) + ingest_mark(row)
     if column.kind == "mode":
         return column.blank if row.get("mode") is None else mode_label(row)
     if "." not in key and key not in row:  # a row without this column (judge-check's per-category rows)
@@ -381,6 +384,11 @@ def models_text(models: dict) -> str:
     if len(by_model) == 1:
         return next(iter(by_model))
     return "; ".join(f"{model}: {', '.join(roles)}" for model, roles in sorted(by_model.items())) or "–"
+
+
+def ingest_mark(row: dict) -> str:
+    """After a run id: what its deployed library was given, unless the published study's default."""
+    return f" (ingest: {row['ingest']})" if row.get("ingest", USER_INGEST) != USER_INGEST else ""
 
 
 def teacher_forced_mark(row: dict) -> str:

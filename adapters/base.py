@@ -32,7 +32,7 @@ from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
 from memaudit.llm.embed import Embedder
 from memaudit.roles import AGENT, MEMORY, ROLE_SPECS
-from memaudit.types import EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, USER_INGEST, MemoryItem, footprint
+from memaudit.types import EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, KIND, USER_INGEST, MemoryItem, footprint, for_reader
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -123,6 +123,11 @@ class MemoryAdapter(ABC):
     # The distribution of a deployed library this system runs as it ships (None: memaudit's own
     # design); its version is recorded in each run's provenance.
     library: ClassVar[str | None] = None
+    # What each item the system stores is (memaudit.types.KIND), by the item's native `category`
+    # (ITEM_KINDS), else ITEM_KIND; an item that says its own kind keeps it (`kind_of`). Added at
+    # the adapter boundary to every search result and dump item (adapters/boundary.py).
+    ITEM_KINDS: ClassVar[dict[str, str]] = {}
+    ITEM_KIND: ClassVar[str | None] = None
 
     def __init__(self, ctx: AdapterContext):
         self.ctx = ctx
@@ -156,10 +161,14 @@ class MemoryAdapter(ABC):
     @abstractmethod
     def dump(self) -> list[dict]: ...
 
+    def kind_of(self, fields: dict) -> str | None:
+        """What an item (its native fields) is: its own `kind`, else by its category, else ITEM_KIND."""
+        return fields.get(KIND) or self.ITEM_KINDS.get(fields.get("category"), self.ITEM_KIND)
+
     def result_json(self, item: MemoryItem, *, published: bool = False) -> dict:
         """A search result as the retrieve reader is shown it (see `result_fields`; `published`: under
-        the published pack, see `published_result`)."""
-        out = {**item.to_json(), **self.published_result} if published else item.to_json()
+        the published pack, see `published_result`), without memaudit's `kind` (types.for_reader)."""
+        out = for_reader({**item.to_json(), **self.published_result} if published else item.to_json())
         if self.result_fields is None:
             return out
         return {name: out[name] for name in self.result_fields if name in out}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import warnings
 
+from memaudit.adapters.card import CardRow, keyword_default
 from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, quiet_loggers, upstream_imports
 from memaudit.adapters.library_clock import EPOCH, patch_modules
 from memaudit.types import MemoryItem
@@ -30,6 +31,8 @@ GROUP = "user"
 TELEMETRY = {"GRAPHITI_TELEMETRY_ENABLED": "false"}
 
 with upstream_imports("graphiti", telemetry=TELEMETRY):
+    import graphiti_core.llm_client.config as llm_config
+    import graphiti_core.llm_client.openai_base_client as openai_base_client
     import graphiti_core.utils.datetime_utils as datetime_utils
     from graphiti_core import Graphiti
     from graphiti_core.cross_encoder.openai_reranker_client import OpenAIRerankerClient
@@ -49,6 +52,7 @@ patch_modules("graphiti_core", utc_now=datetime_utils.utc_now)
 
 class GraphitiMemory(ReplayedMessages, DeployedLibrary):
     name = "graphiti"
+    ITEM_KINDS = {"episode": "episode", "entity": "entity", "fact": "edge"}
     library = "graphiti-core"
     TELEMETRY = TELEMETRY
     # measured on the contract's fake: 27 calls for its 7 user messages (entities, edges, their
@@ -69,6 +73,33 @@ class GraphitiMemory(ReplayedMessages, DeployedLibrary):
                                                        base_url=endpoint.base_url), client=client)
         return Graphiti(graph_driver=await kuzu_driver(), llm_client=OpenAIClient(config, client=client),
                         embedder=embedder, cross_encoder=OpenAIRerankerClient(config, client=client))
+
+    @classmethod
+    def card_rows(cls) -> list[CardRow]:
+        return [
+            CardRow("llm client", "OpenAIClient (structured output through the Responses API)", "OpenAIClient",
+                    "its default client; the proxy serves /v1/responses (before issue 41 it ran OpenAIGenericClient)"),
+            CardRow("model, small_model", openai_base_client.DEFAULT_MODEL, "the memory role's model, for both",
+                    "the proxy answers any name with the configured model; named so, the library sends what it "
+                    "sends for that model, not its default's reasoning options",
+                    lambda: openai_base_client.DEFAULT_MODEL),
+            CardRow("llm temperature", str(llm_config.DEFAULT_TEMPERATURE), "the library's", "as shipped",
+                    lambda: llm_config.DEFAULT_TEMPERATURE),
+            CardRow("llm max_tokens", str(llm_config.DEFAULT_MAX_TOKENS), "the library's", "as shipped",
+                    lambda: llm_config.DEFAULT_MAX_TOKENS),
+            CardRow("reranker", "OpenAIRerankerClient (token logprobs)", "OpenAIRerankerClient at the proxy",
+                    "its default; the proxy forwards logprobs; its default search does not call it"),
+            CardRow("graph database", "Neo4j (a server)", "its embedded Kuzu driver, in memory, one per user",
+                    "no server but loopback; patched: KuzuDriver leaves `_database` unset and builds no full-text "
+                    "index its searches query, both set here with its own index definitions (getzep/graphiti#1258)"),
+            CardRow("search recipe", "EDGE_HYBRID_SEARCH_RRF (facts: BM25 + cosine, reciprocal-rank fusion)",
+                    "the same recipe, through search_ (which also gives its scores)", "its default search"),
+            CardRow("search results", "10", "k (the assistant's --k; the retrieve pass's k)", "the audit reads k items",
+                    keyword_default(Graphiti.search, "num_results")),
+            CardRow("episodes", "the caller's", "one `message` episode per user message, \"user: <text>\" (rollout "
+                    "--ingest exchange: the reply before it, \"assistant: …\")", "as the published study gave it"),
+            CardRow("group_id", "'' (the driver's default)", "user", "one graph per user"),
+        ]
 
     @staticmethod
     def fake_answer(body: dict) -> dict | None:

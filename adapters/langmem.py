@@ -25,6 +25,7 @@ from datetime import datetime
 import orjson
 from pydantic import PrivateAttr
 
+from memaudit.adapters.card import CardRow, field_default, keyword_default
 from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, upstream_imports
 from memaudit.adapters.library_clock import EPOCH, patch_modules
 from memaudit.adapters.upstream import count_problems, dropped_answers, watch_dropped_answers
@@ -68,6 +69,7 @@ class InTurnEmbeddings(OpenAIEmbeddings):
 
 class LangMemMemory(RefilledStore, DeployedLibrary):
     name = "langmem"
+    ITEM_KIND = "memory"
     library = "langmem"
     TELEMETRY = TELEMETRY
     TOOL_CALLING = True
@@ -90,6 +92,31 @@ class LangMemMemory(RefilledStore, DeployedLibrary):
                                       timeout=endpoint.timeout)
         self.store = InMemoryStore(index={"dims": await self.dimensions(), "embed": embeddings})
         return create_memory_store_manager(model, store=self.store)
+
+    @classmethod
+    def card_rows(cls) -> list[CardRow]:
+        manager = create_memory_store_manager
+        return [
+            CardRow("memory manager", "create_memory_store_manager", "the same, with its defaults", "as shipped"),
+            *(CardRow(f"manager {name}", str(default), "the library's", "as shipped", keyword_default(manager, name))
+              for name, default in (("enable_inserts", True), ("enable_deletes", False), ("query_limit", 5))),
+            CardRow("store", "the caller's", "InMemoryStore indexed on the whole value (dims, embed)",
+                    "its documentation's configuration, one per user"),
+            CardRow("ChatOpenAI use_responses_api", "None", "False (chat completions)",
+                    "None lets the client pick the Responses API per request; its tool calls go as chat completions, "
+                    "which the proxy forwards or emulates per dialect (its /v1/responses takes no tools)",
+                    field_default(ChatOpenAI, "use_responses_api")),
+            CardRow("OpenAIEmbeddings check_embedding_ctx_length", "True", "False",
+                    "the check counts tokens with a tiktoken encoding tiktoken would download; memaudit's embedder "
+                    "takes the texts, its own cuts counted (embed_truncated)",
+                    field_default(OpenAIEmbeddings, "check_embedding_ctx_length")),
+            CardRow("embedding requests", "concurrent", "one at a time (first come, first served)",
+                    "the store stamps each put when its embedding returns: in turn, order and times are the "
+                    "manager's, the same in every run and replay"),
+            CardRow("search limit", "10", "k", "the audit reads k items", keyword_default(InMemoryStore.asearch, "limit")),
+            CardRow("dropped tool calls", "a log line (trustcall)", "counted as write failures",
+                    "a lost write must not pass for a memory that kept nothing"),
+        ]
 
     # -- write path ----------------------------------------------------------------------------
     async def add(self, event) -> None:
@@ -155,7 +182,9 @@ def stored_item(found) -> dict:
     native = found.dict()  # langmem's own item, its value as JSON
     text = native["value"].get("content")
     return {"id": found.key, "content": text if isinstance(text, str) else orjson.dumps(native["value"]).decode(),
-            "kind": type(found.value).__name__, "created_at": native["created_at"], "updated_at": native["updated_at"]}
+            # the manager's schema of the value (its own `kind` field; memaudit's `kind` is ITEM_KIND)
+            "schema": type(found.value).__name__, "created_at": native["created_at"],
+            "updated_at": native["updated_at"]}
 
 
 watch_dropped_answers(DROPS_LOGGER, LangMemMemory.ROLE)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import logging
 import os
 import tempfile
@@ -31,6 +32,7 @@ import warnings
 
 import anyio
 
+from memaudit.adapters.card import OFF, CardRow, keyword_default
 from memaudit.adapters.deployed import DeployedLibrary, quiet_loggers, upstream_imports
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import patch_modules
@@ -51,6 +53,7 @@ quiet_loggers({"mem0": logging.ERROR})
 warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
 os.environ.setdefault("MEM0_DIR", os.path.join(tempfile.gettempdir(), "memaudit-mem0"))
 with upstream_imports("mem0ai", telemetry=TELEMETRY):
+    import mem0.configs.llms.base
     import mem0.configs.prompts
     import mem0.memory.main
     import mem0.memory.storage
@@ -61,6 +64,7 @@ for _module in (mem0.memory.main, mem0.memory.storage, mem0.configs.prompts):  #
 
 class Mem0AI(DeployedLibrary):
     name = "mem0ai"
+    ITEM_KIND = "memory"
     library = "mem0ai"
     TELEMETRY = TELEMETRY
     CALLS_PER_MESSAGE = 1.0  # its extraction, measured on the contract's fake: 7 calls for its 7 user messages
@@ -92,6 +96,35 @@ class Mem0AI(DeployedLibrary):
         copy of the caller's context), guarded."""
         return await self.guarded(lambda: anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
                                                                    limiter=self.threads))
+
+    @classmethod
+    def card_rows(cls) -> list[CardRow]:
+        llm = mem0.configs.llms.base.BaseLlmConfig
+        return [
+            CardRow("llm temperature", "0.1", "0.1 (the library's)", "sent as mem0 sends it; the published integration "
+                    "set 0 (issue 41)", keyword_default(llm.__init__, "temperature")),
+            CardRow("llm top_p", "0.1", "0.1 (the library's)", "sent as mem0 sends it: the proxy forwards every "
+                    "sampling parameter", keyword_default(llm.__init__, "top_p")),
+            CardRow("llm max_tokens", "2000", "2000 (the library's)", "as shipped", keyword_default(llm.__init__,
+                                                                                                  "max_tokens")),
+            CardRow("extraction response format", "json_object (its prompt gives the format)", "json_object as sent",
+                    "no schema of ours: its own parser reads the answer; an answer it drops (logged, nothing kept) is "
+                    "a counted write failure"),
+            CardRow("infer", "True", "True (the library's)", "its extraction runs on every add",
+                    keyword_default(Memory.add, "infer")),
+            CardRow("vector store", "qdrant on disk (/tmp/qdrant)", "qdrant in process (:memory:), collection mem0",
+                    "one store per user, nothing left on disk; the same engine"),
+            CardRow("embedding dimensions", "1536 (its OpenAI embedder's)", "the configured embedder's (384 bundled)",
+                    "the vector store is sized for memaudit's embedder"),
+            CardRow("history store", "~/.mem0/history.db", ":memory:", "one per user, nothing left in the home folder"),
+            CardRow("search top_k", "20", "k (the assistant's --k; the retrieve pass's k)", "the audit reads k items",
+                    keyword_default(Memory.search, "top_k")),
+            CardRow("search threshold", "0.1", "0.1 (the library's)", "as shipped", keyword_default(Memory.search,
+                                                                                                  "threshold")),
+            CardRow("ingest", "the caller's messages", "each user message (rollout --ingest user; exchange: with the "
+                    "reply before it)", "the published study gave it the user's messages only"),
+            *installed_features(),
+        ]
 
     @staticmethod
     def fake_json(body: dict) -> dict | None:
@@ -177,6 +210,21 @@ class Mem0AI(DeployedLibrary):
         vectors = await self.embedder.embed([p["payload"]["data"] for p in saved])
         store.client.upsert(collection_name=store.collection_name, points=[
             PointStruct(id=p["id"], vector=v.tolist(), payload=p["payload"]) for p, v in zip(saved, vectors)])
+
+
+def installed_features() -> list[CardRow]:
+    """mem0's hybrid keyword scoring and its entity boost are on only where the pieces they need are
+    installed (neither can be fetched at run time here): on by themselves there, else off, said."""
+    bm25 = importlib.util.find_spec("fastembed") is not None
+    spacy = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm"))
+    return [
+        CardRow("hybrid search (BM25 keyword scoring)", "on where fastembed is installed",
+                "on" if bm25 else OFF, "needs fastembed and its Qdrant/bm25 model, which cannot be fetched offline; "
+                "without it mem0 ranks by semantic similarity only" if not bm25 else "fastembed is installed"),
+        CardRow("entity boost and lemmatized keywords (spaCy)", "on where spaCy and en_core_web_sm are installed",
+                "on" if spacy else OFF, "needs spaCy's en_core_web_sm model, which cannot be fetched offline; without "
+                "it mem0 links no entities to boost" if not spacy else "spaCy and its model are installed"),
+    ]
 
 
 def points(store) -> list[dict]:

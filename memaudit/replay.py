@@ -32,7 +32,7 @@ from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_
 from memaudit.store.judges import CONTROL_TABLES
 from memaudit.tables.metrics import run_models
 from memaudit.tables.paper import compute_tables, without_measurements
-from memaudit.types import DEFAULT_VARIANT, EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS
+from memaudit.types import DEFAULT_VARIANT, EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, KIND
 
 from memaudit.utilization.act import utilization_runs
 
@@ -248,7 +248,8 @@ def _compare(table: str, key: tuple, recorded: list, replayed: list) -> str | No
             return f"{where}: replayed but not recorded"
         for column, value in before[k].items():
             old, new = _comparable(table, column, value), _comparable(table, column, after[k][column])
-            old, new = _as_recorded(old, new) if (table, column) == ("snapshots", "state") else (old, new)
+            old, new = _as_recorded(old, new) if (table, column) in (("snapshots", "state"), ("snapshots", "items")) \
+                else (old, new)
             if old != new and not (column in ADDED_LATER and old is None):
                 return f"{where} column {column}: {_difference(old, new)}"
     return None
@@ -262,20 +263,26 @@ def _compare(table: str, key: tuple, recorded: list, replayed: list) -> str | No
 NOT_COMPARED = ("overflow_count",)
 
 
-# Figures a later version of memaudit records, which a store recorded before holds nothing of (a
-# snapshot state's count of the texts its embedding model cut, its column, Table 2's sum): where
-# the recorded side has none, the replayed one is not compared, so an older store still replays
-# identical; where it has one, it is compared like every figure.
-ADDED_LATER = (EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS)
+# Fields a later version of memaudit records, which a store recorded before holds nothing of (a
+# snapshot state's count of the texts its embedding model cut, its column, Table 2's sum; the
+# `kind` of each stored item): where the recorded side has none, the replayed one is not compared,
+# so an older store still replays identical; where it has one, it is compared like every field.
+ADDED_LATER = (EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, KIND)
 
 
 def _as_recorded(recorded, replayed):
-    """(recorded, replayed) snapshot states, the replayed one without the ADDED_LATER fields the
-    recorded one lacks."""
+    """(recorded, replayed) snapshot states or items, the replayed one without the ADDED_LATER
+    fields the recorded one lacks."""
     old, new = (loads(v) if isinstance(v, str) else v for v in (recorded, replayed))
-    if not (isinstance(old, dict) and isinstance(new, dict)):
-        return recorded, replayed
-    return old, {k: v for k, v in new.items() if not (k in ADDED_LATER and k not in old)}
+    return old, _without_added(old, new)
+
+
+def _without_added(old, new):
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {k: _without_added(old.get(k), v) for k, v in new.items() if not (k in ADDED_LATER and k not in old)}
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [_without_added(a, b) for a, b in zip(old, new)]
+    return new
 
 
 def _comparable(table: str, column: str, value):

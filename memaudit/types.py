@@ -209,6 +209,18 @@ class MemoryItem:
         return out
 
 
+# What a stored item is (issue 41): the `kind` of a dump item and of a search result's fields
+# (fact, chunk, entity, edge, summary, message, memory, episode, note, …), memaudit's label added at
+# the adapter boundary (adapters/base.py `kind_of`). The reader is shown the items as the system
+# gives them, without it (`for_reader`).
+KIND = "kind"
+
+
+def for_reader(item: dict) -> dict:
+    """An item as the reader is shown it: the system's own fields, without memaudit's `kind`."""
+    return {name: value for name, value in item.items() if name != KIND}
+
+
 # What a deployed library is given of the conversation (`rollout --ingest`): `user`, each user
 # message alone, as the published study gave it (the default); `exchange`, each user message with
 # the assistant reply before it, through the library's own multi-message add, as its quickstart

@@ -12,22 +12,31 @@ from memaudit.cli.common import command, run
 
 
 @command("systems")
-@click.option("--json", "as_json", is_flag=True, help='[{"name", "origin", "loads", "error"}]')
-def systems(as_json):
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True,
+              help='[{"name", "origin", "loads", "error", "configuration"}]; a deployed library\'s '
+                   '"configuration" is its card: [{"setting", "library_default", "used", "why"}]')
+def systems(name, as_json):
     """Every memory system: its name, where it comes from (built-in or package==version) and whether
-    it loads (with the error when it does not)."""
-    from memaudit.adapters.registry import load, registrations
+    it loads (with the error when it does not). With NAME: that system's configuration card, each
+    setting memaudit passes to or patches in its deployed library beside the library's default."""
+    from memaudit.adapters.registry import get_adapter, load, registrations
     from memaudit.errors import MemauditError
 
+    if name is not None:
+        print_card(name, configuration_of(get_adapter(name)), as_json)
+        return
     rows = []
     for r in registrations():
-        error = r.problem
+        error, adapter = r.problem, None
         if error is None:
             try:
-                load(r)
+                adapter = load(r)
             except MemauditError as exc:
                 error = str(exc).removeprefix("field systems: ")
-        rows.append({"name": r.name, "origin": r.origin, "loads": error is None, "error": error})
+        row = {"name": r.name, "origin": r.origin, "loads": error is None, "error": error}
+        card = configuration_of(adapter) if adapter is not None else None
+        rows.append(row if card is None else {**row, "configuration": card})
     if as_json:
         click.echo(orjson.dumps(rows).decode())
         return
@@ -35,6 +44,31 @@ def systems(as_json):
     for r in rows:
         state = "ok" if r["loads"] else f"BROKEN: {r['error']}"
         click.echo(f"{r['name']:<{width}}  {r['origin']:<24}  {state}")
+
+
+def configuration_of(adapter) -> list[dict] | None:
+    """A deployed library's configuration card as JSON rows (adapters/card.py), None for a system
+    of memaudit's own design (it has no library default to differ from)."""
+    card = getattr(adapter, "configuration", None)
+    return None if card is None else [row.to_json() for row in card()]
+
+
+def print_card(name: str, card: list[dict] | None, as_json: bool) -> None:
+    if as_json:
+        click.echo(orjson.dumps({"name": name, "configuration": card}).decode())
+        return
+    if card is None:
+        click.echo(f"{name}: memaudit's own design; no library, no configuration card")
+        return
+    from rich.table import Table
+
+    from memaudit.adapters.card import FIELDS
+    from memaudit.cli.common import out
+
+    table = Table(*FIELDS, title=f"{name}: configuration card", show_lines=True)
+    for row in card:
+        table.add_row(*(row[field] for field in FIELDS))
+    out.print(table)
 
 
 @command("check-adapter")

@@ -36,6 +36,7 @@ def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, in
 
 
 async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet, shard):
+    from memaudit.adapters.card import OFF
     from memaudit.adapters.registry import get_adapter
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
@@ -52,6 +53,10 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     names = split_list(systems) or []
     for name in names:
         get_adapter(name)  # an unknown or broken system is refused before a store is opened
+    for name in names:  # a library feature off here (a piece not installed) is said, never silent
+        for row in getattr(get_adapter(name), "configuration", list)():
+            if row.used == OFF:
+                out.print(f"{name}: {row.setting} is off: {row.why} (memaudit systems {name})", highlight=False)
     if transcripts is None and not settings.db.exists():  # a new store caches no answer: the model is needed
         require_embedded(settings)
     async with open_runtime(settings, shard=shard) as rt:

@@ -34,6 +34,8 @@ from memaudit.store import RunConfig, Store
 from memaudit.types import INGEST_MODES, USER_INGEST, Benchmark, Episode, Task, User
 
 PROMPTS = prompts_of(DIALOGUE_STAGE)  # plus each adapter's own prompt files
+# Where a run's provenance keeps its deployed library's configuration card (docs/adapters.md).
+CONFIGURATION = "configuration"
 
 
 def run_id(system: str, tag: str | None) -> str:
@@ -97,14 +99,19 @@ async def _record_adapted(rt: Runtime, runs: list[str], recorded: RunConfig) -> 
 
 
 def with_adapter_origin(config: dict, system: str) -> dict:
-    """A plugin's package and version, and a deployed library's, go into the run's provenance, so
-    a resume under another version is refused like a model change (a built-in's version is
-    memaudit's: the protocol)."""
+    """A plugin's package and version, and a deployed library's with its configuration card
+    (adapters/card.py: every setting memaudit passes or patches), go into the run's provenance, so a
+    resume under another version or configuration is refused like a model change (a built-in's
+    version is memaudit's: the protocol)."""
     origin = origin_of(system)
     recorded = {} if origin == BUILTIN_ORIGIN else {"adapter": origin}
-    release = get_adapter(system).library_release()
+    adapter = get_adapter(system)
+    release = adapter.library_release()
     if release is not None:
         recorded["library"] = release
+    card = getattr(adapter, "configuration", None)
+    if card is not None:
+        recorded[CONFIGURATION] = [row.to_json() for row in card()]
     if not recorded:
         return config
     return {**config, "provenance": {**config.get("provenance", {}), **recorded}}

@@ -33,7 +33,8 @@ from memaudit.scoring.jobs import run_all
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
 from memaudit.scoring.panel import Panel
 from memaudit.shards import WHOLE, Shard
-from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
+from memaudit.types import (CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User,
+                            for_reader)
 
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
@@ -165,7 +166,8 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
             await adapter.load_items(items)
         elif snapshot is not None:
             await adapter.restore(snapshot["state"])
-    return UserMemory(items, dumps_indented(items), adapter, is_published_pack(rt.settings.prompts_dir))
+    return UserMemory(items, dumps_indented([for_reader(item) for item in items]), adapter,
+                      is_published_pack(rt.settings.prompts_dir))
 
 
 # -- one target ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ Read paths:  context(query, k)   what the assistant sees while replying; called 
              search(query, k)    top-k items, each with `content`, a higher-is-better `score` (or None), native fields
              dump()              the whole store as a list of items with native fields
 State:       snapshot()/restore() JSON-able state, saved after every episode, restored on resume
+             close()             when the user is done (a library's worker process stops)
 
 Every snapshot carries `write_failures` (memory-side calls that failed for good and whose write
 was skipped, with `failure_log`), `embed_model` (the embedding model the store was built with)
@@ -32,7 +33,8 @@ from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
 from memaudit.llm.embed import Embedder
 from memaudit.roles import AGENT, MEMORY, ROLE_SPECS
-from memaudit.types import EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, KIND, USER_INGEST, MemoryItem, footprint, for_reader
+from memaudit.types import (EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, KIND, SHORT_TERM_KINDS, USER_INGEST, MemoryItem,
+                            footprint, for_reader)
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -128,6 +130,13 @@ class MemoryAdapter(ABC):
     # the adapter boundary to every search result and dump item (adapters/boundary.py).
     ITEM_KINDS: ClassVar[dict[str, str]] = {}
     ITEM_KIND: ClassVar[str | None] = None
+    # Whether the system calls a model to write its memory. One that never does cannot lose a write
+    # to a model failure: its snapshots keep no `write_failures` count and its tables say n/a.
+    memory_calls: ClassVar[bool] = True
+    # The item kinds (a dump item's `kind`) the system keeps only until it consolidates them into
+    # its long-term store (a short-term queue): a run whose final stores hold nothing else never
+    # wrote its long-term store (the health table, the rollout's summary). Snapshots record them.
+    short_term_kinds: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, ctx: AdapterContext):
         self.ctx = ctx
@@ -183,6 +192,10 @@ class MemoryAdapter(ABC):
     @abstractmethod
     async def restore(self, state: dict) -> None: ...
 
+    async def close(self) -> None:
+        """Release what the adapter holds beyond its state (a library's worker process): called
+        when its user is done."""
+
     async def load_items(self, items: list[dict]) -> None:
         """Load a dumped store (published `memories.json` or our export) for `memory search`."""
         raise NotImplementedError(f"{self.name} cannot load a dumped store")
@@ -198,8 +211,12 @@ class MemoryAdapter(ABC):
 
     def state_header(self) -> dict:
         """The part of every snapshot the base class owns."""
-        return {"counter": self._counter, "embed_model": self.embedder.model_name, **self.failures.to_state(),
-                **self.embedder.to_state()}
+        header = {"counter": self._counter, "embed_model": self.embedder.model_name, **self.embedder.to_state()}
+        if self.memory_calls:
+            header.update(self.failures.to_state())
+        if self.short_term_kinds:
+            header[SHORT_TERM_KINDS] = sorted(self.short_term_kinds)
+        return header
 
     def load_header(self, state: dict) -> None:
         """Restore what `state_header` wrote; a store built with another embedding model is refused

@@ -40,14 +40,11 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.card import CardRow
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
+from memaudit.adapters.registry import install_hint
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput
 from memaudit.roles import MEMORY
 from memaudit.types import EXCHANGE_INGEST
-
-
-def install_hint(extra: str) -> str:
-    return f"pip install 'memaudit-bench[{extra}]'"
 
 
 @contextmanager
@@ -157,6 +154,12 @@ class DeployedLibrary(MemoryAdapter):
             return [user]
         return [{"role": "assistant", "content": self.reply}, user]
 
+    def said_text(self, event: Event) -> str:
+        """`said` as one text, for a library that adds documents, not conversations: the message
+        alone, or each message a paragraph after its role."""
+        said = self.said(event)
+        return event.text if len(said) == 1 else "\n\n".join(f"{m['role']}: {m['content']}" for m in said)
+
     # -- the configuration card ------------------------------------------------------------------
     @classmethod
     def configuration(cls) -> list[CardRow]:
@@ -197,6 +200,13 @@ class DeployedLibrary(MemoryAdapter):
         return None
 
     @staticmethod
+    def fake_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
+        """The fake model's tool calls, as (name, arguments) pairs, answering a request of this
+        library that offers tools (a ToolRequest, natively or emulated alike; [] answers in words,
+        None: not this library's)."""
+        return None
+
+    @staticmethod
     def fake_json(body: dict) -> object | None:
         """The fake model's answer to a `json_object` call (no schema: the library's prompt gives the
         format) this library makes (None: not this library's)."""
@@ -232,12 +242,15 @@ class ReplayedMessages:
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.added: list[list] = []  # [clock, task index, turn, text] of every message given to it
+        # [clock, task index, turn, text, the clock's state before it] of every message given to it
+        self.added: list[list] = []
         self.stored: list[dict] = []  # the dump, read back from the library after every change
 
     async def observe(self, event: Event) -> None:
         if event.kind in self.SOURCE:
-            given = [event.clock, event.task_index, event.turn, event.text]
+            # The clock as the message found it: a restore adds it again from there, so it draws
+            # the same ids whatever the library drew between two messages (cognee: a search's).
+            given = [event.clock, event.task_index, event.turn, event.text, self.clock.to_state()]
             reply = self.reply if event.kind != "task_start" else None
             # Under --ingest exchange, the reply it answers (a state without it: the user's alone).
             self.added.append(given + [reply] if self.ctx.ingest == EXCHANGE_INGEST and reply is not None else given)
@@ -251,8 +264,9 @@ class ReplayedMessages:
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        for clock, task_index, turn, text, *reply in state["added"]:
+        for clock, task_index, turn, text, before, *reply in state["added"]:
             event = Event(self.SOURCE[-1], text, task_index, turn)  # its clock is the recorded one
+            self.clock.load_state(before)
             self.clock.at(event)
             self.reply = reply[0] if reply else None
             await self.add(event)

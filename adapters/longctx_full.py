@@ -40,6 +40,7 @@ class LongContextFull(IndexedMemory):
     ITEM_KIND = "message"
     result_fields = ("content", "category", "task_index", "turn", "score")
     reply_prompt = "agent_plain"
+    memory_calls = False
 
     def __init__(self, ctx):
         super().__init__(ctx)

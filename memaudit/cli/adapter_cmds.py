@@ -14,13 +14,15 @@ from memaudit.cli.common import command, run
 @command("systems")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True,
-              help='[{"name", "origin", "loads", "error", "configuration"}]; a deployed library\'s '
-                   '"configuration" is its card: [{"setting", "library_default", "used", "why"}]')
+              help='[{"name", "origin", "version", "loads", "error", "extra", "configuration"}]; a deployed '
+                   'library\'s "configuration" is its card: [{"setting", "library_default", "used", "why"}]')
 def systems(name, as_json):
-    """Every memory system: its name, where it comes from (built-in or package==version) and whether
-    it loads (with the error when it does not). With NAME: that system's configuration card, each
-    setting memaudit passes to or patches in its deployed library beside the library's default."""
-    from memaudit.adapters.registry import get_adapter, load, registrations
+    """Every memory system: its name, where it comes from (built-in or package==version), the
+    deployed library it runs and its version, and whether it loads (with the error when it does not;
+    for a library that is not installed, the extra that brings it). With NAME: that system's
+    configuration card, each setting memaudit passes to or patches in its deployed library beside the
+    library's default."""
+    from memaudit.adapters.registry import get_adapter, install_hint, load, missing_extra, registrations
     from memaudit.errors import MemauditError
 
     if name is not None:
@@ -28,22 +30,26 @@ def systems(name, as_json):
         return
     rows = []
     for r in registrations():
-        error, adapter = r.problem, None
+        error, version, cls = r.problem, None, None
         if error is None:
             try:
-                adapter = load(r)
+                cls = load(r)
+                version = cls.library_release()
             except MemauditError as exc:
                 error = str(exc).removeprefix("field systems: ")
-        row = {"name": r.name, "origin": r.origin, "loads": error is None, "error": error}
-        card = configuration_of(adapter) if adapter is not None else None
+        extra = missing_extra(r.name) if cls is None else None
+        row = {"name": r.name, "origin": r.origin, "version": version, "loads": error is None, "error": error,
+               "extra": extra}
+        card = configuration_of(cls) if cls is not None else None
         rows.append(row if card is None else {**row, "configuration": card})
     if as_json:
         click.echo(orjson.dumps(rows).decode())
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        state = "ok" if r["loads"] else f"BROKEN: {r['error']}"
-        click.echo(f"{r['name']:<{width}}  {r['origin']:<24}  {state}")
+        state = "ok" if r["loads"] else f"not installed: {install_hint(r['extra'])}" if r["extra"] else \
+            f"BROKEN: {r['error']}"
+        click.echo(f"{r['name']:<{width}}  {r['origin']:<10}  {r['version'] or '':<26}  {state}")
 
 
 def configuration_of(adapter) -> list[dict] | None:

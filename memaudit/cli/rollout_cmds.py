@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from memaudit.cli.common import (
-    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, shard_option, split_list)
+    MEMORY, MODEL, STORE, WORKERS, command, current_settings, global_options, out, run, split_list, stage_options)
+from memaudit.stages import ROLLOUT
 from memaudit.types import INGEST_MODES, USER_INGEST
 
 
@@ -25,17 +26,21 @@ from memaudit.types import INGEST_MODES, USER_INGEST
                    "`exchange`, each user message with the assistant reply before it, through the library's "
                    "own multi-message add (its quickstart's way); recorded in the run's config")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
-@shard_option
-@global_options(uses=STORE + MODEL + MEMORY)
-def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet, shard):
+@click.option("--time-alone", is_flag=True,
+              help="run one system and user at a time, so each system's write and search times are its own "
+                   "(slower; for latencies meant to be compared across systems)")
+@stage_options(ROLLOUT)
+@global_options(uses=STORE + MODEL + MEMORY + WORKERS)
+def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet, time_alone, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.
     One process writes a run at a time: a second rollout of the same run is refused as busy."""
     run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet,
-        shard)
+        time_alone, shard)
 
 
-async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet, shard):
+async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, ingest, quiet,
+                   time_alone, shard):
     from memaudit.adapters.card import OFF
     from memaudit.adapters.registry import get_adapter
     from memaudit.bench.instances import resolve_bench
@@ -45,6 +50,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
     from memaudit.shards import WHOLE
+    from memaudit.tables.health import final_memory, long_term_written
     from memaudit.tables.metrics import memory_write_failures, total_write_failures
 
     if transcripts is not None and max_turns is not None:
@@ -64,7 +70,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
                                  max_turns=25 if max_turns is None else max_turns, tag=tag, k=k,
                                  progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts,
-                                 ingest=ingest)
+                                 ingest=ingest, time_alone=time_alone)
         forced = f" (teacher-forced on the transcripts of {transcripts})" if transcripts else ""
         elsewhere = []
         for run_name in runs:
@@ -86,6 +92,12 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
             if cut:  # never a silently shorter text: the embedding model read only the start of these
                 out.print(f"{run_name}: {cut} texts cut at the embedding model's window before they were embedded "
                           "(embed_truncated: the model read their first tokens only)", highlight=False)
+            memory = await final_memory(rt.store, run_name, await rt.store.episodes.snapshot_users(run_name))
+            if long_term_written(memory, lost) is False:  # a library that only queued: say so once
+                held = ", ".join(f"{kind} {n}" for kind, n in memory["kinds"].items())
+                out.print(f"{run_name}: its long-term store was never written (the users' final memories hold "
+                          f"{'only ' + held if held else 'nothing'}); see `memaudit tables --only health`",
+                          highlight=False)
         if elsewhere:
             out.print(f"shard {rt.shard}: no (system, user) cell of {', '.join(elsewhere)} falls in this shard",
                       highlight=False)

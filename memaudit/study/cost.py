@@ -18,13 +18,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from memaudit.errors import BadInput
+from memaudit.stages import stage_of as declared_stage
 from memaudit.userfiles import read_regular
 
 BUNDLED_PRICES = Path(__file__).with_name("prices.toml")
 PRICE_FIELDS = ("input_per_mtok", "cached_input_per_mtok", "output_per_mtok", "batch_input_per_mtok",
                 "batch_output_per_mtok")
-# The first part of an artifact name (call_uses.artifact) says which stage made it.
-STAGES = {"episode": "rollout", "recon": "score", "attr": "attribute", "act": "utilization"}
 MAX_PRICE_BYTES = 1024 * 1024  # a price list is a few kB
 # USD per million tokens: a thousand times the dearest model listed anywhere; a larger price is a
 # typo (and 1e308 sums to infinity).
@@ -153,11 +152,10 @@ def call_role(role: str) -> str:
 
 
 def stage_of(artifact: str) -> str:
-    """`episode:…` -> rollout, `recon:…:default:…` -> score (another variant: rescore) …"""
-    parts = artifact.split(":")
-    if parts[0] == "recon" and len(parts) > 3 and parts[3] != "default":
-        return "rescore"
-    return STAGES.get(parts[0], parts[0])
+    """The name of the stage that made an artifact (memaudit/stages.py: `episode:…` -> rollout,
+    `recon:…:default:…` -> score, another variant: rescore …); an undeclared prefix names itself."""
+    stage = declared_stage(artifact)
+    return stage.name if stage is not None else artifact.split(":", 1)[0]
 
 
 def unknown_tokens(row) -> str | None:

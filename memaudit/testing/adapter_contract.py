@@ -13,6 +13,7 @@ Types are checked at the boundary (memaudit/adapters/boundary.py): a wrong one f
 with the one line a rollout would print."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sys
@@ -26,7 +27,7 @@ import numpy as np
 from memaudit.adapters.base import AdapterContext, AgentContext, Event
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.deployed import DeployedLibrary
-from memaudit.adapters.registry import registrations
+from memaudit.adapters.registry import get_adapter, registrations
 from memaudit.config import Settings
 from memaudit.errors import MemauditError
 from memaudit.llm.embed import DIM, Embedder
@@ -145,6 +146,37 @@ def mem0ai_requests(fake) -> list[dict]:
     return [body for body in fake.requests if Mem0AI.fake_json(body) is not None]
 
 
+def library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
+    """A deployed library's own fake tool calls (`fake_tool_calls`), else None (the fake's choice)."""
+    for adapter in deployed_libraries():
+        if (calls := adapter.fake_tool_calls(request, messages)) is not None:
+            return calls
+    return None
+
+
+def any_library_json(body: dict) -> object:
+    """`library_json`, every installed deployed library's adapter imported first (once), as for
+    `any_library_tool_calls`."""
+    import_every_adapter()
+    return library_json(body)
+
+
+def any_library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
+    """`library_tool_calls`, every installed deployed library's adapter imported first (once): a fake
+    that serves a CLI in another process, where the library runs, has imported none of them."""
+    import_every_adapter()
+    return library_tool_calls(request, messages)
+
+
+@functools.cache
+def import_every_adapter() -> None:
+    for registration in registrations():
+        try:
+            get_adapter(registration.name)
+        except MemauditError:  # a library that is not installed: its calls cannot come
+            pass
+
+
 def script(fake):
     """Memory-side answers that make every system write; other roles keep the fake's defaults."""
     fake.on("memory_mem0_extract", lambda body: {"facts": [body["messages"][-1]["content"].rsplit("\n", 1)[-1]]})
@@ -155,6 +187,7 @@ def script(fake):
     fake.fallback = library_answer
     fake.on_text(library_text(fake.text_handler))
     fake.on_json_object(library_json)
+    fake.tool_chooser = library_tool_calls
     return fake
 
 

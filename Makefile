@@ -36,11 +36,11 @@ test: install
 	$(VENV)/bin/pytest -q -p no:randomly
 
 test-fast: install
-	$(VENV)/bin/pytest -q -p no:randomly -m "not integration and not browser"
+	$(VENV)/bin/pytest -q -p no:randomly -m "not integration and not browser and not libraries"
 
 test-random: install
 	@echo "random test order, seed $(SEED) (rerun: make test-random SEED=$(SEED))"
-	$(VENV)/bin/pytest -q --randomly-seed=$(SEED) -m "not integration and not browser"
+	$(VENV)/bin/pytest -q --randomly-seed=$(SEED) -m "not integration and not browser and not libraries"
 
 # Every script under perf/ that runs as a program (perf/loopback.py and perf/sample_run.py are helpers).
 perf: install

@@ -154,7 +154,7 @@ class MemoryAdapter(ABC):
     @property
     def write_failures(self) -> int:
         """Memory-side writes lost to model failures so far (also `snapshot()["write_failures"]`)."""
-        return self.failures.write_failures
+        return self.failures.lost
 
     # -- write path ------------------------------------------------------------------------
     @abstractmethod

@@ -134,8 +134,8 @@ class DeployedLibrary(MemoryAdapter):
 
     # -- write path ------------------------------------------------------------------------------
     async def observe(self, event: Event) -> None:
-        if event.kind in ("task_start", "assistant"):
-            self.reply = event.text if event.kind == "assistant" else None
+        if event.kind in ("task_start", "assistant"):  # only an exchange gives the library the reply
+            self.reply = event.text if event.kind == "assistant" and self.ctx.ingest == EXCHANGE_INGEST else None
         if event.kind not in self.SOURCE:
             return
         self.clock.at(event)
@@ -150,7 +150,7 @@ class DeployedLibrary(MemoryAdapter):
         alone, or under `--ingest exchange` after the assistant reply it answers (a task's text
         answers none)."""
         user = {"role": "user", "content": event.text}
-        if self.ctx.ingest != EXCHANGE_INGEST or self.reply is None:
+        if self.reply is None:
             return [user]
         return [{"role": "assistant", "content": self.reply}, user]
 
@@ -252,8 +252,9 @@ class ReplayedMessages:
             # the same ids whatever the library drew between two messages (cognee: a search's).
             given = [event.clock, event.task_index, event.turn, event.text, self.clock.to_state()]
             reply = self.reply if event.kind != "task_start" else None
-            # Under --ingest exchange, the reply it answers (a state without it: the user's alone).
-            self.added.append(given + [reply] if self.ctx.ingest == EXCHANGE_INGEST and reply is not None else given)
+            # Under --ingest exchange, the reply it answers (a state without it: the user's alone),
+            # which a restore gives it again whatever the restoring command's ingest.
+            self.added.append(given if reply is None else given + [reply])
         await super().observe(event)
 
     def dump(self) -> list[dict]:

@@ -36,16 +36,15 @@ from memaudit.adapters.card import OFF, CardRow, keyword_default
 from memaudit.adapters.deployed import DeployedLibrary, quiet_loggers, upstream_imports
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import patch_modules
+from memaudit.adapters.mem0_library import TELEMETRY, USER, shaped
 from memaudit.adapters.upstream import count_problems, dropped_answers, watch_dropped_answers
 from memaudit.errors import BadInput
 from memaudit.types import MemoryItem
 
-USER = "user"
 # The library logs an extraction answer its parser cannot read here, and keeps nothing.
 DROPS_LOGGER, DROPPED = "mem0.memory.main", "Error parsing extraction response"
 # Where its extraction prompt puts the messages to remember (the contract fake answers those calls).
 NEW_MESSAGES = "## New Messages\n"
-TELEMETRY = {"MEM0_TELEMETRY": "False"}
 
 # Its notices about optional extras (spaCy, fastembed) and local Qdrant, and its folder (which it
 # makes when imported) out of the user's home.
@@ -236,14 +235,6 @@ def points(store) -> list[dict]:
         found += [{"id": str(p.id), "payload": p.payload} for p in batch]
         if offset is None:
             return found
-
-
-def shaped(result: dict) -> dict:
-    """A library result as the published dump wrote it."""
-    metadata = result.get("metadata")
-    return {"id": result.get("id"), "content": result.get("memory") or "",
-            "category": metadata.get("category", "fact") if isinstance(metadata, dict) else "fact",
-            "metadata": metadata, "timestamp": result.get("created_at") or result.get("updated_at")}
 
 
 watch_dropped_answers(DROPS_LOGGER, Mem0AI.ROLE, DROPPED)

@@ -56,18 +56,22 @@ async def guarded(adapter, role: str, route, call):
     use, is counted in the adapter's write failures and gives None; a cache miss under `--cache
     replay` or an unreachable endpoint propagates, also when the library caught it and went on
     (a replay would otherwise go on with another memory, or a broken endpoint pass for an empty one)."""
-    with route.calls_from_here(), adapter.clock.running():
-        try:
-            result = await call()
-        except Exception as exc:
-            cause = route.error or exc
-            if _fatal(cause):
-                raise cause from None
-            adapter.failures.record(role, adapter.clock.clock, cause)
-            return None
-    if _fatal(route.error):
-        raise route.error
-    return result
+    asked, answered = route.tool_requests, route.tool_answers
+    try:
+        with route.calls_from_here(), adapter.clock.running():
+            try:
+                result = await call()
+            except Exception as exc:
+                cause = route.error or exc
+                if _fatal(cause):
+                    raise cause from None
+                adapter.failures.record(role, adapter.clock.clock, cause)
+                return None
+        if _fatal(route.error):
+            raise route.error
+        return result
+    finally:  # the tool requests of this call, kept in the adapter's state (a restored adapter has a new route)
+        adapter.failures.tools(route.tool_requests - asked, route.tool_answers - answered)
 
 
 def _fatal(cause) -> bool:

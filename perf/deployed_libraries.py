@@ -3,13 +3,14 @@
     .venv/bin/python perf/deployed_libraries.py              # per library: check-adapter wall time
     .venv/bin/python perf/deployed_libraries.py --install    # also: the extras' install time
 
-For each deployed library registered here (mem0ai, graphiti, llamaindex, langmem, agno, cognee) it
-runs `memaudit check-adapter NAME` as users run it (a CLI process; the library's calls over loopback
-HTTP through the recording proxy; cognee's in worker processes of its own environment) and prints
-its wall time: the part of `make test` each library's contract costs. With `--install` it first
-times, in a scratch virtualenv, `pip install` of the `agno` extra and then of the rest of the `all`
-extra on top of memaudit's core, and the build of cognee's environment (scripts/library_env.sh),
-with pip's cache as it is on this machine: what the libraries add to a fresh clone's `make install`."""
+For each deployed library registered here (mem0ai, graphiti, llamaindex, langmem, agno, cognee,
+mem0_graph) it runs `memaudit check-adapter NAME` as users run it (a CLI process; the library's calls
+over loopback HTTP through the recording proxy; cognee's and mem0_graph's in worker processes of
+their own environments) and prints its wall time: the part of `make test` each library's contract
+costs. With `--install` it first times, in a scratch virtualenv, `pip install` of the `agno` extra
+and then of the rest of the `all` extra on top of memaudit's core, and the build of every declared
+library environment (scripts/library_env.sh), with pip's cache as it is on this machine: what the
+libraries add to a fresh clone's `make install`."""
 from __future__ import annotations
 
 import argparse
@@ -19,9 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from memaudit.adapters.environment import declared_environments
+
 REPO = Path(__file__).resolve().parent.parent
 MEMAUDIT = [sys.executable, str(REPO / "memaudit.py")]
-LIBRARIES = ("mem0ai", "graphiti", "llamaindex", "langmem", "agno", "cognee")
+LIBRARIES = ("mem0ai", "graphiti", "llamaindex", "langmem", "agno", "cognee", "mem0_graph")
 
 
 def timed(command: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
@@ -56,10 +59,11 @@ def installs() -> None:
         print(f"pip install the agno extra over the core: {seconds:.0f} s (exit {done.returncode})", flush=True)
         seconds, done = timed([python, "-m", "pip", "install", "-q", "-e", f"{REPO}[all]"])
         print(f"pip install the rest of the all extra: {seconds:.0f} s (exit {done.returncode})", flush=True)
-        seconds, done = timed(["bash", "scripts/library_env.sh", python, "cognee", str(Path(scratch) / "cognee")],
-                              cwd=REPO)
-        print(f"cognee's own environment (scripts/library_env.sh): {seconds:.0f} s (exit {done.returncode})",
-              flush=True)
+        for environment in declared_environments():
+            seconds, done = timed(["bash", "scripts/library_env.sh", python, environment,
+                                   str(Path(scratch) / environment)], cwd=REPO)
+            print(f"{environment}'s own environment (scripts/library_env.sh): {seconds:.0f} s "
+                  f"(exit {done.returncode})", flush=True)
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ def systems(name, as_json):
     for a library that is not installed, the extra that brings it). With NAME: that system's
     configuration card, each setting memaudit passes to or patches in its deployed library beside the
     library's default."""
-    from memaudit.adapters.registry import get_adapter, install_hint, load, missing_extra, registrations
+    from memaudit.adapters.registry import get_adapter, load, missing_extra, registrations
     from memaudit.errors import MemauditError
 
     if name is not None:
@@ -47,8 +47,8 @@ def systems(name, as_json):
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        state = "ok" if r["loads"] else f"not installed: {install_hint(r['extra'])}" if r["extra"] else \
-            f"BROKEN: {r['error']}"
+        # a library not installed yet: its own one line, which names the extra (or environment) to install
+        state = "ok" if r["loads"] else f"{'not installed' if r['extra'] else 'BROKEN'}: {r['error']}"
         click.echo(f"{r['name']:<{width}}  {r['origin']:<10}  {r['version'] or '':<26}  {state}")
 
 

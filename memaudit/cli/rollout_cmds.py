@@ -51,7 +51,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.runtime import open_runtime
     from memaudit.shards import WHOLE
     from memaudit.tables.health import final_memory, long_term_written
-    from memaudit.tables.metrics import memory_write_failures, total_write_failures
+    from memaudit.tables.metrics import memory_write_failures, total_write_failures, uncalled_tool_requests
 
     if transcripts is not None and max_turns is not None:
         raise BadInput("--max-turns does not apply with --transcripts: the episodes are the recorded ones",
@@ -92,6 +92,11 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
             if cut:  # never a silently shorter text: the embedding model read only the start of these
                 out.print(f"{run_name}: {cut} texts cut at the embedding model's window before they were embedded "
                           "(embed_truncated: the model read their first tokens only)", highlight=False)
+            uncalled = await uncalled_tool_requests(rt.store, run_name)
+            if uncalled:
+                out.print(f"{run_name}: the memory library's tool requests never got a tool call (the model answered "
+                          f"in text; counted as lost writes): " + ", ".join(f"{user} {n}" for user, n in
+                                                                           sorted(uncalled.items())), highlight=False)
             memory = await final_memory(rt.store, run_name, await rt.store.episodes.snapshot_users(run_name))
             if long_term_written(memory, lost) is False:  # a library that only queued: say so once
                 held = ", ".join(f"{kind} {n}" for kind, n in memory["kinds"].items())

@@ -59,6 +59,10 @@ class Route:
     embedder: Embedder
     base_url: str
     error: BaseException | None = None  # the last failure a call of this route met
+    # Requests leaving the tool choice to the model (`auto`), and how many of them got a call: a
+    # library whose requests never get one stores nothing (adapters/memory_calls.py FailureLog).
+    tool_requests: int = 0
+    tool_answers: int = 0
     _context: contextvars.Context | None = field(default=None, repr=False)
 
     @contextmanager
@@ -161,8 +165,16 @@ class RecordingProxy:
 
     async def _call(self, route: Route, request: dict, messages: list, max_tokens) -> tuple:
         """(result, text, tool calls) of a library's request: its messages, sampling and response
-        format as it sent them (a `json_schema` enforced), its tools forwarded or emulated."""
+        format as it sent them (a `json_schema` enforced), its tools forwarded or emulated; a request
+        leaving the tool choice to the model is counted on the route with whether it got a call."""
         tools = ToolRequest.of(request)
+        result, text, calls = await self._answer(route, request, messages, max_tokens, tools)
+        if tools is not None and tools.mode == "auto":
+            route.tool_requests += 1
+            route.tool_answers += bool(calls)
+        return result, text, calls
+
+    async def _answer(self, route: Route, request: dict, messages: list, max_tokens, tools) -> tuple:
         params = forwarded_params(request)
         schema = response_schema(params.get("response_format"))
         if schema is not None or (tools is not None and tools.mode != "none" and self.tool_path(route.role) != NATIVE):

@@ -34,6 +34,15 @@ def embed_truncated(state):
     return state.get(EMBED_TRUNCATED) if isinstance(state, dict) else None
 
 
+def uncalled_tool_requests(state) -> int:
+    """The tool requests of a memory library that never got a call, as its snapshot state counts them
+    (adapters/memory_calls.py FailureLog: `tool_requests`, while `tool_calls` is 0); 0 otherwise."""
+    if not isinstance(state, dict) or state.get("tool_calls"):
+        return 0
+    requests = state.get("tool_requests", 0)
+    return requests if isinstance(requests, int) else 0
+
+
 @dataclass(frozen=True)
 class EpisodeRow(Row):
     TABLE = "episodes"
@@ -298,6 +307,12 @@ class Episodes:
     async def last_embed_truncated(self, run: str) -> dict:
         """user -> the texts its embedding model cut as of the user's last snapshot (None: not counted)."""
         return {user: cut for user, (_, _, _, cut) in (await self.last_figures(run)).items()}
+
+    async def last_uncalled_tools(self, run: str) -> dict[str, int]:
+        """user -> the library's tool requests that never got a call, as of the user's last snapshot."""
+        rows = await self.db.fetchall("SELECT user_id, MAX(task_idx) AS last, state FROM snapshots WHERE run=? "
+                                      "GROUP BY user_id", (run,))
+        return {r["user_id"]: uncalled_tool_requests(loads(r["state"])) for r in rows}
 
     async def last_figures(self, run: str) -> dict[str, tuple[int, float, Any, Any]]:
         """user -> (items, mean chars, write_failures, embed_truncated) of the user's last snapshot."""

@@ -75,6 +75,12 @@ async def memory_write_failures(store: Store, run: str) -> dict[str, int | None]
     return await store.episodes.last_write_failures(run)
 
 
+async def uncalled_tool_requests(store: Store, run: str) -> dict[str, int]:
+    """user -> tool requests of the run's memory library that never got a call (counted among the
+    user's write failures: store/episodes.py uncalled_tool_requests); users without any left out."""
+    return {user: n for user, n in (await store.episodes.last_uncalled_tools(run)).items() if n}
+
+
 def total_write_failures(counts) -> int | None:
     """The sum over users of a count some systems keep (writes lost, texts cut at the embedding
     model's window), None when no user's system keeps it."""

@@ -19,9 +19,10 @@ from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_e
 
 
 # The deployed libraries need their optional extras (installed by `make install` and in CI);
-# cognee its own environment (.venv-cognee), where each user's cognee is a worker process.
+# cognee and mem0_graph their own environments (.venv-cognee, .venv-mem0_graph), where each user's
+# library is a worker process.
 LIBRARY_MODULES = {"agno": "agno", "mem0ai": "mem0", "graphiti": "graphiti_core", "llamaindex": "llama_index.core", "langmem": "langmem"}
-OWN_ENVIRONMENT = ("cognee",)
+OWN_ENVIRONMENT = ("cognee", "mem0_graph")
 
 
 @pytest.fixture(autouse=True)

@@ -14,8 +14,8 @@ from tests.adapters.conftest import EPISODES, adapter_runtime, play, script, sys
 SYSTEMS = builtin_names()
 # Search results in an order without a score: the published memt (the order found), cognee (its
 # chunk search ranks by a vector distance, kept as the native field `distance`), agno (its model
-# picks the memories).
-UNSCORED = ("memt", "cognee", "agno")
+# picks the memories), mem0_graph (memories and relations in turn: no common scale).
+UNSCORED = ("memt", "cognee", "agno", "mem0_graph")
 
 
 @pytest.mark.parametrize("system", system_params(SYSTEMS))
@@ -80,7 +80,7 @@ WITHOUT_MODEL_CALLS = ("nomem", "simple_rag", "bm25", "longctx_full")
 QUEUED_WRITES = ("llamaindex",)
 # Its first call is the endpoint's tool check (memaudit/llm/client.py `check_native_tools`), which a
 # garbage answer fails for good: tests/adapters/test_langmem.py counts its failures after the check.
-TOOL_CALLING = ("langmem", "agno")
+TOOL_CALLING = ("langmem", "agno", "mem0_graph")
 # Faults by turn meet a write's first requests. cognee's first write sends a free-text connection
 # probe, then its graph extraction and its chunk summary at once (asyncio.gather), which reach the
 # model in an order that depends on scheduling: its fault is picked by content instead, every answer
@@ -97,7 +97,7 @@ def library_attempts(system: str) -> int:
     from graphiti_core.llm_client.openai_client import OpenAIClient
     return OpenAIClient.MAX_RETRIES + 1
 # A graph the library builds from its inputs with the model: a dumped store does not load into it.
-BUILT_FROM_INPUTS = ("graphiti", "cognee")
+BUILT_FROM_INPUTS = ("graphiti", "cognee", "mem0_graph")
 
 
 @pytest.mark.parametrize("system", system_params(s for s in SYSTEMS if s not in WITHOUT_MODEL_CALLS + QUEUED_WRITES + TOOL_CALLING))

@@ -42,7 +42,7 @@ def memaudit(db: Path, url: str, *args: str) -> str:
 
 
 @pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s))
-                                    for s in ("agno", "cognee", "graphiti", "langmem", "llamaindex")])
+                                    for s in ("agno", "cognee", "graphiti", "langmem", "llamaindex", "mem0_graph")])
 def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     db = tmp_path / f"{system}.db"
     fake = library_fake(system).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})

@@ -232,6 +232,10 @@ class RefilledStore:
         self.load_header(state)
         self.clock.load_state(state["clock"])
         await self._refill(state["stored"])
+        # Where the first run's clock stood: the refill puts back recorded ids, and whatever ids
+        # the library drew meanwhile (uuid4 patched process-wide by another adapter) are not the
+        # first run's draws.
+        self.clock.load_state(state["clock"])
 
 
 class ReplayedMessages:

@@ -108,6 +108,9 @@ class WindowCount:
 class MemoryAdapter(ABC):
     name: ClassVar[str]
     supports_retrieve: ClassVar[bool] = True
+    # Whether search results carry a higher-is-better score (False: they come in the system's own
+    # order, each score None).
+    scored: ClassVar[bool] = True
     # The assistant's prompt file for this system. The published study gave the systems that show
     # retrieved memories a prompt asking for replies tailored to the person, and the baselines
     # without such a block (nomem, longctx_full) a plain one: `agent_plain`.

@@ -40,9 +40,9 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.card import CardRow
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.registry import install_hint
+from memaudit.adapters.registry import available, get_adapter, install_hint
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, embedding_dimensions, guarded, library_route
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, MemauditError
 from memaudit.roles import MEMORY
 from memaudit.types import EXCHANGE_INGEST
 
@@ -211,6 +211,53 @@ class DeployedLibrary(MemoryAdapter):
         """The fake model's answer to a `json_object` call (no schema: the library's prompt gives the
         format) this library makes (None: not this library's)."""
         return None
+
+    # A test's injected fault meets a write's first request by default. A library that sends a
+    # write's requests at once (in an order that depends on scheduling) picks the request that
+    # fails by its body instead.
+    faulted_request: ClassVar[Callable[[dict], bool] | None] = None
+    # How often the library itself asks again after an answer it cannot use, each time a new request
+    # (its messages grown by the error): a faulted write's requests are these times more.
+    OWN_RETRIES: ClassVar[int] = 0
+
+
+def registered_libraries() -> dict[str, type[DeployedLibrary]]:
+    """The registered systems that are deployed libraries and load here (one whose library is not
+    installed does not), by name."""
+    from memaudit.adapters.registry import available, get_adapter
+
+    found = {}
+    for name in available():
+        try:
+            adapter = get_adapter(name)
+        except MemauditError:
+            continue
+        if isinstance(adapter, type) and issubclass(adapter, DeployedLibrary):
+            found[name] = adapter
+    return found
+
+
+# docs/adapters.md's table of the deployed libraries lies between these lines (scripts/library_table.py
+# writes it; tests/adapters/test_deployed.py checks it).
+TABLE_START = "<!-- the deployed libraries, from their adapters' declarations: scripts/library_table.py -->"
+TABLE_END = "<!-- end of the generated table -->"
+
+
+def library_table(libraries: dict[str, type[DeployedLibrary]]) -> str:
+    """The markdown table of deployed libraries, one row each, from what their adapters declare."""
+    rows = ["| system | library | extra | environment | memory calls per user message | writes by tool calls "
+            "| writes queued first |", "|---|---|---|---|---:|---|---|"]
+    for name, adapter in sorted(libraries.items()):
+        rows.append(f"| `{name}` | {adapter.library_release()} | `{adapter.EXTRA}` | "
+                    f"{adapter.ENVIRONMENT or 'memaudit'} | {adapter.CALLS_PER_MESSAGE:g} | "
+                    f"{'yes' if adapter.TOOL_CALLING else 'no'} | {'yes' if adapter.QUEUED_WRITES else 'no'} |")
+    return "\n".join(rows)
+
+
+def request_schema(body: dict) -> dict:
+    """The output schema of a chat-completions request body ({} for free text)."""
+    format_ = body.get("response_format") or {}
+    return (format_.get("json_schema") or format_).get("schema") or {}
 
 
 class RefilledStore:

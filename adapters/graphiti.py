@@ -23,7 +23,8 @@ import logging
 import warnings
 
 from memaudit.adapters.card import CardRow, keyword_default
-from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, quiet_loggers, upstream_imports
+from memaudit.adapters.deployed import (DeployedLibrary, ReplayedMessages, quiet_loggers, request_schema,
+                                        upstream_imports)
 from memaudit.adapters.library_clock import EPOCH, patch_modules
 from memaudit.types import MemoryItem
 
@@ -58,6 +59,10 @@ class GraphitiMemory(ReplayedMessages, DeployedLibrary):
     # measured on the contract's fake: 27 calls for its 7 user messages (entities, edges, their
     # resolution and the summaries)
     CALLS_PER_MESSAGE = 3.9
+    # Its client asks again itself after an unusable answer, the error appended to its messages (a
+    # new request), up to its MAX_RETRIES: a test's fault meets every attempt of its entity extraction.
+    OWN_RETRIES = OpenAIClient.MAX_RETRIES
+    faulted_request = staticmethod(lambda body: "extracted_entities" in request_schema(body).get("properties", {}))
 
     # -- the library ---------------------------------------------------------------------------
     async def open(self, endpoint):
@@ -106,8 +111,7 @@ class GraphitiMemory(ReplayedMessages, DeployedLibrary):
         """The contract fake's answers to its calls, told apart by their output schema: the user and
         the message's first long word as entities, one fact between them (the message's first
         words), no duplicates, no contradictions, no summary updates; other calls from their schema."""
-        format_ = body.get("response_format") or {}
-        wanted = set(((format_.get("json_schema") or format_).get("schema") or {}).get("properties", {}))
+        wanted = set(request_schema(body).get("properties", {}))
         prompt = "\n".join(str(m.get("content")) for m in body["messages"])
         said = prompt.rsplit("user: ", 1)[-1].split("\n", 1)[0] if "user: " in prompt else "something"
         topic = next((w.strip(".,;:!?").capitalize() for w in said.split() if len(w) > 5), "Topic")

@@ -156,6 +156,7 @@ class Mem0Graph(InEnvironment):
     WORKER = Mem0GraphWorker
     TELEMETRY = TELEMETRY
     TOOL_CALLING = True  # its graph path extracts by tool calls
+    scored = False  # its memories and its relations in turn: no common scale
     # measured on the contract's fake: its facts and its decision (two JSON answers), the graph's
     # entities, relations and contradicted relations (three tool calls)
     CALLS_PER_MESSAGE = 5.0

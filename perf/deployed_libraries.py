@@ -3,14 +3,14 @@
     .venv/bin/python perf/deployed_libraries.py              # per library: check-adapter wall time
     .venv/bin/python perf/deployed_libraries.py --install    # also: the extras' install time
 
-For each deployed library registered here (mem0ai, graphiti, llamaindex, langmem, agno, cognee,
-mem0_graph) it runs `memaudit check-adapter NAME` as users run it (a CLI process; the library's calls
-over loopback HTTP through the recording proxy; cognee's and mem0_graph's in worker processes of
-their own environments) and prints its wall time: the part of `make test` each library's contract
-costs. With `--install` it first times, in a scratch virtualenv, `pip install` of the `agno` extra
-and then of the rest of the `all` extra on top of memaudit's core, and the build of every declared
-library environment (scripts/library_env.sh), with pip's cache as it is on this machine: what the
-libraries add to a fresh clone's `make install`."""
+For each deployed library registered here (adapters/deployed.py `registered_libraries`) it runs
+`memaudit check-adapter NAME` as users run it (a CLI process; the library's calls over loopback
+HTTP through the recording proxy; those with an environment of their own in its worker processes) and prints
+its wall time: the part of `make test` each library's contract costs. With `--install` it first
+times, in a scratch virtualenv, `pip install` of the `agno` extra and then of the rest of the `all`
+extra on top of memaudit's core, and the build of every declared library environment
+(scripts/library_env.sh), with pip's cache as it is on this machine: what the libraries add to a
+fresh clone's `make install`."""
 from __future__ import annotations
 
 import argparse
@@ -20,11 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from memaudit.adapters.environment import declared_environments
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from memaudit.adapters.deployed import registered_libraries  # noqa: E402 (this checkout's)
+from memaudit.adapters.environment import declared_environments  # noqa: E402
+
 MEMAUDIT = [sys.executable, str(REPO / "memaudit.py")]
-LIBRARIES = ("mem0ai", "graphiti", "llamaindex", "langmem", "agno", "cognee", "mem0_graph")
 
 
 def timed(command: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
@@ -33,17 +35,9 @@ def timed(command: list[str], **kwargs) -> tuple[float, subprocess.CompletedProc
     return time.perf_counter() - start, done
 
 
-def registered() -> list[str]:
-    _, done = timed([*MEMAUDIT, "systems", "--json"], cwd=REPO)
-    import json
-
-    loads = {row["name"]: row["loads"] for row in json.loads(done.stdout)}
-    return [name for name in LIBRARIES if loads.get(name)]
-
-
 def contracts() -> None:
     with tempfile.TemporaryDirectory(prefix="memaudit-perf-libraries-") as scratch:
-        for name in registered():
+        for name in registered_libraries():
             seconds, done = timed([*MEMAUDIT, "--db", f"{scratch}/{name}.db", "check-adapter", name], cwd=REPO)
             verdict = "holds" if done.returncode == 0 else f"FAILS: {done.stderr.strip()[-200:]}"
             print(f"check-adapter {name:<11} {seconds:7.1f} s  contract {verdict}", flush=True)

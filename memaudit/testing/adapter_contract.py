@@ -100,7 +100,7 @@ def memt_fact_of_each_turn(body):
                            {"tool": "update_summary", "name": "", "content": f"Latest: {turn}"}]}
 
 
-def deployed_libraries() -> list[type]:
+def imported_libraries() -> list[type]:
     """The adapter classes of the deployed libraries whose module is imported: the only ones whose
     library can be calling the fake."""
     found = []
@@ -115,7 +115,7 @@ def deployed_libraries() -> list[type]:
 def library_answer(body: dict) -> object | None:
     """A deployed library's own fake answer to a structured call of its role (`fake_answer`)."""
     name = schema_name(body)
-    for adapter in deployed_libraries():
+    for adapter in imported_libraries():
         if name == re.sub(r"[^A-Za-z0-9_-]", "_", adapter.ROLE):  # a role's schema name (llm/dialects/base.py)
             return adapter.fake_answer(body)
     return None
@@ -124,7 +124,7 @@ def library_answer(body: dict) -> object | None:
 def library_text(default):
     """Free-text calls: a deployed library's own fake answer (`fake_text`), else `default`."""
     def answer(body):
-        for adapter in deployed_libraries():
+        for adapter in imported_libraries():
             if (text := adapter.fake_text(body)) is not None:
                 return text
         return default(body)
@@ -148,7 +148,7 @@ def mem0ai_requests(fake) -> list[dict]:
 
 def library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
     """A deployed library's own fake tool calls (`fake_tool_calls`), else None (the fake's choice)."""
-    for adapter in deployed_libraries():
+    for adapter in imported_libraries():
         if (calls := adapter.fake_tool_calls(request, messages)) is not None:
             return calls
     return None

@@ -7,9 +7,9 @@ from __future__ import annotations
 import anyio
 
 from memaudit.llm.proxy import recording_proxy
-from tests.adapters.conftest import EPISODES, adapter_runtime, needs_library, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, library_marks, play, script
 
-pytestmark = needs_library("graphiti")
+pytestmark = library_marks("graphiti")
 
 
 def graphiti_calls(fake) -> list[dict]:

@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from memaudit.testing import fake_openai
-from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, needs_library, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, library_marks, play, script
 
-pytestmark = needs_library("langmem")
+pytestmark = library_marks("langmem")
 ROLE = "memory:langmem"
 USER_MESSAGES = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
 

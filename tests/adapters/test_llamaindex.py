@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import anyio
 
-from tests.adapters.conftest import adapter_runtime, needs_library, script
+from tests.adapters.conftest import adapter_runtime, library_marks, script
 
-pytestmark = needs_library("llamaindex")
+pytestmark = library_marks("llamaindex")
 
 # Long enough that the short-term queue (800 tokens) flushes into the blocks.
 LONG = [(f"Day {n}: I trained for the marathon again, " + "slow miles along the river and hills " * 25,

@@ -11,12 +11,12 @@ from memaudit.llm.embed import Embedder
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
 from memaudit.testing.fake_openai import FakeOpenAI
-from tests.adapters.conftest import EPISODES, adapter_runtime, hash_encoder, needs_mem0ai, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, hash_encoder, library_marks, play, script
 from tests.rollout.conftest import make_bench
 from memaudit.testing.adapter_contract import mem0ai_requests
 from tests.scoring.recorded import script as script_rollout
 
-pytestmark = needs_mem0ai
+pytestmark = library_marks("mem0ai")
 
 
 def test_library_calls_are_recorded_under_its_role_and_see_user_messages_only(settings, fake):

@@ -134,7 +134,7 @@ def library_text(default):
 def library_json(body: dict) -> object:
     """Bare `json_object` calls: a deployed library's own fake answer (`fake_json`), else an empty
     object, as a model held to JSON mode answers a prompt it does not follow."""
-    for adapter in deployed_libraries():
+    for adapter in imported_libraries():
         if (answer := adapter.fake_json(body)) is not None:
             return answer
     return {}

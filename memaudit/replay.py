@@ -296,9 +296,14 @@ ITEMS_BY_KIND = "items_by_kind"  # the health table's count of the items' kinds 
 
 
 def _as_recorded(recorded, replayed):
-    """(recorded, replayed) snapshot states or items, the replayed one without the ADDED_LATER
-    fields the recorded one lacks."""
+    """A memory snapshot's state or items, both sides parsed, the replayed one as the recorded one
+    has it: the fields a later memaudit added to an adapter's state (the clock each restored message
+    found, tool-request counts, the texts its embedding model cut) or to its items (their `kind`,
+    ADDED_LATER) are not in a snapshot an earlier memaudit recorded, and are compared only where the
+    recorded one has them. Every field the recorded snapshot has is compared as it is."""
     old, new = (loads(v) if isinstance(v, str) else v for v in (recorded, replayed))
+    if isinstance(old, dict) and isinstance(new, dict):
+        new = {name: value for name, value in new.items() if name in old}
     return old, _without_added(old, new)
 
 

@@ -50,6 +50,8 @@ def test_a_restore_gives_the_library_the_same_exchanges(settings, fake):
             restored = exchange_adapter("graphiti", rt)
             await restored.restore(original.snapshot())
             assert len(fake.requests) == calls and restored.dump() == original.dump()
+            for adapter in (original, restored):  # its HTTP client closed in this event loop, not a later one
+                await adapter.instance.llm_client.client.close()
     anyio.run(main)
 
 

@@ -131,13 +131,13 @@ def library_text(default):
     return answer
 
 
-def library_json(body: dict) -> object:
-    """Bare `json_object` calls: a deployed library's own fake answer (`fake_json`), else an empty
-    object, as a model held to JSON mode answers a prompt it does not follow."""
+def library_json(body: dict) -> object | None:
+    """Bare `json_object` calls: a deployed library's own fake answer (`fake_json`), else None (the
+    fake's free-text answer, `library_text`'s for a library that answers its JSON prompts there)."""
     for adapter in imported_libraries():
         if (answer := adapter.fake_json(body)) is not None:
             return answer
-    return {}
+    return None
 
 
 def mem0ai_requests(fake) -> list[dict]:
@@ -154,7 +154,7 @@ def library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] 
     return None
 
 
-def any_library_json(body: dict) -> object:
+def any_library_json(body: dict) -> object | None:
     """`library_json`, every installed deployed library's adapter imported first (once), as for
     `any_library_tool_calls`."""
     import_every_adapter()
@@ -166,6 +166,20 @@ def any_library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dic
     that serves a CLI in another process, where the library runs, has imported none of them."""
     import_every_adapter()
     return library_tool_calls(request, messages)
+
+
+def any_library_json_text(default):
+    """`library_text` for a fake serving a CLI in another process: a free-text request that asks for
+    JSON (as a library's JSON-mode prompt does) first imports every installed deployed library's
+    adapter (once); other free text (the assistant's replies) is `default`'s at once."""
+    answer = library_text(default)
+
+    def text(body):
+        if "json" not in str(body.get("messages")).lower():
+            return default(body)
+        import_every_adapter()
+        return answer(body)
+    return text
 
 
 @functools.cache

@@ -4,7 +4,7 @@ optional latency. It is a test double only: `make run` never uses it.
     fake = FakeOpenAI()                                  # schema-driven valid answers
     fake.on("simulator", lambda body: {"feedback_type": "satisfied", "text": "thanks"})
     fake.on_text(lambda body: "a reply")                 # free-text calls (no schema)
-    fake.on_json_object(lambda body: {"memory": []})     # `json_object` calls without a schema
+    fake.on_json_object(lambda body: {"memory": []})     # `json_object` calls without a schema (None: on_text's)
     fake.faults = [429, 503]                             # next responses are these statuses
     fake.fault_for = lambda body: "garbage"              # a fault (or None) picked by each request's body
     fake.embedding_requests                              # POST /v1/embeddings bodies (vectors: `embedding`)
@@ -90,9 +90,9 @@ class FakeOpenAI:
         # Asked for a structured answer no handler gives: an answer, or None for the schema's example.
         self.fallback: Callable[[dict], object | None] = lambda body: None
         self.text_handler: Callable[[dict], str] = lambda body: "Here is a concrete plan: step one, step two."
-        # A library's bare `json_object` request (no schema: the prompt says the format) gets a JSON
-        # object, as a model held to JSON mode answers.
-        self.json_object_handler: Callable[[dict], object] = lambda body: {}
+        # A library's bare `json_object` request (no schema: the prompt says the format): its answer,
+        # or None for the free-text handler's.
+        self.json_object_handler: Callable[[dict], object | None] = lambda body: None
         self.requests: list[dict] = []
         self.status_counts: Counter = Counter()
         self.in_flight = 0
@@ -278,8 +278,9 @@ class FakeOpenAI:
     def answer(self, body: dict) -> str:
         name = schema_name(body)
         schema = schema_of(body)
-        if schema is None and (body.get("response_format") or {}).get("type") == "json_object":
-            out = self.json_object_handler(body)
+        if schema is None and (body.get("response_format") or {}).get("type") == "json_object" and \
+                (out := self.json_object_handler(body)) is not None:
+            pass
         elif schema is None:
             return self.text_handler(body)
         elif name in self.handlers:

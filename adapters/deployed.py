@@ -263,30 +263,37 @@ class ReplayedMessages:
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # [clock, task index, turn, text, the clock's state before it] of every message given to it
-        self.added: list[list] = []
+        self.added: list[list] = []  # [clock, task index, turn, text] of every message given to it
+        # The clock's state as each message found it: a restore adds the message again from there,
+        # so it draws the same ids whatever the library drew between two messages (cognee: a
+        # search's). Kept apart from `added`, whose shape older snapshots share.
+        self.added_clocks: list[dict | None] = []  # None: a message restored from such an older snapshot
         self.stored: list[dict] = []  # the dump, read back from the library after every change
 
     async def observe(self, event: Event) -> None:
         if event.kind in self.SOURCE:
-            # The clock as the message found it: a restore adds it again from there, so it draws
-            # the same ids whatever the library drew between two messages (cognee: a search's).
-            self.added.append([event.clock, event.task_index, event.turn, event.text, self.clock.to_state()])
+            self.added.append([event.clock, event.task_index, event.turn, event.text])
+            self.added_clocks.append(self.clock.to_state())
         await super().observe(event)
 
     def dump(self) -> list[dict]:
         return deep_copy(self.stored)
 
     def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added})
+        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added,
+                          "added_clocks": self.added_clocks})
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        for clock, task_index, turn, text, before in state["added"]:
+        # A snapshot made before the clocks were kept has none: its messages are added again on
+        # the clock as it runs (how that memaudit resumed).
+        clocks = state.get("added_clocks") or [None] * len(state["added"])
+        for (clock, task_index, turn, text), before in zip(state["added"], clocks):
             event = Event(self.SOURCE[-1], text, task_index, turn)  # its clock is the recorded one
-            self.clock.load_state(before)
+            if before is not None:
+                self.clock.load_state(before)
             self.clock.at(event)
             await self.add(event)
         self.load_header(state)
         self.clock.load_state(state["clock"])
-        self.added = state["added"]
+        self.added, self.added_clocks = state["added"], list(clocks)

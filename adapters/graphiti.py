@@ -21,8 +21,10 @@ The state is the messages given to it, re-added on restore (every call answered 
 a graph database has no JSON form the library reads back)."""
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
+from contextlib import contextmanager
 
 from memaudit.adapters.deployed import (DeployedLibrary, ReplayedMessages, quiet_loggers, request_schema,
                                         upstream_imports)
@@ -35,6 +37,7 @@ TELEMETRY = {"GRAPHITI_TELEMETRY_ENABLED": "false"}
 
 with upstream_imports("graphiti", telemetry=TELEMETRY):
     import graphiti_core.utils.datetime_utils as datetime_utils
+    import kuzu
     from graphiti_core import Graphiti
     from graphiti_core.cross_encoder.client import CrossEncoderClient
     from graphiti_core.driver.kuzu_driver import KuzuDriver
@@ -150,13 +153,32 @@ async def kuzu_driver():
     `KuzuDriver` builds none (its `build_indices_and_constraints` is a no-op while its searches
     call `QUERY_FTS_INDEX`) and leaves `_database` unset (read by `add_episode` for a group id):
     both set here, with the library's own index definitions."""
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), bounded_databases():
         warnings.simplefilter("ignore", DeprecationWarning)  # Kuzu's deprecation notice, on every user
         driver = KuzuDriver()
     driver._database = GROUP
     for query in get_fulltext_indices(driver.provider):
         await driver.execute_query(query)
     return driver
+
+
+# Kuzu's defaults for a database: a buffer pool of 80% of the machine's memory and 8 TiB of address
+# space reserved. A rollout holds one in-memory database per user at once: at 50 users the
+# reservations ran out of address space (mmap failed, perf/library_scale.py). Bounded per user
+# (a user's graph after a study's 31 tasks is a few MB).
+KUZU_BUFFER_POOL = 512 * 2**20
+KUZU_MAX_SIZE = 16 * 2**30
+
+
+@contextmanager
+def bounded_databases():
+    """`KuzuDriver` makes its database with Kuzu's defaults: while it does, with the bounds above."""
+    made = kuzu.Database
+    kuzu.Database = functools.partial(made, buffer_pool_size=KUZU_BUFFER_POOL, max_db_size=KUZU_MAX_SIZE)
+    try:
+        yield
+    finally:
+        kuzu.Database = made
 
 
 def in_order(found: list) -> list:

@@ -3,7 +3,11 @@
 library in its own environment in worker processes) against the zero-latency loopback fake.
 
     .venv/bin/python perf/library_scale.py [--libraries cognee,mem0ai] [--users 50] [--tasks 1]
-        [--max-turns 1] [--library-workers 4] [--latency 2.0] [--concurrency 32]
+        [--max-turns 1] [--library-workers 4] [--time-alone] [--latency 2.0] [--concurrency 32]
+
+Run it twice: at 50 users at once for the memory (the default), and with a few users and tasks
+`--time-alone` for the wall time of a library's own work a message (at once, 50 users share the
+cores, and a message's wall time is mostly waiting for the others').
 
 Per library (every deployed library the registry lists, unless --libraries names some) it runs
 USERS users x TASKS tasks and prints:
@@ -118,7 +122,7 @@ def measure(system: str, url: str, scratch: Path, args) -> dict:
     command = [sys.executable, str(REPO / "memaudit.py"), "--db", str(db), "--base-url", url, "--model", "fake",
                "rollout", "--bench", str(scratch / "bench"), "--systems", system, "--users", str(args.users), "--tasks",
                str(args.tasks), "--max-turns", str(args.max_turns), "--library-workers", str(args.library_workers),
-               "--quiet"]
+               "--quiet", *(["--time-alone"] if args.time_alone else [])]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=scratch, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     sampler = TreeSampler(process.pid)
@@ -167,7 +171,8 @@ def projection(m: dict, args) -> float:
 
 
 def report(m: dict, args) -> str:
-    subset = f"{args.users} users x {args.tasks} tasks x {args.max_turns} turns"
+    subset = f"{args.users} users x {args.tasks} tasks x {args.max_turns} turns" + \
+        (" one at a time" if args.time_alone else " at once")
     hours = projection(m, args) / 3600
     return (f"{m['system']:<11} {subset}: {m['writes']} messages, {m['per_write']:.2f} s wall a message (median; "
             f"{m['cpu_per_write']:.2f} CPU s a message beyond nomem's, {m['calls_per_write']:.1f} model calls), "
@@ -182,9 +187,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--libraries", default=None, help="comma-separated (default: every deployed library)")
     parser.add_argument("--users", type=int, default=STUDY_USERS)
-    parser.add_argument("--tasks", type=int, default=1)
+    parser.add_argument("--tasks", type=int, default=1, help="tasks a user (the study's: 31)")
     parser.add_argument("--max-turns", type=int, default=1)
     parser.add_argument("--library-workers", type=int, default=4)
+    parser.add_argument("--time-alone", action="store_true",
+                        help="one user at a time (rollout --time-alone): the wall times of the library alone, not "
+                             "shared with the other users' (the figures at 50 users at once are the memory's)")
     parser.add_argument("--latency", type=float, default=2.0, help="seconds a model call takes, for the projection")
     parser.add_argument("--concurrency", type=int, default=32, help="model calls in flight, for the projection")
     parser.add_argument("--study-messages", type=int, default=4,

@@ -146,6 +146,20 @@ def any_library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dic
     return library_tool_calls(request, messages)
 
 
+def any_library_json_text(default):
+    """`library_text` for a fake serving a CLI in another process: a free-text request that asks for
+    JSON (as a library's JSON-mode prompt does) first imports every installed deployed library's
+    adapter (once); other free text (the assistant's replies) is `default`'s at once."""
+    answer = library_text(default)
+
+    def text(body):
+        if "json" not in str(body.get("messages")).lower():
+            return default(body)
+        import_every_adapter()
+        return answer(body)
+    return text
+
+
 @functools.cache
 def import_every_adapter() -> None:
     for registration in registrations():

@@ -44,6 +44,7 @@ from memaudit.adapters.registry import available, get_adapter, install_hint
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput, MemauditError
 from memaudit.roles import MEMORY
+from memaudit.types import EXCHANGE_INGEST
 
 
 @contextmanager
@@ -94,7 +95,6 @@ class DeployedLibrary(MemoryAdapter):
     ENVIRONMENT: ClassVar[str | None] = None  # None: the library runs in memaudit's own environment
     # What the published study gave a library: each message from the user (the task text and each reply).
     SOURCE: ClassVar[tuple[str, ...]] = ("task_start", "user")
-    ROUTE_SCHEMA: ClassVar[dict | None] = None  # the library's output format, enforced by the proxy
     ROLE: ClassVar[str]  # `memory:<name>`, derived
 
     def __init_subclass__(cls, **kwargs):
@@ -108,6 +108,7 @@ class DeployedLibrary(MemoryAdapter):
         self.instance = None  # the library, opened on first use (`opened`)
         self.route = None     # this adapter's route of the recording proxy
         self.clock = LibraryClock(ctx.scope)
+        self.reply: str | None = None  # the assistant reply the next user message answers (None: a task's text)
 
     # -- the library -----------------------------------------------------------------------------
     @abstractmethod
@@ -116,8 +117,7 @@ class DeployedLibrary(MemoryAdapter):
 
     async def opened(self):
         if self.instance is None:
-            options = {} if self.ROUTE_SCHEMA is None else {"json_schema": self.ROUTE_SCHEMA}
-            self.route = await library_route(self, self.ROLE, **options)
+            self.route = await library_route(self, self.ROLE)
             self.instance = await self.open(Endpoint(self.route.base_url, self.ctx.llm.settings.role(self.ROLE).model,
                                                      self.embedder.model_name))
         return self.instance
@@ -134,6 +134,8 @@ class DeployedLibrary(MemoryAdapter):
 
     # -- write path ------------------------------------------------------------------------------
     async def observe(self, event: Event) -> None:
+        if event.kind in ("task_start", "assistant"):  # only an exchange gives the library the reply
+            self.reply = event.text if event.kind == "assistant" and self.ctx.ingest == EXCHANGE_INGEST else None
         if event.kind not in self.SOURCE:
             return
         self.clock.at(event)
@@ -141,7 +143,22 @@ class DeployedLibrary(MemoryAdapter):
 
     @abstractmethod
     async def add(self, event: Event) -> None:
-        """Give the library one user message (the clock is at its moment)."""
+        """Give the library one user message (the clock is at its moment): `self.said(event)`."""
+
+    def said(self, event: Event) -> list[dict]:
+        """The messages a user message is given to the library as (chat roles and text): the user's
+        alone, or under `--ingest exchange` after the assistant reply it answers (a task's text
+        answers none)."""
+        user = {"role": "user", "content": event.text}
+        if self.reply is None:
+            return [user]
+        return [{"role": "assistant", "content": self.reply}, user]
+
+    def said_text(self, event: Event) -> str:
+        """`said` as one text, for a library that adds documents, not conversations: the message
+        alone, or each message a paragraph after its role."""
+        said = self.said(event)
+        return event.text if len(said) == 1 else "\n\n".join(f"{m['role']}: {m['content']}" for m in said)
 
     # -- the configuration card ------------------------------------------------------------------
     @classmethod
@@ -189,10 +206,19 @@ class DeployedLibrary(MemoryAdapter):
         None: not this library's)."""
         return None
 
+    @staticmethod
+    def fake_json(body: dict) -> object | None:
+        """The fake model's answer to a `json_object` call (no schema: the library's prompt gives the
+        format) this library makes (None: not this library's)."""
+        return None
+
     # A test's injected fault meets a write's first request by default. A library that sends a
     # write's requests at once (in an order that depends on scheduling) picks the request that
     # fails by its body instead.
     faulted_request: ClassVar[Callable[[dict], bool] | None] = None
+    # How often the library itself asks again after an answer it cannot use, each time a new request
+    # (its messages grown by the error): a faulted write's requests are these times more.
+    OWN_RETRIES: ClassVar[int] = 0
 
 
 def registered_libraries() -> dict[str, type[DeployedLibrary]]:
@@ -253,6 +279,10 @@ class RefilledStore:
         self.load_header(state)
         self.clock.load_state(state["clock"])
         await self._refill(state["stored"])
+        # Where the first run's clock stood: the refill puts back recorded ids, and whatever ids
+        # the library drew meanwhile (uuid4 patched process-wide by another adapter) are not the
+        # first run's draws.
+        self.clock.load_state(state["clock"])
 
 
 class ReplayedMessages:
@@ -272,7 +302,11 @@ class ReplayedMessages:
 
     async def observe(self, event: Event) -> None:
         if event.kind in self.SOURCE:
-            self.added.append([event.clock, event.task_index, event.turn, event.text])
+            # Under --ingest exchange, the reply it answers (a state without it: the user's alone),
+            # which a restore gives it again whatever the restoring command's ingest.
+            reply = self.reply if event.kind != "task_start" else None
+            given = [event.clock, event.task_index, event.turn, event.text]
+            self.added.append(given if reply is None else given + [reply])
             self.added_clocks.append(self.clock.to_state())
         await super().observe(event)
 
@@ -288,12 +322,14 @@ class ReplayedMessages:
         # A snapshot made before the clocks were kept has none: its messages are added again on
         # the clock as it runs (how that memaudit resumed).
         clocks = state.get("added_clocks") or [None] * len(state["added"])
-        for (clock, task_index, turn, text), before in zip(state["added"], clocks):
+        for (clock, task_index, turn, text, *reply), before in zip(state["added"], clocks):
             event = Event(self.SOURCE[-1], text, task_index, turn)  # its clock is the recorded one
             if before is not None:
                 self.clock.load_state(before)
             self.clock.at(event)
+            self.reply = reply[0] if reply else None
             await self.add(event)
+        self.reply = None
         self.load_header(state)
         self.clock.load_state(state["clock"])
         self.added, self.added_clocks = state["added"], list(clocks)

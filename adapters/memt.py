@@ -137,6 +137,8 @@ class OwnSearch:
 
 class MemT(MemoryAdapter):
     name = "memt"
+    ITEM_KINDS = {"turns": "message", "facts": "fact", "experiences": "experience", "personas": "persona",
+                  "summary": "summary"}
     result_fields = ("id", "content", "category", "score", "timestamp")
     published_result = {"score": None}  # Mem-T's search returns no score; the scorer showed null
     scored = False

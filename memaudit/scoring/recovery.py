@@ -38,7 +38,8 @@ from memaudit.scoring.jobs import run_all
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
 from memaudit.scoring.panel import Panel
 from memaudit.shards import WHOLE, Shard
-from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
+from memaudit.types import (CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User,
+                            for_reader)
 
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
@@ -205,7 +206,8 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
     """A user's memory; `with_adapter`: its adapter too, for `uses` reads."""
     snapshot = await rt.store.episodes.last_snapshot(run.run, user_id)
     items = snapshot["items"] if snapshot else []
-    memory = UserMemory(items, dumps_indented(items), None, is_published_pack(rt.settings.prompts_dir))
+    memory = UserMemory(items, dumps_indented([for_reader(item) for item in items]), None,
+                        is_published_pack(rt.settings.prompts_dir))
     if with_adapter:
         adapter = open_adapter(run.system, AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"),
                                rt.settings.db.parent)

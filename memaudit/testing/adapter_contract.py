@@ -131,12 +131,34 @@ def library_text(default):
     return answer
 
 
+def library_json(body: dict) -> object | None:
+    """Bare `json_object` calls: a deployed library's own fake answer (`fake_json`), else None (the
+    fake's free-text answer, `library_text`'s for a library that answers its JSON prompts there)."""
+    for adapter in imported_libraries():
+        if (answer := adapter.fake_json(body)) is not None:
+            return answer
+    return None
+
+
+def mem0ai_requests(fake) -> list[dict]:
+    """The mem0ai library's extraction requests the fake was sent (the ones its fake answers)."""
+    from memaudit.adapters.mem0ai import Mem0AI
+    return [body for body in fake.requests if Mem0AI.fake_json(body) is not None]
+
+
 def library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
     """A deployed library's own fake tool calls (`fake_tool_calls`), else None (the fake's choice)."""
     for adapter in imported_libraries():
         if (calls := adapter.fake_tool_calls(request, messages)) is not None:
             return calls
     return None
+
+
+def any_library_json(body: dict) -> object | None:
+    """`library_json`, every installed deployed library's adapter imported first (once), as for
+    `any_library_tool_calls`."""
+    import_every_adapter()
+    return library_json(body)
 
 
 def any_library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
@@ -178,6 +200,7 @@ def script(fake):
     fake.on("memt_policy_search", memt_search_facts_once)
     fake.fallback = library_answer
     fake.on_text(library_text(fake.text_handler))
+    fake.on_json_object(library_json)
     fake.tool_chooser = library_tool_calls
     return fake
 

@@ -26,14 +26,11 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from memaudit.adapters.base import MemoryAdapter
+from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, install_hint
 from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.upstream import ReplayedMessages, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput
 from memaudit.types import MemoryItem
 
-ROLE = "memory:cognee"
 PYTHON_VARIABLE = "MEMAUDIT_COGNEE_PYTHON"
 WORKER = Path(__file__).with_name("cognee_worker.py")
 CHECKOUT_ENVIRONMENT = Path(__file__).resolve().parent.parent / ".venv-cognee"
@@ -51,7 +48,7 @@ def cognee_version(python: Path) -> str:
     """cognee's version in that environment; BadInput saying how to get one when it has none."""
     how = (f"the cognee system runs in its own environment: `make install` builds {CHECKOUT_ENVIRONMENT.name} "
            f"(scripts/library_env.sh), or set {PYTHON_VARIABLE} to a Python with the `cognee` extra "
-           "(pip install 'memaudit-bench[cognee]' in a separate environment)")
+           f"({install_hint('cognee')} in a separate environment)")
     try:
         found = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=120)
     except OSError:
@@ -68,45 +65,43 @@ class WorkerFailed(Exception):
     """The worker answered a request with an error (cognee's exception, by type and message)."""
 
 
-class CogneeMemory(ReplayedMessages, MemoryAdapter):
+class CogneeMemory(ReplayedMessages, DeployedLibrary):
     name = "cognee"
     library = "cognee"
+    # Set inside its worker (adapters/cognee_worker.py `configure`).
+    TELEMETRY = {"TELEMETRY_DISABLED": "1"}
+    # measured on the contract's fake: its graph extraction and its chunk summary a message
+    # (15 calls for 7 user messages: the first write also sends a connection probe)
+    CALLS_PER_MESSAGE = 2.0
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.route = None
-        self.worker: Worker | None = None
-        self.clock = LibraryClock(ctx.scope)  # the clock of the latest write, for failure records
-        self.stored: list[dict] = []  # the dump, read back from the worker after every change
         self.worker_clock: dict | None = None  # the worker's clock state after the latest write
 
     @classmethod
     def library_release(cls) -> str:
         return f"cognee=={cognee_version(worker_python())}"
 
-    async def _open(self) -> "Worker":
-        if self.worker is None:
-            self.route = await library_route(self, ROLE)
-            dimensions = await embedding_dimensions(self)
-            self.worker = await Worker.start(worker_python(), {
-                "base_url": self.route.base_url, "model": self.ctx.llm.settings.role(ROLE).model,
-                "embed_model": self.embedder.model_name, "dimensions": dimensions, "scope": self.ctx.scope,
-                "tiktoken_cache": tiktoken_cache(worker_python())})
-            weakref.finalize(self, self.worker.stop)
-        return self.worker
+    async def open(self, endpoint) -> "Worker":
+        worker = await Worker.start(worker_python(), {
+            "base_url": endpoint.base_url, "model": endpoint.model, "embed_model": endpoint.embed_model,
+            "dimensions": await self.dimensions(), "scope": self.ctx.scope,
+            "tiktoken_cache": tiktoken_cache(worker_python()), "telemetry": self.TELEMETRY})
+        weakref.finalize(self, worker.stop)
+        return worker
 
     # -- write path ----------------------------------------------------------------------------
-    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
-        worker = await self._open()
-        self.clock.last = (clock, task_index, turn)
-        await guarded(self, ROLE, self.route, lambda: worker.ask(op="add", text=text, clock=[clock, task_index, turn]))
+    async def add(self, event) -> None:
+        worker = await self.opened()
+        await self.guarded(lambda: worker.ask(op="add", text=event.text,
+                                              clock=[event.clock, event.task_index, event.turn]))
         self.stored = await worker.ask(op="dump")
         self.worker_clock = await worker.ask(op="clock")
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
-        worker = await self._open()
-        found = await guarded(self, ROLE, self.route, lambda: worker.ask(op="search", query=query, k=k))
+        worker = await self.opened()
+        found = await self.guarded(lambda: worker.ask(op="search", query=query, k=k))
         items = []
         for group in found or []:
             for result in group.get("search_result") or []:
@@ -127,7 +122,7 @@ class CogneeMemory(ReplayedMessages, MemoryAdapter):
         await super().restore(state)
         self.worker_clock = deep_copy(state["worker_clock"])
         if self.worker_clock is not None:  # the worker's clock continues where the first run's stood
-            await (await self._open()).ask(op="set_clock", state=self.worker_clock)
+            await (await self.opened()).ask(op="set_clock", state=self.worker_clock)
 
 
 def node_text(node: dict) -> str:

@@ -7,7 +7,7 @@ HTTP to memaudit's recording proxy.
 Protocol: the first line on stdin is the set-up, then one request a line; each gets one answer
 line on stdout, `{"ok": true, "result": …}` or `{"ok": false, "error": "Type: message"}`.
 
-    {"base_url", "model", "embed_model", "dimensions", "scope", "tiktoken_cache"}   -> {"version"}
+    {"base_url", "model", "embed_model", "dimensions", "scope", "tiktoken_cache", "telemetry"} -> {"version"}
     {"op": "add", "text", "clock": [clock, task_index, turn]}                       -> null
     {"op": "search", "query", "k"}                                                  -> [{"id", "content", "score", …}]
     {"op": "dump"}                                                                  -> [{"id", "content", "category", …}]
@@ -45,7 +45,7 @@ def configure(setup: dict, root: str) -> None:
     worker's own folder (not the user's home, where it also prunes older logs), its LLM and
     embeddings on the proxy, no telemetry, nothing fetched from a hub."""
     os.environ.update({
-        "TELEMETRY_DISABLED": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+        **setup["telemetry"], "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         "LLM_PROVIDER": "openai", "LLM_ENDPOINT": setup["base_url"], "LLM_MODEL": SCHEMA_MODEL,
         "LLM_API_KEY": PROXY_KEY,
         # Its `openai` embedding provider refuses `dimensions`; `openai_compatible` takes them.

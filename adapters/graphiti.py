@@ -22,50 +22,35 @@ a graph database has no JSON form the library reads back)."""
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 
-from memaudit.adapters.base import MemoryAdapter
-from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
-from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, ReplayedMessages, guarded, library_route
-from memaudit.errors import BadInput
+from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, quiet_loggers, upstream_imports
+from memaudit.adapters.library_clock import EPOCH, patch_modules
 from memaudit.llm.embed import top_k
 from memaudit.types import MemoryItem
 
-ROLE = "memory:graphiti"
 GROUP = "user"
+TELEMETRY = {"GRAPHITI_TELEMETRY_ENABLED": "false"}
+
+with upstream_imports("graphiti", telemetry=TELEMETRY):
+    import graphiti_core.utils.datetime_utils as datetime_utils
+    from graphiti_core import Graphiti
+    from graphiti_core.cross_encoder.client import CrossEncoderClient
+    from graphiti_core.driver.kuzu_driver import KuzuDriver
+    from graphiti_core.edges import EntityEdge
+    from graphiti_core.errors import GroupsEdgesNotFoundError
+    from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
+    from graphiti_core.graph_queries import get_fulltext_indices
+    from graphiti_core.llm_client.config import LLMConfig
+    from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+    from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
+    from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
+# Its error logs (a failed LLM call, a failed query).
+quiet_loggers({"graphiti_core": logging.CRITICAL})
+patch_modules("graphiti_core", utc_now=datetime_utils.utc_now)
 
 
-def _import_library():
-    os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
-    try:
-        import graphiti_core.utils.datetime_utils as datetime_utils
-        from graphiti_core import Graphiti
-        from graphiti_core.cross_encoder.client import CrossEncoderClient
-        from graphiti_core.driver.kuzu_driver import KuzuDriver
-        from graphiti_core.edges import EntityEdge
-        from graphiti_core.errors import GroupsEdgesNotFoundError
-        from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
-        from graphiti_core.graph_queries import get_fulltext_indices
-        from graphiti_core.llm_client.config import LLMConfig
-        from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
-        from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
-        from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
-    except ImportError as exc:
-        raise BadInput(f"the graphiti system needs the upstream library ({exc}): "
-                       "pip install 'memaudit-bench[graphiti]'", field="systems") from None
-    # Its error logs (a failed LLM call, a failed query) would break the one-line output of every
-    # command; each failure still reaches the adapter as an exception and is counted.
-    logging.getLogger("graphiti_core").setLevel(logging.CRITICAL)
-    patch_modules("graphiti_core", utc_now=datetime_utils.utc_now)
-    return locals()
-
-
-_lib = _import_library()  # imported with the adapter, so that a missing extra fails before a run is opened
-
-
-class EmbeddingReranker(_lib["CrossEncoderClient"]):
+class EmbeddingReranker(CrossEncoderClient):
     """A local reranker for Graphiti's cross-encoder recipes: cosine between the query and each
     passage over memaudit's embedder (the library's default reranker needs token logprobs)."""
 
@@ -80,50 +65,65 @@ class EmbeddingReranker(_lib["CrossEncoderClient"]):
         return [(passages[i], float(score)) for i, score in ranked]
 
 
-class GraphitiMemory(ReplayedMessages, MemoryAdapter):
+class GraphitiMemory(ReplayedMessages, DeployedLibrary):
     name = "graphiti"
     library = "graphiti-core"
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.graph = None
-        self.route = None
-        self.clock = LibraryClock(ctx.scope)
-        self.stored: list[dict] = []  # the dump, read back from the graph after every change
+    TELEMETRY = TELEMETRY
+    # measured on the contract's fake: 27 calls for its 7 user messages (entities, edges, their
+    # resolution and the summaries)
+    CALLS_PER_MESSAGE = 3.9
 
     # -- the library ---------------------------------------------------------------------------
-    async def _open(self):
-        if self.graph is None:
-            self.route = await library_route(self, ROLE)
-            from openai import AsyncOpenAI
+    async def open(self, endpoint):
+        from openai import AsyncOpenAI
 
-            key, url = PROXY_KEY, self.route.base_url
-            client = AsyncOpenAI(api_key=key, base_url=url, timeout=PROXY_TIMEOUT, max_retries=0)
-            llm = _lib["OpenAIGenericClient"](_lib["LLMConfig"](
-                api_key=key, base_url=url, model=self.ctx.llm.settings.role(ROLE).model), client=client)
-            embedder = _lib["OpenAIEmbedder"](_lib["OpenAIEmbedderConfig"](
-                embedding_model=self.embedder.model_name, api_key=key, base_url=url), client=client)
-            self.graph = _lib["Graphiti"](graph_driver=await kuzu_driver(), llm_client=llm, embedder=embedder,
-                                          cross_encoder=EmbeddingReranker(self.embedder))
-        return self.graph
+        client = AsyncOpenAI(api_key=endpoint.key, base_url=endpoint.base_url, timeout=endpoint.timeout,
+                             max_retries=endpoint.max_retries)
+        llm = OpenAIGenericClient(LLMConfig(api_key=endpoint.key, base_url=endpoint.base_url, model=endpoint.model),
+                                  client=client)
+        embedder = OpenAIEmbedder(OpenAIEmbedderConfig(embedding_model=endpoint.embed_model, api_key=endpoint.key,
+                                                       base_url=endpoint.base_url), client=client)
+        return Graphiti(graph_driver=await kuzu_driver(), llm_client=llm, embedder=embedder,
+                        cross_encoder=EmbeddingReranker(self.embedder))
+
+    @staticmethod
+    def fake_answer(body: dict) -> dict | None:
+        """The contract fake's answers to its calls, told apart by their output schema: the user and
+        the message's first long word as entities, one fact between them (the message's first
+        words), no duplicates, no contradictions, no summary updates; other calls from their schema."""
+        format_ = body.get("response_format") or {}
+        wanted = set(((format_.get("json_schema") or format_).get("schema") or {}).get("properties", {}))
+        prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+        said = prompt.rsplit("user: ", 1)[-1].split("\n", 1)[0] if "user: " in prompt else "something"
+        topic = next((w.strip(".,;:!?").capitalize() for w in said.split() if len(w) > 5), "Topic")
+        answer = {}
+        if "extracted_entities" in wanted:
+            answer["extracted_entities"] = [{"name": name, "entity_type_id": 0, "episode_indices": [0]}
+                                            for name in ("User", topic)]
+        if "edges" in wanted:
+            answer["edges"] = [{"source_entity_name": "User", "target_entity_name": topic,
+                                "relation_type": "MENTIONED", "fact": f"User said: {said[:80]}", "valid_at": None,
+                                "invalid_at": None, "episode_indices": [0]}]
+        for name in wanted & {"entity_resolutions", "duplicate_facts", "contradicted_facts", "summaries", "timestamps"}:
+            answer[name] = []
+        return answer or None
 
     # -- write path ----------------------------------------------------------------------------
-    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
-        graph = await self._open()
-        self.clock.last = (clock, task_index, turn)
+    async def add(self, event) -> None:
+        graph = await self.opened()
         when = self.clock.now(EPOCH.tzinfo)
-        await guarded(self, ROLE, self.route, lambda: graph.add_episode(
-            name=clock, episode_body=f"user: {text}", source_description="a message from the user",
-            reference_time=when, source=_lib["EpisodeType"].message, group_id=GROUP))
+        await self.guarded(lambda: graph.add_episode(
+            name=event.clock, episode_body=f"user: {event.text}", source_description="a message from the user",
+            reference_time=when, source=EpisodeType.message, group_id=GROUP))
         self.stored = await self._read()
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
-        graph = await self._open()
+        graph = await self.opened()
         # `Graphiti.search` sets the limit on the module-level recipe object shared by every user's
         # search; the same recipe, copied, through `search_`, which also returns the scores.
-        config = _lib["EDGE_HYBRID_SEARCH_RRF"].model_copy(deep=True, update={"limit": k})
-        found = await guarded(self, ROLE, self.route, lambda: graph.search_(query, config=config, group_ids=[GROUP]))
+        config = EDGE_HYBRID_SEARCH_RRF.model_copy(deep=True, update={"limit": k})
+        found = await self.guarded(lambda: graph.search_(query, config=config, group_ids=[GROUP]))
         if found is None:
             return []
         items = []
@@ -132,19 +132,14 @@ class GraphitiMemory(ReplayedMessages, MemoryAdapter):
             items.append(MemoryItem(item.pop("id"), item.pop("content"), float(score), item))
         return items[:k]
 
-    def dump(self) -> list[dict]:
-        return deep_copy(self.stored)
-
     async def _read(self) -> list[dict]:
         """The whole graph: episodes, entities, facts, each kind in creation order."""
-        if self.graph is None:
-            return []
-        driver = self.graph.driver
-        episodes = await _lib["EpisodicNode"].get_by_group_ids(driver, [GROUP])
-        entities = await _lib["EntityNode"].get_by_group_ids(driver, [GROUP])
+        driver = self.instance.driver
+        episodes = await EpisodicNode.get_by_group_ids(driver, [GROUP])
+        entities = await EntityNode.get_by_group_ids(driver, [GROUP])
         try:
-            facts = await _lib["EntityEdge"].get_by_group_ids(driver, [GROUP])
-        except _lib["GroupsEdgesNotFoundError"]:  # the library's answer for a graph without facts
+            facts = await EntityEdge.get_by_group_ids(driver, [GROUP])
+        except GroupsEdgesNotFoundError:  # the library's answer for a graph without facts
             facts = []
         return ([episode_item(n) for n in in_order(episodes)] + [entity_item(n) for n in in_order(entities)]
                 + [fact_item(e) for e in in_order(facts)])
@@ -157,9 +152,9 @@ async def kuzu_driver():
     both set here, with the library's own index definitions."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Kuzu's deprecation notice, on every user
-        driver = _lib["KuzuDriver"]()
+        driver = KuzuDriver()
     driver._database = GROUP
-    for query in _lib["get_fulltext_indices"](driver.provider):
+    for query in get_fulltext_indices(driver.provider):
         await driver.execute_query(query)
     return driver
 

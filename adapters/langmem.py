@@ -21,27 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from contextvars import ContextVar
 from datetime import datetime
 
 import orjson
 from pydantic import PrivateAttr
 
-from memaudit.adapters.base import Event, MemoryAdapter
-from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.library_clock import EPOCH, LibraryClock, patch_modules
-from memaudit.adapters.upstream import (PROXY_KEY, PROXY_TIMEOUT, RefilledStore, count_problems, embedding_dimensions,
-                                        guarded, library_route)
+from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, upstream_imports
+from memaudit.adapters.library_clock import EPOCH, patch_modules
+from memaudit.adapters.upstream import count_problems
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.types import MemoryItem
 
-ROLE = "memory:langmem"
 CONFIG = {"configurable": {"langgraph_user_id": "user"}}  # fills the manager's namespace template
-SOURCE = ("task_start", "user")
 KIND = "Memory"  # the manager's default schema, the only kind it writes here
 # Every switch LangSmith reads before it traces (its telemetry): all off, whatever the environment says.
-TRACING = ("LANGSMITH_TRACING", "LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING", "LANGCHAIN_TRACING_V2")
+TELEMETRY = dict.fromkeys(("LANGSMITH_TRACING", "LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING", "LANGCHAIN_TRACING_V2"),
+                          "false")
 # trustcall, the manager's tool-calling engine, drops a tool call it cannot use (arguments its schema
 # refuses after its own repair attempts, a patch it cannot apply, a patch of a memory it was not
 # shown) and goes on with only a line on this logger: each such line is a lost write.
@@ -57,33 +53,22 @@ class DroppedCalls(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         found = _drops.get()
         if found is not None and record.levelno >= logging.WARNING:
-            found.append(InvalidOutput(ROLE, "", f"the library dropped a tool call: {record.getMessage()}"))
+            found.append(InvalidOutput(LangMemMemory.ROLE, "", f"the library dropped a tool call: {record.getMessage()}"))
 
 
-def _import_library():
-    for name in TRACING:
-        os.environ[name] = "false"
-    try:
-        import langgraph.store.memory
-        import langmem.knowledge.extraction
-        import trustcall._base
-        from langchain_openai import ChatOpenAI, OpenAIEmbeddings
-        from langgraph.store.memory import InMemoryStore
-        from langmem import create_memory_store_manager
-    except ImportError as exc:
-        raise BadInput(f"the langmem system needs the upstream library ({exc}): "
-                       "pip install 'memaudit-bench[langmem]'", field="systems") from None
-    drops = logging.getLogger(DROPS_LOGGER)
-    if not any(isinstance(handler, DroppedCalls) for handler in drops.handlers):
-        drops.addHandler(DroppedCalls())
-    drops.propagate = False  # counted, not printed: a command's output stays one line a fact
-    for module in (langmem.knowledge.extraction, trustcall._base, langgraph.store.memory):
-        patch_modules(module.__name__)
-    return ChatOpenAI, OpenAIEmbeddings, InMemoryStore, create_memory_store_manager
-
-
-# Imported with the adapter, so that a missing extra fails before a run is opened.
-ChatOpenAI, OpenAIEmbeddings, InMemoryStore, create_memory_store_manager = _import_library()
+with upstream_imports("langmem", telemetry=TELEMETRY):
+    import langgraph.store.memory
+    import langmem.knowledge.extraction
+    import trustcall._base
+    from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+    from langgraph.store.memory import InMemoryStore
+    from langmem import create_memory_store_manager
+_drops_logger = logging.getLogger(DROPS_LOGGER)
+if not any(isinstance(handler, DroppedCalls) for handler in _drops_logger.handlers):
+    _drops_logger.addHandler(DroppedCalls())
+_drops_logger.propagate = False  # counted, not printed: a command's output stays one line a fact
+for _module in (langmem.knowledge.extraction, trustcall._base, langgraph.store.memory):
+    patch_modules(_module.__name__)
 
 
 class InTurnEmbeddings(OpenAIEmbeddings):
@@ -99,41 +84,38 @@ class InTurnEmbeddings(OpenAIEmbeddings):
             return await super().aembed_documents(texts, chunk_size, **kwargs)
 
 
-class LangMemMemory(RefilledStore, MemoryAdapter):
+class LangMemMemory(RefilledStore, DeployedLibrary):
     name = "langmem"
     library = "langmem"
+    TELEMETRY = TELEMETRY
+    TOOL_CALLING = True
+    # measured on the contract's fake: one manager call a message (8 for its 7 user
+    # messages: the first is the endpoint's tool check, once a command)
+    CALLS_PER_MESSAGE = 1.0
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.manager = self.store = self.route = None
-        self.clock = LibraryClock(ctx.scope)
-        self.stored: list[dict] = []  # the dump, read back from the store after every write
+        self.store = None  # the manager's store
 
     # -- the library ---------------------------------------------------------------------------
-    async def _open(self):
-        if self.manager is None:
-            self.route = await library_route(self, ROLE)
-            key, url = PROXY_KEY, self.route.base_url
-            model = ChatOpenAI(model=self.ctx.llm.settings.role(ROLE).model, base_url=url, api_key=key,
-                               max_retries=0, timeout=PROXY_TIMEOUT, use_responses_api=False)
-            # The embeddings' length check counts tokens with a tiktoken encoding, which tiktoken
-            # downloads on first use: off (memaudit's embedder takes the texts as they are).
-            embeddings = InTurnEmbeddings(model=self.embedder.model_name, base_url=url, api_key=key,
-                                          check_embedding_ctx_length=False, max_retries=0, timeout=PROXY_TIMEOUT)
-            self.store = InMemoryStore(index={"dims": await embedding_dimensions(self), "embed": embeddings})
-            self.manager = create_memory_store_manager(model, store=self.store)
-        return self.manager
+    async def open(self, endpoint):
+        model = ChatOpenAI(model=endpoint.model, base_url=endpoint.base_url, api_key=endpoint.key,
+                           max_retries=endpoint.max_retries, timeout=endpoint.timeout, use_responses_api=False)
+        # The embeddings' length check counts tokens with a tiktoken encoding, which tiktoken
+        # downloads on first use: off (memaudit's embedder takes the texts as they are).
+        embeddings = InTurnEmbeddings(model=endpoint.embed_model, base_url=endpoint.base_url, api_key=endpoint.key,
+                                      check_embedding_ctx_length=False, max_retries=endpoint.max_retries,
+                                      timeout=endpoint.timeout)
+        self.store = InMemoryStore(index={"dims": await self.dimensions(), "embed": embeddings})
+        return create_memory_store_manager(model, store=self.store)
 
     # -- write path ----------------------------------------------------------------------------
-    async def observe(self, event: Event) -> None:
-        if event.kind not in SOURCE:
-            return
-        self.clock.at(event)
-        manager = await self._open()
+    async def add(self, event) -> None:
+        manager = await self.opened()
         dropped: list = []
         token = _drops.set(dropped)
         try:
-            await guarded(self, ROLE, self.route, lambda: manager.ainvoke(
+            await self.guarded(lambda: manager.ainvoke(
                 {"messages": [{"role": "user", "content": event.text}]}, config=CONFIG))
         finally:
             _drops.reset(token)
@@ -142,21 +124,18 @@ class LangMemMemory(RefilledStore, MemoryAdapter):
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
-        manager = await self._open()
-        found = await guarded(self, ROLE, self.route, lambda: manager.asearch(query=query, limit=k, config=CONFIG))
+        manager = await self.opened()
+        found = await self.guarded(lambda: manager.asearch(query=query, limit=k, config=CONFIG))
         items = []
         for result in found or []:
             item = stored_item(result)
             items.append(MemoryItem(item.pop("id"), item.pop("content"), result.score, item))
         return items
 
-    def dump(self) -> list[dict]:
-        return deep_copy(self.stored)
-
     async def _read(self) -> list[dict]:
         """Every item of the user's namespace, in the order the store keeps them (a search
         without a query embeds nothing)."""
-        return [stored_item(item) for item in await self.manager.asearch(limit=1_000_000, config=CONFIG)]
+        return [stored_item(item) for item in await self.instance.asearch(limit=1_000_000, config=CONFIG)]
 
     # -- state (snapshot and restore: upstream.RefilledStore) ---------------------------------
     async def load_items(self, items: list[dict]) -> None:
@@ -174,7 +153,7 @@ class LangMemMemory(RefilledStore, MemoryAdapter):
     async def _refill(self, stored: list[dict]) -> None:
         """The store filled with dumped items by its own puts (embedded as it embeds them, from
         the cache), then given back their recorded times."""
-        manager = await self._open()
+        manager = await self.opened()
         namespace = manager.get_namespace(CONFIG)
         with self.route.calls_from_here():
             try:

@@ -26,16 +26,14 @@ import logging
 import uuid
 import warnings
 
-from memaudit.adapters.base import AgentContext, Event, MemoryAdapter
-from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.library_clock import LibraryClock, patch_modules
-from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, RefilledStore, count_problems, guarded, library_route
+from memaudit.adapters.base import AgentContext
+from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, quiet_loggers, upstream_imports
+from memaudit.adapters.library_clock import patch_modules
+from memaudit.adapters.upstream import count_problems
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.types import MemoryItem
 
-ROLE = "memory:llamaindex"
 SESSION = "user"
-SOURCE = ("task_start", "user")
 # The library's documented long-term-memory configuration.
 TOKEN_LIMIT = 40_000
 CHAT_HISTORY_TOKEN_RATIO = 0.02
@@ -45,32 +43,18 @@ FACTS_BLOCK, VECTOR_BLOCK, SHORT_TERM = "extracted_info", "vector_memory", "shor
 COLLECTION = "llama_memory"
 LLM_CONTEXT_WINDOW = 128_000  # OpenAILike's own default; the library only uses it to budget prompts
 
-
-def _import_library():
-    try:
-        import llama_index.core.schema
-        from llama_index.core.memory import FactExtractionMemoryBlock, Memory, VectorMemoryBlock
-        from llama_index.embeddings.openai import OpenAIEmbedding
-        from llama_index.llms.openai_like import OpenAILike
-        from llama_index.vector_stores.qdrant import QdrantVectorStore
-    except ImportError as exc:
-        raise BadInput(f"the llamaindex system needs the upstream library ({exc}): "
-                       "pip install 'memaudit-bench[llamaindex]'", field="systems") from None
-    # Its notice about a collection not created yet (the first flush creates it) would break the
-    # one-line output of every command; a failure still reaches the adapter.
-    logging.getLogger("llama_index.vector_stores.qdrant").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
+with upstream_imports("llamaindex"):
+    import llama_index.core.schema
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse
     from llama_index.core.bridge.pydantic import PrivateAttr
-
-    patch_modules(llama_index.core.schema.__name__)  # TextNode ids
-    return (FactExtractionMemoryBlock, Memory, VectorMemoryBlock, OpenAIEmbedding, OpenAILike, QdrantVectorStore,
-            ChatMessage, ChatResponse, PrivateAttr)
-
-
-# Imported with the adapter, so that a missing extra fails before a run is opened.
-(FactExtractionMemoryBlock, Memory, VectorMemoryBlock, OpenAIEmbedding, OpenAILike, QdrantVectorStore,
- ChatMessage, ChatResponse, PrivateAttr) = _import_library()
+    from llama_index.core.memory import FactExtractionMemoryBlock, Memory, VectorMemoryBlock
+    from llama_index.embeddings.openai import OpenAIEmbedding
+    from llama_index.llms.openai_like import OpenAILike
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+# Its notice about a collection not created yet (the first flush creates it).
+quiet_loggers({"llama_index.vector_stores.qdrant": logging.ERROR})
+warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
+patch_modules(llama_index.core.schema.__name__)  # TextNode ids
 
 
 class CheckedLLM(OpenAILike):
@@ -90,7 +74,7 @@ class CheckedLLM(OpenAILike):
             return ChatResponse(message=ChatMessage(role="assistant", content=""))
         text = response.message.content or ""
         if "<facts>" not in text and "<facts/>" not in text:
-            self._problems.append(InvalidOutput(ROLE, text, "the answer has no <facts> block"))
+            self._problems.append(InvalidOutput(LlamaIndexMemory.ROLE, text, "the answer has no <facts> block"))
         return response
 
     def take_problems(self) -> list:
@@ -98,49 +82,51 @@ class CheckedLLM(OpenAILike):
         return found
 
 
-class LlamaIndexMemory(RefilledStore, MemoryAdapter):
+class LlamaIndexMemory(RefilledStore, DeployedLibrary):
     name = "llamaindex"
     library = "llama-index-core"
+    QUEUED_WRITES = True
+    # measured on the contract's fake with messages of ~250 words: one fact extraction
+    # a flush of its short-term queue (1 call for 7 messages); shorter messages flush less often
+    CALLS_PER_MESSAGE = 0.14
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.memory = None
-        self.route = None
         self.qdrant = None  # the vector block's in-process store
-        self.clock = LibraryClock(ctx.scope)
-        self.stored: list[dict] = []  # the dump, read back from the library after every change
 
     # -- the library ---------------------------------------------------------------------------
-    async def _open(self):
-        if self.memory is None:
-            from qdrant_client import AsyncQdrantClient
-            self.route = await library_route(self, ROLE)
-            llm = CheckedLLM(model=self.ctx.llm.settings.role(ROLE).model, api_base=self.route.base_url,
-                             api_key=PROXY_KEY, is_chat_model=True, context_window=LLM_CONTEXT_WINDOW,
-                             max_retries=0, timeout=PROXY_TIMEOUT)
-            embed_model = OpenAIEmbedding(model_name=self.embedder.model_name, api_base=self.route.base_url,
-                                          api_key=PROXY_KEY, max_retries=0, timeout=PROXY_TIMEOUT)
-            self.qdrant = AsyncQdrantClient(location=":memory:")
-            store = QdrantVectorStore(collection_name=COLLECTION, aclient=self.qdrant)
-            self.memory = Memory.from_defaults(
-                session_id=SESSION, token_limit=TOKEN_LIMIT, chat_history_token_ratio=CHAT_HISTORY_TOKEN_RATIO,
-                token_flush_size=TOKEN_FLUSH_SIZE, async_database_uri="sqlite+aiosqlite:///:memory:",
-                memory_blocks=[
-                    FactExtractionMemoryBlock(name=FACTS_BLOCK, llm=llm, max_facts=MAX_FACTS, priority=1),
-                    VectorMemoryBlock(name=VECTOR_BLOCK, vector_store=store, embed_model=embed_model, priority=2),
-                ])
-        return self.memory
+    async def open(self, endpoint):
+        from qdrant_client import AsyncQdrantClient
+        llm = CheckedLLM(model=endpoint.model, api_base=endpoint.base_url, api_key=endpoint.key, is_chat_model=True,
+                         context_window=LLM_CONTEXT_WINDOW, max_retries=endpoint.max_retries, timeout=endpoint.timeout)
+        embed_model = OpenAIEmbedding(model_name=endpoint.embed_model, api_base=endpoint.base_url, api_key=endpoint.key,
+                                      max_retries=endpoint.max_retries, timeout=endpoint.timeout)
+        self.qdrant = AsyncQdrantClient(location=":memory:")
+        store = QdrantVectorStore(collection_name=COLLECTION, aclient=self.qdrant)
+        return Memory.from_defaults(
+            session_id=SESSION, token_limit=TOKEN_LIMIT, chat_history_token_ratio=CHAT_HISTORY_TOKEN_RATIO,
+            token_flush_size=TOKEN_FLUSH_SIZE, async_database_uri="sqlite+aiosqlite:///:memory:",
+            memory_blocks=[
+                FactExtractionMemoryBlock(name=FACTS_BLOCK, llm=llm, max_facts=MAX_FACTS, priority=1),
+                VectorMemoryBlock(name=VECTOR_BLOCK, vector_store=store, embed_model=embed_model, priority=2),
+            ])
 
     def _block(self, name: str):
-        return next(block for block in self.memory.memory_blocks if block.name == name)
+        return next(block for block in self.instance.memory_blocks if block.name == name)
+
+    @staticmethod
+    def fake_text(body: dict) -> str | None:
+        """The contract fake's fact block (a plain completion): one `<fact>` per flushed message, its
+        first words."""
+        if "<existing_facts>" not in str(body["messages"][-1].get("content")):
+            return None
+        said = [str(m.get("content")) for m in body["messages"][:-1] if m.get("role") == "user"]
+        return "<facts>" + "".join(f"<fact>{text[:60]}</fact>" for text in said) + "</facts>"
 
     # -- write path ----------------------------------------------------------------------------
-    async def observe(self, event: Event) -> None:
-        if event.kind not in SOURCE:
-            return
-        self.clock.at(event)
-        memory = await self._open()
-        await guarded(self, ROLE, self.route, lambda: memory.aput(ChatMessage(role="user", content=event.text)))
+    async def add(self, event) -> None:
+        memory = await self.opened()
+        await self.guarded(lambda: memory.aput(ChatMessage(role="user", content=event.text)))
         count_problems(self, self._block(FACTS_BLOCK).llm.take_problems())
         self.stored = await self._read()
 
@@ -148,7 +134,7 @@ class LlamaIndexMemory(RefilledStore, MemoryAdapter):
     async def search(self, query: str, k: int) -> list[MemoryItem]:
         from llama_index.core.vector_stores.types import VectorStoreQuery
 
-        await self._open()
+        await self.opened()
         if not await self.qdrant.collection_exists(COLLECTION):  # created by the first flush
             return []
         block = self._block(VECTOR_BLOCK)
@@ -157,7 +143,7 @@ class LlamaIndexMemory(RefilledStore, MemoryAdapter):
             embedding = await block.embed_model.aget_query_embedding(query)
             return await block.vector_store.aquery(VectorStoreQuery(query_str=query, query_embedding=embedding,
                                                                     similarity_top_k=k))
-        found = await guarded(self, ROLE, self.route, query_store)
+        found = await self.guarded(query_store)
         if found is None:
             return []
         return [MemoryItem(node.node_id, node.get_content(), score, {"category": VECTOR_BLOCK})
@@ -165,11 +151,8 @@ class LlamaIndexMemory(RefilledStore, MemoryAdapter):
 
     async def context(self, query: str, k: int) -> AgentContext:
         notes = await self.search(query, k)
-        facts = self._block(FACTS_BLOCK).facts if self.memory is not None else []
+        facts = self._block(FACTS_BLOCK).facts if self.instance is not None else []
         return AgentContext(notes=notes, preamble="\n".join(facts))
-
-    def dump(self) -> list[dict]:
-        return deep_copy(self.stored)
 
     async def _read(self) -> list[dict]:
         """Everything the library can give back, in its blocks' order: facts, vector nodes (in
@@ -180,7 +163,7 @@ class LlamaIndexMemory(RefilledStore, MemoryAdapter):
                  for n, fact in enumerate(self._block(FACTS_BLOCK).facts, 1)]
         nodes = [{"id": node.node_id, "content": node.get_content(), "category": VECTOR_BLOCK,
                   "metadata": dict(node.metadata)} for node in await self._nodes()]
-        queue = await self.memory.sql_store.get_messages(SESSION, status=MessageStatus.ACTIVE)
+        queue = await self.instance.sql_store.get_messages(SESSION, status=MessageStatus.ACTIVE)
         messages = [{"id": f"message-{n}", "content": message.content or "", "category": SHORT_TERM,
                      "role": message.role.value} for n, message in enumerate(queue, 1)]
         return facts + nodes + messages
@@ -214,7 +197,7 @@ class LlamaIndexMemory(RefilledStore, MemoryAdapter):
         from llama_index.core.schema import TextNode
         from llama_index.core.storage.chat_store.base_db import MessageStatus
 
-        memory = await self._open()
+        memory = await self.opened()
         self._block(FACTS_BLOCK).facts = [item["content"] for item in stored if item["category"] == FACTS_BLOCK]
         nodes = [TextNode(id_=item["id"], text=item["content"], metadata=item["metadata"])
                  for item in stored if item["category"] == VECTOR_BLOCK]
@@ -229,7 +212,7 @@ class LlamaIndexMemory(RefilledStore, MemoryAdapter):
                 await block.vector_store.async_add(nodes)
             if queue:
                 await memory.sql_store.add_messages(SESSION, queue, status=MessageStatus.ACTIVE)
-        await guarded(self, ROLE, self.route, refill)
+        await self.guarded(refill)
         self.stored = await self._read()
 
 

@@ -20,29 +20,24 @@ the library's stored points (memories and the entities it links them to, re-embe
 from the cache), its recent-messages table and the adapter's clock counters."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import tempfile
 import uuid
 import warnings
-from contextvars import ContextVar
-from datetime import datetime, timedelta, timezone
 
 import anyio
 
-from memaudit.adapters.base import Event, MemoryAdapter
+from memaudit.adapters.deployed import DeployedLibrary, quiet_loggers, upstream_imports
 from memaudit.adapters.indexed import deep_copy
-from memaudit.adapters.memory_calls import MODEL_FAILURES
-from memaudit.errors import BadInput, MemauditError
-from memaudit.adapters.upstream import PROXY_KEY, embedding_dimensions, library_route
+from memaudit.adapters.library_clock import patch_modules
+from memaudit.errors import BadInput
 from memaudit.roles import NONEMPTY, STR, obj
 from memaudit.types import MemoryItem
 
-ROLE = "memory:mem0ai"
 USER = "user"
-EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)  # the logical date of task 1
-SOURCE = ("task_start", "user")
 # The published integration's settings for the library's own LLM.
 LLM_TEMPERATURE = 0.0
 LLM_MAX_TOKENS = 2000
@@ -50,146 +45,74 @@ LLM_MAX_TOKENS = 2000
 EXTRACTION_SCHEMA = obj(memory={"type": "array", "items": obj(
     id=STR, text=NONEMPTY, attributed_to={"type": "string", "enum": ["user", "assistant"]},
     linked_memory_ids={"type": "array", "items": STR})})
+TELEMETRY = {"MEM0_TELEMETRY": "False"}
 
-_logical: ContextVar["LogicalClock | None"] = ContextVar("memaudit_mem0ai_clock", default=None)
-
-
-class LogicalClock:
-    """Answers the library's `uuid4()` and `datetime.now()` while one adapter call runs."""
-
-    def __init__(self, adapter: "Mem0AI", clock: str, task_index: int, turn: int):
-        self.adapter, self.clock = adapter, clock
-        self.base = EPOCH + timedelta(days=task_index - 1, minutes=turn)
-
-    def now(self, tz=None) -> datetime:
-        self.adapter.ticks += 1  # strictly increasing, so the library's time ordering is kept
-        moment = self.base + timedelta(microseconds=self.adapter.ticks)
-        return moment if tz is not None else moment.replace(tzinfo=None)
-
-    def uuid4(self) -> uuid.UUID:
-        self.adapter.uuids += 1
-        digest = hashlib.sha256(f"{self.adapter.ctx.scope}\x00uuid\x00{self.adapter.uuids}".encode()).digest()
-        return uuid.UUID(bytes=digest[:16], version=4)
+# Its notices about optional extras (spaCy, fastembed) and local Qdrant, and its folder (which it
+# makes when imported) out of the user's home.
+quiet_loggers({"mem0": logging.ERROR})
+warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
+os.environ.setdefault("MEM0_DIR", os.path.join(tempfile.gettempdir(), "memaudit-mem0"))
+with upstream_imports("mem0ai", telemetry=TELEMETRY):
+    import mem0.configs.prompts
+    import mem0.memory.main
+    import mem0.memory.storage
+    from mem0 import Memory
+for _module in (mem0.memory.main, mem0.memory.storage, mem0.configs.prompts):  # the ones that draw ids and times
+    patch_modules(_module.__name__)
 
 
-class _Datetime(datetime):
-    @classmethod
-    def now(cls, tz=None):
-        clock = _logical.get()
-        return clock.now(tz) if clock is not None else datetime.now(tz)
-
-
-class _Uuid:
-    def __getattr__(self, name):
-        return getattr(uuid, name)
-
-    @staticmethod
-    def uuid4():
-        clock = _logical.get()
-        return clock.uuid4() if clock is not None else uuid.uuid4()
-
-
-def _import_library():
-    os.environ["MEM0_TELEMETRY"] = "False"
-    # Its notices about optional extras (spaCy, fastembed) and local Qdrant would break the
-    # one-line output of every command; a failure still reaches the adapter as an exception.
-    logging.getLogger("mem0").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
-    os.environ.setdefault("MEM0_DIR", os.path.join(tempfile.gettempdir(), "memaudit-mem0"))
-    try:
-        import mem0.configs.prompts
-        import mem0.memory.main
-        import mem0.memory.storage
-        from mem0 import Memory
-    except ImportError as exc:
-        raise BadInput(f"the mem0ai system needs the upstream library ({exc}): "
-                       "pip install 'memaudit-bench[mem0ai]'", field="systems") from None
-    for module in (mem0.memory.main, mem0.memory.storage, mem0.configs.prompts):
-        if hasattr(module, "datetime"):
-            module.datetime = _Datetime
-        if hasattr(module, "uuid"):
-            module.uuid = _Uuid()
-    return Memory
-
-
-# Imported with the adapter, so that a missing extra fails before a run is opened.
-Memory = _import_library()
-
-
-class Mem0AI(MemoryAdapter):
+class Mem0AI(DeployedLibrary):
     name = "mem0ai"
     library = "mem0ai"
+    TELEMETRY = TELEMETRY
+    ROUTE_SCHEMA = EXTRACTION_SCHEMA
+    CALLS_PER_MESSAGE = 1.0  # its extraction, measured on the contract's fake: 7 calls for its 7 user messages
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.library = None
-        self.route = None
         self.threads = None  # the worker-thread limiter of this adapter's library calls
-        self.ticks = 0   # logical-clock readings so far
-        self.uuids = 0   # ids the library has drawn so far
-        self.last = ("task000.turn00", 1, 0)  # the clock of the latest write, for reads
 
     # -- the library ---------------------------------------------------------------------------
-    async def _open(self):
-        if self.library is None:
-            from qdrant_client import QdrantClient
-            self.route = await library_route(self, ROLE, json_schema=EXTRACTION_SCHEMA)
-            dims = await embedding_dimensions(self)
-            config = {
-                "llm": {"provider": "openai", "config": {
-                    "model": self.ctx.llm.settings.role(ROLE).model, "temperature": LLM_TEMPERATURE,
-                    "max_tokens": LLM_MAX_TOKENS, "api_key": PROXY_KEY,
-                    "openai_base_url": self.route.base_url}},
-                "embedder": {"provider": "openai", "config": {
-                    "model": self.embedder.model_name, "api_key": PROXY_KEY,
-                    "openai_base_url": self.route.base_url}},
-                "vector_store": {"provider": "qdrant", "config": {
-                    "collection_name": "mem0", "embedding_model_dims": dims,
-                    "client": QdrantClient(location=":memory:")}},
-                "history_db_path": ":memory:",
-            }
-            # The library's threads wait on the proxy, whose embeddings need a worker thread of the
-            # default pool: with their own limiter, many users' library calls cannot starve it.
-            self.threads = anyio.CapacityLimiter(1)
-            self.library = await anyio.to_thread.run_sync(Memory.from_config, config, limiter=self.threads)
-        return self.library
+    async def open(self, endpoint):
+        from qdrant_client import QdrantClient
+        config = {
+            "llm": {"provider": "openai", "config": {
+                "model": endpoint.model, "temperature": LLM_TEMPERATURE, "max_tokens": LLM_MAX_TOKENS,
+                "api_key": endpoint.key, "openai_base_url": endpoint.base_url}},
+            "embedder": {"provider": "openai", "config": {
+                "model": endpoint.embed_model, "api_key": endpoint.key, "openai_base_url": endpoint.base_url}},
+            "vector_store": {"provider": "qdrant", "config": {
+                "collection_name": "mem0", "embedding_model_dims": await self.dimensions(),
+                "client": QdrantClient(location=":memory:")}},
+            "history_db_path": ":memory:",
+        }
+        # The library's threads wait on the proxy, whose embeddings need a worker thread of the
+        # default pool: with their own limiter, many users' library calls cannot starve it.
+        self.threads = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(Memory.from_config, config, limiter=self.threads)
 
-    async def _call(self, clock: tuple[str, int, int], fn, *args, **kwargs):
-        """Run a library call in a worker thread, on the logical clock, its model calls counted
-        with the caller's artifact. A model failure is counted and gives None; a cache miss under
-        `--cache replay` propagates."""
-        await self._open()
-        logical = LogicalClock(self, *clock)
+    async def _call(self, fn, *args, **kwargs):
+        """A library call in a worker thread (which sees the logical clock: the thread runs in a
+        copy of the caller's context), guarded."""
+        return await self.guarded(lambda: anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
+                                                                   limiter=self.threads))
 
-        def run():
-            token = _logical.set(logical)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _logical.reset(token)
-
-        with self.route.calls_from_here():
-            try:
-                return await anyio.to_thread.run_sync(run, limiter=self.threads)
-            except Exception as exc:
-                cause = self.route.error or exc
-                if isinstance(cause, MemauditError) and not isinstance(cause, MODEL_FAILURES):
-                    raise cause from None  # a cache miss under --cache replay, an EndpointError
-                self.failures.record(ROLE, logical.clock, cause)
-                return None
+    @staticmethod
+    def fake_answer(body: dict) -> dict:
+        """The contract fake's extraction: one memory, the new message's words."""
+        new = body["messages"][-1]["content"].split("## New Messages\n", 1)[1].split("\n\n", 1)[0]
+        return {"memory": [{"id": "0", "text": new.removeprefix("user: "), "attributed_to": "user",
+                            "linked_memory_ids": []}]}
 
     # -- write path ----------------------------------------------------------------------------
-    async def observe(self, event: Event) -> None:
-        if event.kind not in SOURCE:
-            return
-        self.last = (event.clock, event.task_index, event.turn)
-        library = await self._open()
-        await self._call(self.last, library.add, [{"role": "user", "content": event.text}], user_id=USER)
+    async def add(self, event) -> None:
+        library = await self.opened()
+        await self._call(library.add, [{"role": "user", "content": event.text}], user_id=USER)
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
-        library = await self._open()
-        found = await self._call(self.last, library.search, query, top_k=k, filters={"user_id": USER})
+        library = await self.opened()
+        found = await self._call(library.search, query, top_k=k, filters={"user_id": USER})
         items = []
         for result in (found or {}).get("results", []):
             item = shaped(result)
@@ -198,19 +121,18 @@ class Mem0AI(MemoryAdapter):
         return items
 
     def dump(self) -> list[dict]:
-        if self.library is None:
+        if self.instance is None:
             return []
-        listed = self.library.get_all(filters={"user_id": USER}, top_k=100_000)
+        listed = self.instance.get_all(filters={"user_id": USER}, top_k=100_000)
         return deep_copy([shaped(r) for r in listed.get("results", [])])
 
     # -- state ---------------------------------------------------------------------------------
     def snapshot(self) -> dict:
-        state = {**self.state_header(), "ticks": self.ticks, "uuids": self.uuids, "last": list(self.last),
-                 "memories": [], "entities": [], "messages": []}
-        if self.library is not None:
-            state["memories"] = points(self.library.vector_store)
-            state["entities"] = points(self.library.entity_store)
-            rows = self.library.db.connection.execute(
+        state = {**self.state_header(), **self.clock.to_state(), "memories": [], "entities": [], "messages": []}
+        if self.instance is not None:
+            state["memories"] = points(self.instance.vector_store)
+            state["entities"] = points(self.instance.entity_store)
+            rows = self.instance.db.connection.execute(
                 "SELECT id, session_scope, role, content, name, created_at FROM messages ORDER BY created_at, id")
             state["messages"] = [list(row) for row in rows.fetchall()]
         return deep_copy(state)
@@ -218,8 +140,8 @@ class Mem0AI(MemoryAdapter):
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
         self.load_header(state)
-        self.ticks, self.uuids, self.last = state["ticks"], state["uuids"], tuple(state["last"])
-        library = await self._open()
+        self.clock.load_state(state)
+        library = await self.opened()
         for store, saved in ((library.vector_store, state["memories"]), (library.entity_store, state["entities"])):
             await self._put_points(store, saved)
         with library.db._lock:
@@ -231,7 +153,7 @@ class Mem0AI(MemoryAdapter):
     async def load_items(self, items: list[dict]) -> None:
         """A dumped store (published `memories.json` or our export), stored as the library stores
         a memory: same ids where they are UUIDs, same text and times; no model calls."""
-        library = await self._open()
+        library = await self.opened()
         saved = []
         for n, item in enumerate(items, 1):
             if not isinstance(item, dict) or not isinstance(item.get("content"), str):
@@ -273,3 +195,4 @@ def shaped(result: dict) -> dict:
     return {"id": result.get("id"), "content": result.get("memory") or "",
             "category": metadata.get("category", "fact") if isinstance(metadata, dict) else "fact",
             "metadata": metadata, "timestamp": result.get("created_at") or result.get("updated_at")}
+

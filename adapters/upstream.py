@@ -1,14 +1,12 @@
-"""What the adapters over deployed libraries share (mem0ai, graphiti, llamaindex, langmem, cognee):
+"""The proxy side of the adapters over deployed libraries (their base class: adapters/deployed.py):
 one recording-proxy route each; their calls run on the episode's logical clock
 (adapters/library_clock.py) so that their model calls count with the episode; a model failure, or
-an answer the library cannot use, is a counted, skipped write; and their state is either the dump
-(refilled) or the messages they were given (added again)."""
+an answer the library cannot use, is a counted, skipped write."""
 from __future__ import annotations
 
 import importlib
 import importlib.util
 
-from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.memory_calls import MODEL_FAILURES
 from memaudit.errors import BadInput, MemauditError
 from memaudit.llm.proxy import recording_proxy
@@ -82,53 +80,3 @@ def count_problems(adapter, problems: list) -> None:
         if _fatal(cause):
             raise cause from None
         adapter.failures.record(adapter.route.role, adapter.clock.clock, cause)
-
-
-class RefilledStore:
-    """For an adapter (a MemoryAdapter with a `clock`) over a library whose store takes back what
-    it dumped (`_refill(items)`, items as `dump()` lists them): its state is that dump
-    (`self.stored`) and the clock."""
-
-    def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "stored": self.stored})
-
-    async def restore(self, state: dict) -> None:
-        state = deep_copy(state)
-        self.load_header(state)
-        self.clock.load_state(state["clock"])
-        await self._refill(state["stored"])
-
-
-class ReplayedMessages:
-    """For an adapter (a MemoryAdapter with a `clock`) over a library whose store has no form the
-    library reads back (a graph database, another process): what the published study gives it —
-    each user message (the task text and each reply) — goes to `add_message`, and its state is
-    those messages, added again in order on restore, every call answered from the cache. The
-    snapshot's failure counts and clock are the first run's: replayed failures are not counted
-    twice."""
-
-    SOURCE = ("task_start", "user")
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.added: list[list] = []  # [clock, task index, turn, text] of every message given to it
-
-    async def add_message(self, clock: str, task_index: int, turn: int, text: str) -> None:
-        raise NotImplementedError
-
-    async def observe(self, event) -> None:
-        if event.kind not in self.SOURCE:
-            return
-        self.added.append([event.clock, event.task_index, event.turn, event.text])
-        await self.add_message(event.clock, event.task_index, event.turn, event.text)
-
-    def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added})
-
-    async def restore(self, state: dict) -> None:
-        state = deep_copy(state)
-        for clock, task_index, turn, text in state["added"]:
-            await self.add_message(clock, task_index, turn, text)
-        self.load_header(state)
-        self.clock.load_state(state["clock"])
-        self.added = state["added"]

@@ -181,6 +181,17 @@ class Settings:
                 limits[url] = tuple(_smaller(a, b) for a, b in zip(limits.get(url, (None, None)), own))
         return {url: tuple(v / self.rate_share if v else None for v in pair) for url, pair in limits.items()}
 
+    def credentials(self) -> tuple[list[str], list[str]]:
+        """(every configured API key, every configured endpoint URL, which may carry one): the global
+        key and each section's `api_key_env`; the global, role, judge and embeddings base URLs. What
+        an answer must never bring back (memaudit/llm/secrets.py)."""
+        sections = [*self.role_sections.values(), *self.judge_sections.values()]
+        keys = [self.api_key, *(os.environ.get(s["api_key_env"]) for s in sections if s.get("api_key_env"))]
+        urls = [*_urls(self.base_url), *_urls(self.embed_base_url)]
+        for section in sections:
+            urls += [*_urls(section.get("base_url")), *_urls(section.get("embed_base_url"))]
+        return [k for k in keys if k], urls
+
     def with_embedded_url(self, url: str) -> "Settings":
         return replace(self, base_url=url, backend="llamacpp", model=EMBEDDED_MODEL)
 

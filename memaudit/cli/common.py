@@ -290,12 +290,17 @@ async def _cancelled_by_signals(coro_fn):
 def run(coro_fn, *args, **kwargs):
     """Run a command's coroutine; SIGINT or SIGTERM stop it cleanly (Interrupted). A file-system
     error on a path (PATH_ERRNOS) becomes a one-line error, not a traceback (store faults already
-    are: the store raises StoreError)."""
+    are: the store raises StoreError). Secrets removed from the answers are counted and said once."""
     from memaudit.errors import BadInput
+    from memaudit.llm.secrets import counting_echoes
 
-    try:
-        return anyio.run(_cancelled_by_signals, functools.partial(coro_fn, *args, **kwargs))
-    except OSError as exc:
-        if exc.errno not in PATH_ERRNOS or exc.filename is None:
-            raise
-        raise BadInput(f"cannot write or read there: {exc.strerror}", file=str(exc.filename)) from None
+    with counting_echoes() as echoes:
+        try:
+            result = anyio.run(_cancelled_by_signals, functools.partial(coro_fn, *args, **kwargs))
+        except OSError as exc:
+            if exc.errno not in PATH_ERRNOS or exc.filename is None:
+                raise
+            raise BadInput(f"cannot write or read there: {exc.strerror}", file=str(exc.filename)) from None
+    if echoes.count:  # once, after the command's own output (an error stays its one line)
+        click.echo(f"memaudit: {echoes.line()}", err=True)
+    return result

@@ -32,6 +32,7 @@ from memaudit.config import PANEL_ROLE, Settings
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError, Refusal, redact_url
 from memaudit.llm.batch_api import BatchAPI
 from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
+from memaudit.llm.secrets import configured as configured_secrets
 from memaudit.llm.dialects import BATCH_CHAT_URL, DIALECTS, ParameterRefused, Refusals, answer_error, request_body
 from memaudit.userfiles import read_regular
 
@@ -290,6 +291,9 @@ class Collector:
     tally: Tally = field(default_factory=Tally)
     touched: set[str] = field(default_factory=set)  # batches whose requests got a line
 
+    def __post_init__(self):
+        self.secrets = configured_secrets(self.settings)  # a result line is an answer: cleaned as one
+
     async def apply_file(self, content: bytes, batch: str | None) -> None:
         """Apply every line of an output or error file; `batch` None accepts any sent request
         (an imported vLLM output file), else only requests of that batch. Every line is checked
@@ -318,7 +322,7 @@ class Collector:
         if await self.store.calls.get_call(row["key"]) is not None:  # answered meanwhile (a live run)
             self.tally.skipped += 1
             return [self.store.batches.done_statement(row["key"])]
-        response = line.get("response") or {}
+        response = self.secrets.answer(line.get("response") or {})
         status, body = response.get("status_code"), response.get("body")
         if status == 200 and isinstance(body, dict):
             return self._answered(row, body)
@@ -354,7 +358,7 @@ class Collector:
         self.tally.failures += 1
         api_key = self.settings.role(row["role"]).api_key
         self.store.calls.put_call(**failure_row(row["key"], row["role"], row["model"], row["request"], exc,
-                                                (api_key,)))
+                                                (api_key, *self.secrets.values)))
         return [self.store.batches.done_statement(row["key"])]
 
     async def _not_answered(self, row, status, body, error) -> list:

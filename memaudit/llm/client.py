@@ -22,6 +22,7 @@ from memaudit.llm.dialects import (CHAT_PATH, DIALECTS, REFUSABLE, ParameterRefu
 from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.ratelimit import RateBudgets
 from memaudit.llm.schema import problem as schema_problem
+from memaudit.llm.secrets import configured as configured_secrets
 from memaudit.llm.tools import PROBE, PROBE_MESSAGES, answered_calls, calls_problem, ignores_tools
 from memaudit.llm.tokens import SERVER_COUNT, local_count, server_count, server_root
 from memaudit.llm.transport import Transport, Unreachable
@@ -87,7 +88,7 @@ class LLM:
         self.store = store
         self.transport = Transport(settings.concurrency, settings.max_retries, settings.backoff_base,
                                    settings.backoff_cap, settings.timeout, mock=transport,
-                                   rates=RateBudgets.of(settings))
+                                   rates=RateBudgets.of(settings), secrets=configured_secrets(settings))
         self.stats: dict[str, RoleStats] = {}
         self._flights: dict[str, _Flight] = {}
         self._roles: tuple[Settings, dict] = (settings, {})
@@ -308,7 +309,8 @@ class LLM:
             # unreachable endpoint) ends the command and is never recorded.
             stats.failures += 1
             if mode != "off":
-                self.store.put_call(**failure_row(key, role, rc.model, request_json, exc, (rc.api_key,)))
+                self.store.put_call(**failure_row(key, role, rc.model, request_json, exc,
+                                                              (rc.api_key, *self.transport.secrets.values)))
                 await self.store.maybe_flush()
             raise
         self._count(stats, usage)

@@ -31,6 +31,7 @@ from yarl import URL
 from memaudit.errors import EndpointError, redact_url
 from memaudit.llm.dialects import RETRYABLE, answer_error, server_message
 from memaudit.llm.ratelimit import RateBudgets
+from memaudit.llm.secrets import Secrets
 
 JSON_HEADERS = {"content-type": "application/json"}
 
@@ -147,6 +148,9 @@ class Transport:
     watched: dict = field(default_factory=dict)
     # Requests and tokens per minute per endpoint (`--rpm`/`--tpm`): memaudit/llm/ratelimit.py.
     rates: RateBudgets = field(default_factory=RateBudgets)
+    # Every configured secret, removed from each answer and error body before anything reads it
+    # (memaudit/llm/secrets.py): a server that echoes the key gets it stored nowhere.
+    secrets: Secrets = field(default_factory=Secrets)
 
     def endpoint(self, base_url: str, api_key: str | None) -> Endpoint:
         ident = (base_url, api_key)
@@ -174,7 +178,7 @@ class Transport:
         Returns (response JSON, latency seconds)."""
         if not base_urls:
             raise EndpointError(f"no endpoint configured for role {role}")
-        secrets = (api_key,) if api_key else ()
+        secrets = (*((api_key,) if api_key else ()), *self.secrets.values)
         content = orjson.dumps(body)
         last = ""
         for attempt in range(self.max_retries + 1):
@@ -187,6 +191,7 @@ class Transport:
                     start = time.perf_counter()
                     status, headers, data = await ep.session.post(path, content)
                     latency = time.perf_counter() - start
+                    data = data if status == 200 else self.secrets.body(data)
             except Unreachable as exc:
                 if ep.base_url in self.watched:
                     await self.watched[ep.base_url]()
@@ -194,7 +199,7 @@ class Transport:
             else:
                 if status == 200:
                     try:
-                        answer = orjson.loads(data)
+                        answer = self.secrets.answer(orjson.loads(data))
                     except orjson.JSONDecodeError:
                         last = "response body is not JSON"
                     else:

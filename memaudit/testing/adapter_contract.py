@@ -14,8 +14,8 @@ with the one line a rollout would print."""
 from __future__ import annotations
 
 import hashlib
-import random
 import re
+import sys
 import tempfile
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,10 +25,12 @@ import numpy as np
 
 from memaudit.adapters.base import AdapterContext, AgentContext, Event
 from memaudit.adapters.boundary import open_adapter
+from memaudit.adapters.deployed import DeployedLibrary
+from memaudit.adapters.registry import registrations
 from memaudit.config import Settings
 from memaudit.errors import MemauditError
 from memaudit.llm.embed import DIM, Embedder
-from memaudit.testing.fake_openai import FakeOpenAI, example, schema_of
+from memaudit.testing.fake_openai import FakeOpenAI, schema_name
 
 QUERIES = ["knee injury from running", "how does the user like answers", "Python data analysis", "Munich"]
 
@@ -97,46 +99,35 @@ def memt_fact_of_each_turn(body):
                            {"tool": "update_summary", "name": "", "content": f"Latest: {turn}"}]}
 
 
-def mem0ai_keep_the_message(body):
-    """The mem0ai library's extraction: one memory, the new message's words."""
-    new = body["messages"][-1]["content"].split("## New Messages\n", 1)[1].split("\n\n", 1)[0]
-    return {"memory": [{"id": "0", "text": new.removeprefix("user: "), "attributed_to": "user",
-                        "linked_memory_ids": []}]}
+def deployed_libraries() -> list[type]:
+    """The adapter classes of the deployed libraries whose module is imported: the only ones whose
+    library can be calling the fake."""
+    found = []
+    for registration in registrations():
+        module, _, attr = registration.target.partition(":")
+        adapter = getattr(sys.modules.get(module), attr, None)
+        if isinstance(adapter, type) and issubclass(adapter, DeployedLibrary):
+            found.append(adapter)
+    return found
 
 
-def llamaindex_fact_of_each_message(default):
-    """LlamaIndex's fact block (a plain completion): one `<fact>` per flushed message, its first
-    words; every other free-text call keeps `default`."""
+def library_answer(body: dict) -> object | None:
+    """A deployed library's own fake answer to a structured call of its role (`fake_answer`)."""
+    name = schema_name(body)
+    for adapter in deployed_libraries():
+        if name == re.sub(r"[^A-Za-z0-9_-]", "_", adapter.ROLE):  # a role's schema name (llm/dialects/base.py)
+            return adapter.fake_answer(body)
+    return None
+
+
+def library_text(default):
+    """Free-text calls: a deployed library's own fake answer (`fake_text`), else `default`."""
     def answer(body):
-        if "<existing_facts>" not in str(body["messages"][-1].get("content")):
-            return default(body)
-        said = [str(m.get("content")) for m in body["messages"][:-1] if m.get("role") == "user"]
-        return "<facts>" + "".join(f"<fact>{text[:60]}</fact>" for text in said) + "</facts>"
+        for adapter in deployed_libraries():
+            if (text := adapter.fake_text(body)) is not None:
+                return text
+        return default(body)
     return answer
-
-
-def graphiti_graph_of_each_message(body):
-    """Graphiti's calls, told apart by their output schema: the user and the message's first long
-    word as entities, one fact between them (the message's first words), no duplicates, no
-    contradictions, no summary updates; other calls answered from their schema."""
-    schema = schema_of(body) or {}
-    wanted = set(schema.get("properties", {}))
-    prompt = "\n".join(str(m.get("content")) for m in body["messages"])
-    said = prompt.rsplit("user: ", 1)[-1].split("\n", 1)[0] if "user: " in prompt else "something"
-    topic = next((w.strip(".,;:!?").capitalize() for w in said.split() if len(w) > 5), "Topic")
-    answer = {}
-    if "extracted_entities" in wanted:
-        answer["extracted_entities"] = [{"name": name, "entity_type_id": 0, "episode_indices": [0]}
-                                        for name in ("User", topic)]
-    if "edges" in wanted:
-        answer["edges"] = [{"source_entity_name": "User", "target_entity_name": topic, "relation_type": "MENTIONED",
-                            "fact": f"User said: {said[:80]}", "valid_at": None, "invalid_at": None,
-                            "episode_indices": [0]}]
-    for name in wanted & {"entity_resolutions", "duplicate_facts", "contradicted_facts", "summaries", "timestamps"}:
-        answer[name] = []
-    if answer:
-        return answer
-    return example(schema, random.Random(len(prompt)))
 
 
 def script(fake):
@@ -146,9 +137,8 @@ def script(fake):
     fake.on("memt_policy_formation", memt_fact_of_each_turn)
     fake.on("memt_policy_update", lambda body: {"operations": [{"op": "add", "target": -1, "content": ""}]})
     fake.on("memt_policy_search", memt_search_facts_once)
-    fake.on("memory_mem0ai", mem0ai_keep_the_message)
-    fake.on("memory_graphiti", graphiti_graph_of_each_message)
-    fake.on_text(llamaindex_fact_of_each_message(fake.text_handler))
+    fake.fallback = library_answer
+    fake.on_text(library_text(fake.text_handler))
     return fake
 
 

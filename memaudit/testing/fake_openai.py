@@ -10,6 +10,7 @@ optional latency. It is a test double only: `make run` never uses it.
     fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
     fake.ignore_tools = True                             # a server that drops `tools` and answers in text
+    fake.echo_key = True                                 # every answer's strings quote the Authorization header
     llm = LLM(settings, store.calls, transport=fake.transport())
 
 Tool calls are answered natively (`message.tool_calls`) and, asked through memaudit's emulation
@@ -83,6 +84,8 @@ class FakeOpenAI:
         # that meets one call of a library that sends several at once.
         self.fault_for: Callable[[dict], object] | None = None
         self.handlers: dict[str, Callable[[dict], object]] = {}
+        # Asked for a structured answer no handler gives: an answer, or None for the schema's example.
+        self.fallback: Callable[[dict], object | None] = lambda body: None
         self.text_handler: Callable[[dict], str] = lambda body: "Here is a concrete plan: step one, step two."
         self.requests: list[dict] = []
         self.status_counts: Counter = Counter()
@@ -98,6 +101,9 @@ class FakeOpenAI:
         # hosted API, where only the context-length error tells.
         self.tokenize: bool | str = True
         self.ignore_tools = False  # True: answer requests offering tools as if they offered none
+        # True: like a server (or a proxy before it) that copies the request's credentials into its
+        # answers, every string of each answer (JSON text and tool arguments included) quotes them.
+        self.echo_key = False
 
     def on(self, name: str, fn: Callable[[dict], object]) -> "FakeOpenAI":
         self.handlers[name] = fn
@@ -165,9 +171,10 @@ class FakeOpenAI:
         if fault == "timeout" or isinstance(fault, int):
             return self.fault_reply(fault)
         if fault != "garbage" and body.get("tools") and not self.ignore_tools:
-            return self._status(200, self.completion(body, "", native_calls(body)))
-        text = "{not json" if fault == "garbage" else self.answer(body)
-        return self._status(200, self.completion(body, text))
+            answer = self.completion(body, "", native_calls(body))
+        else:
+            answer = self.completion(body, "{not json" if fault == "garbage" else self.answer(body))
+        return self._status(200, echoed(answer, authorization) if self.echo_key else answer)
 
     def next_fault(self, body: dict):
         """The fault `fault_for` picks for this request, else the scripted next outcome (`faults`),
@@ -242,12 +249,41 @@ class FakeOpenAI:
             return self.text_handler(body)
         if name in self.handlers:
             out = self.handlers[name](body)
+        elif (out := self.fallback(body)) is not None:
+            pass
         elif emulated_tools(schema) is not None:
             out = emulated_answer(schema, body["messages"])
         else:
             seed = int(hashlib.sha256(orjson.dumps(body["messages"])).hexdigest()[:8], 16)
             out = example(schema, random.Random(seed))
         return out if isinstance(out, str) else orjson.dumps(out).decode()
+
+
+def echoed(answer: dict, authorization: str | None) -> dict:
+    """A chat answer whose text (each prose string of a JSON answer: labels stay valid) and tool
+    arguments quote `authorization`."""
+    said = f" (sent with {authorization})"
+    message = answer["choices"][0]["message"]
+    if isinstance(message.get("content"), str):
+        message["content"] = _quoting(message["content"], said)
+    for call in message.get("tool_calls") or []:
+        call["function"]["arguments"] = _quoting(call["function"]["arguments"], said)
+    return answer
+
+
+def _quoting(text: str, said: str) -> str:
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text + said
+
+    def walk(node):
+        if isinstance(node, str):
+            return node + said if " " in node.strip() else node
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        return [walk(v) for v in node] if isinstance(node, list) else node
+    return orjson.dumps(walk(data)).decode()
 
 
 # -- tool calls ---------------------------------------------------------------------------------------

@@ -21,8 +21,14 @@ requests from the A-mem-sys the published checkout vendors), both calls are A-Me
 line, analysis and evolution prompts, response formats, neighbours shown by id as A-Mem lists them,
 and the answers applied as A-Mem applies them (`should_evolve`; `strengthen` links the suggested
 ids and replaces the note's tags; `update_neighbor` rewrites the neighbours' tags and contexts in
-list order). Without it our own wording and JSON stay (docs/fidelity.md M-rows)."""
+list order). A-Mem took an invalid answer as it came: with the pack a call is not repaired (the
+note keeps the defaults, or no evolution happens; the failure is counted). A pack that records
+A-Mem's notes (`notes` in its layout: every pack imported since issue 45) also gives uuid-shaped
+ids, derived like every id, and indexes an empty context as A-Mem did; a run made with an older
+pack replays as it was made. Without the pack our own wording and JSON stay (docs/fidelity.md M-rows)."""
 from __future__ import annotations
+
+import uuid
 
 from memaudit.adapters.base import Event
 from memaudit.adapters.indexed import IndexedMemory
@@ -70,12 +76,25 @@ class AMem(IndexedMemory):
         layout = rollout_layout(ctx.llm.settings.prompts_dir) if ctx.llm is not None else None
         self.published: dict | None = (layout or {}).get("amem")
 
+    @property
+    def notes(self) -> dict:
+        """How A-Mem made and indexed notes, as the pack records it ({} without one, or an older pack)."""
+        return (self.published or {}).get("notes", {})
+
+    def new_id(self, content: str) -> str:
+        if self.notes.get("id") == "uuid4":  # A-Mem's note ids are uuid4 strings: the same shape, derived
+            return str(uuid.UUID(hex=self.id_digest(content)[:32], version=4))
+        return super().new_id(content)
+
     def rank_text(self, item: dict) -> str:
         # The published index text: content, then context (unless the default), keywords and tags
         # when present. .get: a published dump loaded for `memory search` may lack some fields.
+        # A-Mem indexed an empty context too (" context: "); memaudit's own notes never have one.
         text = item["content"]
-        if item.get("context") and item["context"] != DEFAULT_CONTEXT:
-            text += f" context: {item['context']}"
+        context = item.get("context")
+        indexed = bool(context) or (context == "" and self.notes.get("empty_context_indexed", False))
+        if indexed and context != DEFAULT_CONTEXT:
+            text += f" context: {context}"
         if item.get("keywords"):
             text += f" keywords: {', '.join(item['keywords'])}"
         if item.get("tags"):
@@ -128,7 +147,7 @@ class AMem(IndexedMemory):
         return await memory_call(self, f"memory:amem_{call}", f"memory_amem_{call}", clock=event.clock,
                                  schema=schema if published is None else published["schema"],
                                  schema_name=None if published is None else published["name"],
-                                 temperature=TEMPERATURE,
+                                 temperature=TEMPERATURE, repairs=None if published is None else 0,
                                  seed_parts=self.seed_parts(event.task_index, event.turn, call), **values)
 
     async def _evolve_published(self, event: Event, note: dict) -> list[str]:

@@ -167,9 +167,12 @@ class MemoryAdapter(ABC):
     # -- helpers for implementations -------------------------------------------------------
     def new_id(self, content: str) -> str:
         """Deterministic id from (scope, content, counter): no uuid4, stable under replay."""
+        return self.id_digest(content)[:16]
+
+    def id_digest(self, content: str) -> str:
+        """The hex digest ids are cut from; each draw advances the counter."""
         self._counter += 1
-        digest = hashlib.sha256(f"{self.ctx.scope}\x00{content}\x00{self._counter}".encode()).hexdigest()
-        return digest[:16]
+        return hashlib.sha256(f"{self.ctx.scope}\x00{content}\x00{self._counter}".encode()).hexdigest()
 
     def seed_parts(self, *parts) -> tuple:
         return (self.ctx.scope, self.name, self._counter, *parts)

@@ -7,7 +7,8 @@ HTTP to memaudit's recording proxy.
 Protocol: the first line on stdin is the set-up, then one request a line; each gets one answer
 line on stdout, `{"ok": true, "result": …}` or `{"ok": false, "error": "Type: message"}`.
 
-    {"base_url", "model", "embed_model", "dimensions", "scope", "tiktoken_cache", "telemetry"} -> {"version"}
+    {"base_url", "model", "embed_model", "dimensions", "scope", "tiktoken_cache", "telemetry"}
+                                                                                    -> {"version"}
     {"op": "add", "text", "clock": [clock, task_index, turn]}                       -> null
     {"op": "search", "query", "k"}                                                  -> [{"id", "content", "score", …}]
     {"op": "dump"}                                                                  -> [{"id", "content", "category", …}]

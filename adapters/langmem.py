@@ -53,7 +53,8 @@ class DroppedCalls(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         found = _drops.get()
         if found is not None and record.levelno >= logging.WARNING:
-            found.append(InvalidOutput(LangMemMemory.ROLE, "", f"the library dropped a tool call: {record.getMessage()}"))
+            found.append(InvalidOutput(LangMemMemory.ROLE, "",
+                                       f"the library dropped a tool call: {record.getMessage()}"))
 
 
 with upstream_imports("langmem", telemetry=TELEMETRY):
@@ -137,7 +138,7 @@ class LangMemMemory(RefilledStore, DeployedLibrary):
         without a query embeds nothing)."""
         return [stored_item(item) for item in await self.instance.asearch(limit=1_000_000, config=CONFIG)]
 
-    # -- state (snapshot and restore: upstream.RefilledStore) ---------------------------------
+    # -- state (snapshot and restore: deployed.RefilledStore) ---------------------------------
     async def load_items(self, items: list[dict]) -> None:
         """A dumped store (ours, or any items with `content`), each a `Memory` of the manager; items
         without times get the logical date of task 1."""

@@ -176,7 +176,7 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
         nodes = await block.vector_store.aget_nodes()
         return nodes  # in id order: the ids follow the logical clock
 
-    # -- state (snapshot and restore: upstream.RefilledStore) ---------------------------------
+    # -- state (snapshot and restore: deployed.RefilledStore) ---------------------------------
     async def load_items(self, items: list[dict]) -> None:
         """A dumped store (ours, or any items with `content`): our facts and queue back in their
         places, every other item a node of the vector block, searched as the library searches."""

@@ -39,13 +39,15 @@ class FailureLog:
 
 async def model_call(adapter, role: str, messages: list[dict], *, clock: str, seed_parts: tuple,
                      max_tokens: int | None = None, schema: dict | None = None, temperature: float = 0.0,
-                     schema_name: str | None = None):
+                     schema_name: str | None = None, repairs: int | None = None):
     """Call `role` with ready messages; the CallResult, or None (and a recorded failure) when the
     model failed for good. `max_tokens` None: no output cap (the published memory systems sent none;
-    the embedded model's cap still applies). `schema_name`: the schema's own name in the request."""
+    the embedded model's cap still applies). `schema_name`: the schema's own name in the request;
+    `repairs`: `LLM.call` (0: an invalid answer is a failure at once)."""
     try:
         return await ask(adapter.ctx.llm, role, messages=messages, seed_parts=seed_parts,
-                         spec=RoleSpec(None, schema, temperature, max_tokens), schema_name=schema_name)
+                         spec=RoleSpec(None, schema, temperature, max_tokens), schema_name=schema_name,
+                         repairs=repairs)
     except MODEL_FAILURES as exc:
         adapter.failures.record(role, clock, exc)
         return None
@@ -53,10 +55,10 @@ async def model_call(adapter, role: str, messages: list[dict], *, clock: str, se
 
 async def memory_call(adapter, role: str, prompt: str, *, schema: dict, clock: str, max_tokens: int | None = None,
                       seed_parts: tuple, temperature: float = 0.0, schema_name: str | None = None,
-                      **values) -> dict | None:
+                      repairs: int | None = None, **values) -> dict | None:
     """Render `prompts/<prompt>.md`, call `role` with structured output; None (and a recorded
     failure) when the model failed for good."""
     messages = load_prompt(prompt, adapter.ctx.llm.settings.prompts_dir).render(**values)
     result = await model_call(adapter, role, messages, max_tokens=max_tokens, clock=clock, seed_parts=seed_parts,
-                              schema=schema, temperature=temperature, schema_name=schema_name)
+                              schema=schema, temperature=temperature, schema_name=schema_name, repairs=repairs)
     return None if result is None else result.data

@@ -141,6 +141,8 @@ class MemT(MemoryAdapter):
     published_result = {"score": None}  # Mem-T's search returns no score; the scorer showed null
     prompts = ("memory_memt_formation", "memory_memt_update", "memory_memt_search")
     embed_role = MEMT_POLICY
+    # An item's written document, for the policies (memt_templates.py reads it here: no import back)
+    document = staticmethod(memory_content)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -239,7 +241,9 @@ class MemT(MemoryAdapter):
         return found[:k]
 
     async def context(self, query: str, k: int) -> AgentContext:
-        collected = await self._collect(query)
+        # As published: empty documents dropped first, then the first 20 kept; only when none is
+        # left, the first 20 stored items (cut first: there an empty line is dropped when shown).
+        collected = [item for item in await self._collect(query) if item.content]
         if collected:
             return AgentContext(notes=collected[:CONTEXT_ITEMS])
         return AgentContext(notes=[MemoryItem(item["id"], item["content"][:FALLBACK_CHARS], None,

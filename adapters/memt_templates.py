@@ -93,10 +93,9 @@ class TemplatePolicy:
 
     async def update(self, adapter, event, collection: str, candidate: str,
                      neighbours: list[dict]) -> list[dict] | None:
-        from memaudit.adapters.memt import memory_content
         potential = {"type": collection.rstrip("s"), "document": candidate, "turn_time": event.clock,
                      "start_time": "", "end_time": ""}
-        related = [{"id": item["id"], "document": memory_content(item), "turn_time": item["metadata"].get("turn_time"),
+        related = [{"id": item["id"], "document": adapter.document(item), "turn_time": item["metadata"].get("turn_time"),
                     "start_time": "", "end_time": ""} for item in neighbours]
         messages = self.update_builder.construct_prompt(potential, related,
                                                         self.update_builder.get_tool_schemas(collection))

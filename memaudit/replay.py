@@ -25,7 +25,7 @@ from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
 from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.evolving import score_evolving
-from memaudit.scoring.recovery import score_runs, with_prompts
+from memaudit.scoring.recovery import EVERY_TARGET, score_runs, with_prompts
 from memaudit.scoring.rescore import rescore_runs
 from memaudit.store import Run, ScorePass, Store, dumps, loads, open_store, select_runs
 from memaudit.store.artifacts import ARTIFACTS, ORACLE_KEY, artifact_rows, copy_inputs, oracle_row, oracle_rows
@@ -144,15 +144,15 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
     for run, found in passes.items():
         default = [p for p in found if p.variant == DEFAULT_VARIANT]
-        for (window, dims, prompts, panel), group in _by_settings(default).items():
+        for (window, dims, prompts, panel, every), group in _by_settings(default).items():
             modes = sorted({p.mode for p in group})
             ks = sorted({p.k for p in group if p.mode == "retrieve"}) or [5]
-            scoring.setdefault(dumps([modes, ks, window, dims, prompts, loads(panel)]), []).append(run)
+            scoring.setdefault(dumps([modes, ks, window, dims, prompts, loads(panel), every]), []).append(run)
     for signature, group in scoring.items():
-        modes, ks, window, dims, prompts, panel = loads(signature)
+        modes, ks, window, dims, prompts, panel, every = loads(signature)
         scoring_rt = with_prompts(rt, prompts)
         await score_runs(scoring_rt, group, modes, ks=tuple(ks), context_window=window, dims=dims,
-                         panel=Panel.recorded(scoring_rt.llm, panel))
+                         panel=Panel.recorded(scoring_rt.llm, panel), every_target=every)
         await score_evolving(scoring_rt, group, modes, ks=tuple(ks), context_window=window)
     for run, found in passes.items():
         variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
@@ -200,12 +200,14 @@ def recorded_dir(prompts: dict | None) -> str | None:
 
 def _by_settings(passes: list[ScorePass]) -> dict[tuple, list[ScorePass]]:
     """Passes grouped by the options they were scored with (a run may mix windows, dims, prompt
-    directories: `--prompts`, recorded in the pass, or judge panels: the panel as JSON text)."""
+    directories: `--prompts`, recorded in the pass, or judge panels: the panel as JSON text), and
+    whether every target was judged (a pass scored with the pack before that lacks the field)."""
     out: dict[tuple, list[ScorePass]] = {}
     for p in passes:
         prompts = recorded_dir(p.config.scorer.get("prompts"))
         panel = dumps(recorded_fields(p.config.scorer))
-        out.setdefault((p.config.context_window, p.config.dims, prompts, panel), []).append(p)
+        every = bool(p.config.scorer.get(EVERY_TARGET))
+        out.setdefault((p.config.context_window, p.config.dims, prompts, panel, every), []).append(p)
     return out
 
 

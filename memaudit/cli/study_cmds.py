@@ -11,7 +11,8 @@ import orjson
 from memaudit.cli.common import STORE, command, current_settings, given, global_options, run, split_list
 from memaudit.cli.score_cmds import panel_options
 from memaudit.errors import BadInput
-from memaudit.study.emit import ENGINES, Resources, k8s_files, settings_env, slurm_files, write_files
+from memaudit.study.emit import (ENGINES, Resources, k8s_files, one_line, settings_env, slurm_files, study_commands,
+                                 write_files)
 from memaudit.study.plan import STUDY_COMMANDS, Study, study_panel
 
 
@@ -179,9 +180,13 @@ def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, j
     """Estimate the calls, tokens and cost of a study from the flags its commands take; recorded in
     the store for `cost`. With --emit, also write the files that run it on a cluster."""
     from memaudit.cli.score_cmds import _ks, _modes
+    from memaudit.ids import check_id
+    from memaudit.rollout.runner import run_id
 
     study = Study(bench_ref, tuple(split_list(systems) or ()), users, tasks, max_turns, tag, tuple(_modes(mode)),
                   _ks(k_text), dims, tuple(split_list(judges)) if judges else None, repeats, _stages(stages))
+    for system in study.systems:  # the run ids rollout will make: refused here as rollout would refuse them
+        check_id(run_id(system, tag), "run id", field="tag")
     settings = current_settings()
     study_panel(settings, study)  # an even panel is refused before any store is opened
     if emit is None and (shards or out):
@@ -207,10 +212,14 @@ def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, j
 
 def _emit(engine, settings, study, shards, resources, pilot_db, prices_file, out) -> tuple[dict, list[Path]]:
     """The plan recorded in DIR/bench.db and the engine's files written beside it."""
-    resources.seconds()  # refused before anything is written, as credentials in the base URL are:
+    # Refused before anything is written, as credentials in the base URL are: a value no job file may hold.
+    resources.check()
+    one_line(str(out.resolve()), "out")
+    study_commands(study, study.bench)
+    memaudit = one_line(_memaudit_command(), "MEMAUDIT_BIN")
     env = settings_env(settings, given("config") or os.environ.get("MEMAUDIT_CONFIG"))
     found, bench_name = run(_plan, settings, study, pilot_db, prices_file, out)
-    files = (slurm_files(study, bench_name, shards, resources, env, out, _memaudit_command()) if engine == "slurm"
+    files = (slurm_files(study, bench_name, shards, resources, env, out, memaudit) if engine == "slurm"
              else k8s_files(study, bench_name, shards, resources, env))
     return found, write_files(out, {**files, "plan.md": _plan_markdown(found) + "\n"})
 

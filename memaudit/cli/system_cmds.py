@@ -72,7 +72,7 @@ def serve(port, threads, model_path, engine, smoke, log_path, fake):
         serve_fake(port)
         return
     if smoke:
-        from memaudit.llm.server import smoke_check
+        from memaudit.llm.smoke import smoke_check
         log_path = log_path or current_settings().db.parent / "memaudit-server.log"
         try:
             answer = run(smoke_check, log_path.resolve(), threads=threads)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextvars
 import datetime as dt
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
@@ -138,29 +138,32 @@ class LLM:
                    max_tokens: int | None = None, schema: dict | None = None,
                    check: Callable[[object], str | None] | None = None, sample: int = 0,
                    seed_parts: tuple = (), tools: dict | None = None,
-                   schema_name: str | None = None) -> CallResult:
+                   schema_name: str | None = None, repairs: int | None = None) -> CallResult:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. `tools`: tool fields sent natively (memaudit/llm/tools.py `ToolRequest.fields`),
         keyed with the call; the answer's tool calls are in `tool_calls`, and a required call that
         was not made is an invalid answer. The schema goes by the role's name unless `schema_name`
         names it (a published request's own name, then keyed). Per-role config overrides
-        `temperature` and `max_tokens`."""
+        `temperature` and `max_tokens`. `repairs`: the repair attempts of this call (None: the
+        role's; 0 for a caller that takes an invalid answer as the published code did)."""
         # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
         # key of what is then sent; the refusal is remembered (memaudit/llm/dialects/).
         for _ in REFUSABLE:
             try:
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools, schema_name)
+                                                seed_parts, tools, schema_name, repairs)
             except ParameterRefused as exc:
                 rc = self.role_config(role)
                 await self.refusals.learn(rc.model, rc.backend, exc.param)
         return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts,
-                                        tools, schema_name)
+                                        tools, schema_name, repairs)
 
     async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
-                            seed_parts, tools=None, schema_name=None) -> CallResult:
+                            seed_parts, tools=None, schema_name=None, repairs=None) -> CallResult:
         rc = self.role_config(role)
+        if repairs is not None:  # not part of the key, as the role's setting is not
+            rc = replace(rc, repair_attempts=repairs)
         sent = sampling(rc, temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
@@ -174,7 +177,7 @@ class LLM:
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools, schema_name)
+                                                seed_parts, tools, schema_name, repairs)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)

@@ -18,7 +18,6 @@ import anyio
 
 from memaudit.config import EMBEDDED_CONTEXT, EMBEDDED_MODEL
 from memaudit.errors import EndpointError
-from memaudit.llm.dialects import request_body
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 READY_TIMEOUT = 120.0
@@ -27,7 +26,6 @@ READY_TIMEOUT = 120.0
 # counted, ~115 MB resident per 640-token state at n_ctx 8192), so 512 MiB counted is ~5 GB real.
 CACHE_BYTES = 512 << 20
 EXIT_GRACE = 2.0  # seconds to wait, after a failed request, for a crashing server's process to end
-SMOKE_TIMEOUT = 120.0
 
 
 def bundled_gguf() -> Path:
@@ -131,30 +129,6 @@ async def embedded_server(*, threads: int = 2, model_path: Path | None = None, l
                 proc.wait()
             if log is not subprocess.DEVNULL:
                 log.close()
-
-
-async def smoke_check(log_path: Path, *, threads: int = 2) -> str:
-    """Start the embedded server, ask the bundled model one short question, stop it; returns the
-    answer. Raises EndpointError (naming the log) when the model does not load or answer."""
-    import httpx
-    async with embedded_server(threads=threads, log_path=log_path) as server:
-        body = request_body(backend="llamacpp", model=EMBEDDED_MODEL, seed=0, temperature=0.0, top_p=None,
-                            max_tokens=8, schema=None, schema_name="smoke",
-                            messages=[{"role": "user", "content": "Say hello in one word."}])
-        async with httpx.AsyncClient(base_url=server.url, timeout=SMOKE_TIMEOUT) as client:
-            try:
-                resp = await client.post("/chat/completions", json=body)
-            except httpx.HTTPError as exc:
-                await server.check_alive()
-                raise EndpointError(f"the completion failed ({type(exc).__name__}: {exc}); log: {log_path}") from None
-        try:
-            answer = resp.json()["choices"][0]["message"]["content"] or ""
-        except (ValueError, KeyError, IndexError, TypeError):
-            answer = ""
-        if resp.status_code != 200 or not answer.strip():
-            raise EndpointError(f"the bundled model gave no answer (HTTP {resp.status_code}: {resp.text[:120]!r}); "
-                                f"log: {log_path}")
-        return answer.strip()
 
 
 def _die_with_parent() -> None:

@@ -26,6 +26,10 @@ EVOLVE_VALUES = {"context": "context", "content": "content", "keywords": "keywor
 NEIGHBOUR_VALUES = {"doc_id": "id", "timestamp": "timestamp", "content": "content", "context": "context",
                     "str keywords": "keywords", "str tags": "tags"}
 ROLE = "memory (amem)"
+# How A-Mem makes and indexes a note (memory_system.py `MemoryNote`, retrievers.py `add_document`),
+# facts of its code rather than text: ids are uuid4 strings, and the index appends the context
+# unless it is the default, an empty one too. memaudit's amem follows a pack that records them.
+NOTES = {"id": "uuid4", "empty_context_indexed": True}
 
 
 def build(reader: Reader) -> tuple[dict, dict, dict]:
@@ -42,7 +46,7 @@ def build(reader: Reader) -> tuple[dict, dict, dict]:
     layout = {"note": reader.read(MEMORY_SYSTEM, ANALYZE, lambda: _response_format(analyze)),
               "evolve": reader.read(MEMORY_SYSTEM, PROCESS,
                                     lambda: _response_format(reader.fn(MEMORY_SYSTEM, PROCESS))),
-              "neighbour": neighbour}
+              "neighbour": neighbour, "notes": NOTES}
     where = {"memory_amem_note": f"{MEMORY_SYSTEM} {ANALYZE}, {CONTROLLER} {SYSTEM_LINE}",
              "memory_amem_evolve": f"{MEMORY_SYSTEM} {EVOLVE}, {CONTROLLER} {SYSTEM_LINE}"}
     prompts = {"memory_amem_note": (ROLE, where["memory_amem_note"], system, note),

@@ -46,6 +46,8 @@ EMPTY_REASON = "the memory surfaced no items, so no value can be supported"
 # The roles a scoring pass calls, besides a memory system's own calls during retrieve (under --batch
 # every one goes through the batch path: memaudit/llm/batch.py).
 ROLES_CALLED = (SLOT_FILL, RECOVERY_JUDGE)
+# The scorer field of a pass that filled and judged every target (`Scorer.every_target`).
+EVERY_TARGET = "every_target_judged"
 
 
 def with_model(llm: LLM, role: str, model: str | None) -> LLM:
@@ -86,22 +88,31 @@ class Scorer:
     judge_prompt: Prompt
     guides: dict
     panel: Panel
+    # The published scorer filled and judged every target, an empty memory and an `unknown` label
+    # included; memaudit's own prompts score both 0 without a call (docs/fidelity.md S4).
+    every_target: bool = False
 
     @classmethod
-    def configured(cls, llm: LLM, panel: Panel | None = None, *, judge: LLM | None = None) -> "Scorer":
+    def configured(cls, llm: LLM, panel: Panel | None = None, *, judge: LLM | None = None,
+                   every_target: bool | None = None) -> "Scorer":
         """`llm` reads; `panel` grades (None: the configured judge alone), asking the configured judge
-        through `judge` (default `llm`)."""
+        through `judge` (default `llm`). `every_target` None: as published with the published pack
+        (a recorded pass says what it did: `replay`)."""
         judge = judge or llm
         prompts_dir = llm.settings.prompts_dir
+        if every_target is None:
+            every_target = is_published_pack(prompts_dir)
         return cls(llm, judge, load_prompt(ROLE_SPECS[SLOT_FILL].prompt, prompts_dir),
                    load_prompt(ROLE_SPECS[RECOVERY_JUDGE].prompt, prompts_dir), category_guides(prompts_dir),
-                   (panel or Panel.single(judge)).asking(judge))
+                   (panel or Panel.single(judge)).asking(judge), every_target)
 
     def describe(self) -> dict:
         reader, judge = ROLE_SPECS[SLOT_FILL], ROLE_SPECS[RECOVERY_JUDGE]
         panel = {} if self.panel.solo else self.panel.describe()
         judges = {} if self.panel.solo else self.panel.provenance()
-        return {**panel, "reader_model": self.reader.settings.role(SLOT_FILL).model,
+        # recorded only when set: passes scored before it (and every pass without the pack) lack it
+        every = {EVERY_TARGET: True} if self.every_target else {}
+        return {**panel, **every, "reader_model": self.reader.settings.role(SLOT_FILL).model,
                 "reader_prompt": self.reader_prompt.sha256,
                 "judge_model": self.judge.settings.role(RECOVERY_JUDGE).model,
                 "judge_prompt": self.judge_prompt.sha256,
@@ -166,7 +177,7 @@ def reader_window(rt: Runtime, context_window: int | None) -> int | None:
 async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str,
                          window: int | None) -> Reconstruction:
     """Slot-fill from `memory_text`, then judge; the row's status says how it ended."""
-    if memory_text == EMPTY_MEMORY:  # nothing surfaced can support a value: unknown without asking
+    if memory_text == EMPTY_MEMORY and not scorer.every_target:  # nothing can support a value: unknown
         return replace(recon, label=UNKNOWN, reason=EMPTY_REASON, score=0.0, judge_reason=UNKNOWN_REASON,
                        status="ok")
     values = {"memory": memory_text, "category": recon.category,
@@ -188,7 +199,7 @@ async def fill_and_judge(scorer: Scorer, recon: Reconstruction, memory_text: str
 
 async def judge(scorer: Scorer, recon: Reconstruction) -> Reconstruction:
     """Grade the row's label against its ground truth on the five-level rubric."""
-    if is_unknown(recon.label):
+    if is_unknown(recon.label) and not scorer.every_target:
         return replace(recon, score=0.0, judge_reason=UNKNOWN_REASON, status="ok", error=None)
     return await scorer.panel.judge(recon, scorer.judge_prompt)
 
@@ -356,13 +367,14 @@ async def pass_variant(rt: Runtime, run_id: str) -> str:
 
 
 async def score_runs(rt: Runtime, runs, modes, *, ks=(5,), context_window: int | None = None, dims: str = "all",
-                     variant: str | None = None, panel: Panel | None = None) -> list[str]:
+                     variant: str | None = None, panel: Panel | None = None,
+                     every_target: bool | None = None) -> list[str]:
     """Score every target of every ready user of every run in every mode (and every k of
     retrieve), all in parallel; returns one line per user skipped because it was not ready.
     `variant` None: each run's `pass_variant`. Every judge of the `panel` (None: the configured
-    judge alone) grades every target (memaudit/scoring/panel.py)."""
+    judge alone) grades every target (memaudit/scoring/panel.py); `every_target`: `Scorer.configured`."""
     check_options(modes, dims)
-    scorer = Scorer.configured(rt.llm, panel)
+    scorer = Scorer.configured(rt.llm, panel, every_target=every_target)
     jobs, skipped = [], []
     for run_id in runs:
         run_variant = variant or await pass_variant(rt, run_id)

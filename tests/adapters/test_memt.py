@@ -9,6 +9,7 @@ import anyio
 
 from memaudit.adapters.base import Event
 from memaudit.adapters.memt import SOURCE_HEADING
+from memaudit.types import MemoryItem
 from tests.adapters.conftest import adapter_runtime
 
 
@@ -149,3 +150,21 @@ def test_react_search_stops_after_six_tool_steps(settings, fake):
             assert [i.content for i in found] == ["No longer runs."]
             assert len(requests_of(fake, "memt_policy_search")) == 6
     anyio.run(main)
+
+
+def test_context_drops_empty_documents_before_keeping_the_first_twenty(settings, fake):
+    """As the published agent: the assistant's lines are the collected items with a document, the
+    first 20 of them; empty ones never take a place among the 20."""
+    found = [MemoryItem(f"e{n}", "", None, {}) for n in range(3)] + \
+        [MemoryItem(f"i{n}", f"fact {n}", None, {}) for n in range(25)]
+
+    async def main():
+        async with adapter_runtime("memt", settings, fake) as (make, rt):
+            memt = make()
+
+            async def collect(query):
+                return found
+            memt._collect = collect
+            return await memt.context("anything", 5)
+
+    assert [item.id for item in anyio.run(main).notes] == [f"i{n}" for n in range(20)]

@@ -137,7 +137,7 @@ def read(tmp_path_factory) -> dict[str, set[str]]:
         patch.setattr(common, "settings_from", lambda given, **extra: reads.traced(settings_from(given, **extra)))
         patch.setattr(common.Given, "__getitem__",  # a setting read as given (serve's --model, plan's --config)
                       lambda given, name: reads.names.add(name) or dict.__getitem__(given, name))
-        patch.setattr("memaudit.llm.server.smoke_check", _smoke_answer)
+        patch.setattr("memaudit.llm.smoke.smoke_check", _smoke_answer)
         patch.setattr("memaudit.llm.dialects.vllm.shutil.which", lambda name: None)
         patch.setenv("MEMAUDIT_EMBED_BASE_URL", url)  # memory systems embed through the fake
         patch.chdir(work)

@@ -193,6 +193,34 @@ async def test_replay_is_identical_for_runs_scored_with_and_without_the_pack(pac
 
 
 @pytest.mark.anyio
+async def test_with_the_pack_an_empty_memory_is_filled_and_judged_as_published(pack, settings, fake):
+    """The published scorer asked the slot-filler and then the judge for every target, `[]` and an
+    `unknown` label included (docs/fidelity.md S4): with the pack `nomem` gets both calls for each of
+    its 31 targets, and replay re-executes them from the cache. A pass scored with the pack before
+    this (its config without the field) replays with the shortcut it was made with."""
+    from memaudit.replay import replay_runs
+    from memaudit.scoring.recovery import EVERY_TARGET
+    from tests.scoring.recorded import record
+
+    script(fake).on("slot_fill", lambda body: {"label": "unknown", "reason": "The notes are empty."})
+    async with runtime(replace(settings, prompts_dir=pack), fake) as rt:
+        await record(rt, ("nomem", "longctx_full"), users=1, tasks=1)
+        await score_runs(rt, ["nomem"], ["dump_all"])
+        await score_runs(rt, ["longctx_full"], ["dump_all"], every_target=False)  # as scored before
+        rows = await rt.store.scores.load("nomem", "dump_all")
+        passes = {r: (await rt.store.scores.passes(r))[0].config.scorer for r in ("nomem", "longctx_full")}
+    fills, judged = requests_for(fake, "slot_fill"), requests_for(fake, "recovery_judge")
+    assert len(rows) == 31 and all(r.status == "ok" and r.label == "unknown" for r in rows)
+    empty = [b for b in fills if "Notes as JSON:\n[]\n" in b["messages"][0]["content"]]
+    assert len(fills) == 62 and len(empty) == 31  # nomem's dumps are `[]`, and are asked too
+    assert len(judged) == 31  # longctx_full's unknowns, scored as before, were scored 0 without a call
+    assert passes["nomem"][EVERY_TARGET] is True and EVERY_TARGET not in passes["longctx_full"]
+    requests = len(fake.requests)
+    assert await replay_runs(settings) is None
+    assert len(fake.requests) == requests
+
+
+@pytest.mark.anyio
 async def test_retrieve_results_reach_the_reader_as_the_published_scorer_showed_them(pack, tmp_path, settings, fake):
     """With the pack, amem's results carry an empty category (A-Mem's search returns none) and memt's
     a null score (Mem-T's returns none), as the published prompt carried them."""

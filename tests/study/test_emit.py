@@ -57,7 +57,7 @@ def test_slurm_files_submit_an_array_and_a_merge_after_it(tmp_path, capsys):
     assert "| nomem |" in printed.out and "| bm25 |" in printed.out  # the estimate beside the scripts
     assert "submit.sh" in printed.err
     array = (out / "array.sbatch").read_text()
-    for line in ("#SBATCH --array=1-3", "#SBATCH --partition=gpu", "#SBATCH --cpus-per-task=4", "#SBATCH --mem=16G",
+    for line in ("#SBATCH --array=1-3", "#SBATCH --cpus-per-task=4", "#SBATCH --mem=16G",
                  "#SBATCH --time=02:00:00"):
         assert line in array
     commands = [line for line in array.splitlines() if line.startswith('"$MEMAUDIT"')]
@@ -67,6 +67,7 @@ def test_slurm_files_submit_an_array_and_a_merge_after_it(tmp_path, capsys):
     assert "merge" in (out / "merge.sbatch").read_text() and "shard-{1..3}.db" in (out / "merge.sbatch").read_text()
     submit = (out / "submit.sh").read_text()
     assert "--dependency=afterok:$array" in submit and os.access(out / "submit.sh", os.X_OK)
+    assert "options=(--parsable --export=ALL --partition=gpu)" in submit  # a value of the plan: an argument
     env = (out / "study.env").read_text()
     assert "MEMAUDIT_BASE_URL=http://127.0.0.1:9/v1" in env and "MEMAUDIT_RPM=600" in env
     assert {p.name for p in out.iterdir()} >= {"bench.db", "plan.md", "shards", "logs"}

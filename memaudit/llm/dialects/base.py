@@ -32,6 +32,14 @@ class TokenizeRoute:
     body: Callable[[str], dict]
 
 
+# The tokenize routes servers are known to have, here with the base: a dialect lists those of its
+# kind of server, and a server of unknown kind (`openai`) may have any of them.
+LLAMA_CPP_TOKENIZE = TokenizeRoute("/tokenize", lambda text: {"content": text})  # llama.cpp's server
+LLAMA_CPP_PYTHON_TOKENIZE = TokenizeRoute("/extras/tokenize", lambda text: {"input": text})  # llama-cpp-python's
+# vLLM's `POST /tokenize` with {"prompt"}; without the BOS token, as llama.cpp counts.
+VLLM_TOKENIZE = TokenizeRoute("/tokenize", lambda text: {"prompt": text, "add_special_tokens": False})
+
+
 class Dialect:
     name: str = ""
     # Where the server counts tokens, tried in turn (memaudit/llm/tokens.py); none: the model's

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memaudit.llm.dialects.base import Dialect, TokenizeRoute
-
-LLAMA_CPP_TOKENIZE = TokenizeRoute("/tokenize", lambda text: {"content": text})  # llama.cpp's server
-LLAMA_CPP_PYTHON_TOKENIZE = TokenizeRoute("/extras/tokenize", lambda text: {"input": text})  # llama-cpp-python's
+from memaudit.llm.dialects.base import LLAMA_CPP_PYTHON_TOKENIZE, LLAMA_CPP_TOKENIZE, Dialect
 
 
 class LlamaCpp(Dialect):
@@ -24,5 +21,5 @@ class LlamaCpp(Dialect):
 
     def engine_command(self, *, port: int, threads: int, model_path: Path | None, model: str | None) -> list[str]:
         """llama-cpp-python's server with the bundled model (or `model_path`)."""
-        from memaudit.llm.server import server_command  # it builds requests in this dialect
+        from memaudit.llm.server import server_command  # here: few commands start the server
         return server_command(port, threads=threads, model_path=model_path)

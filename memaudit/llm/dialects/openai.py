@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import re
 
-from memaudit.llm.dialects.base import Dialect
-from memaudit.llm.dialects.llamacpp import LLAMA_CPP_PYTHON_TOKENIZE, LLAMA_CPP_TOKENIZE
-from memaudit.llm.dialects.vllm import VLLM_TOKENIZE
+from memaudit.llm.dialects.base import LLAMA_CPP_PYTHON_TOKENIZE, LLAMA_CPP_TOKENIZE, VLLM_TOKENIZE, Dialect
 
 # gpt-5, gpt-5.4-mini, o1, o3-mini, o4-mini …, also behind a provider prefix ("openai/gpt-5") and
 # as a fine-tune ("ft:gpt-5-mini:org::id").

@@ -7,10 +7,7 @@ import shutil
 from pathlib import Path
 
 from memaudit.errors import BadInput
-from memaudit.llm.dialects.base import Dialect, TokenizeRoute
-
-# `POST /tokenize` with {"prompt"}; without the BOS token, as llama.cpp counts.
-VLLM_TOKENIZE = TokenizeRoute("/tokenize", lambda text: {"prompt": text, "add_special_tokens": False})
+from memaudit.llm.dialects.base import VLLM_TOKENIZE, Dialect
 
 
 class VLLM(Dialect):

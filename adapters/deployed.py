@@ -185,6 +185,13 @@ class DeployedLibrary(MemoryAdapter):
         """The fake model's answer to a free-text call this library makes (None: not this library's)."""
         return None
 
+    @staticmethod
+    def fake_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
+        """The fake model's tool calls, as (name, arguments) pairs, answering a request of this
+        library that offers tools (a ToolRequest, natively or emulated alike; [] answers in words,
+        None: not this library's)."""
+        return None
+
 
 class RefilledStore:
     """For a DeployedLibrary whose store takes back what it dumped (`_refill(items)`, items as

@@ -130,6 +130,14 @@ def library_text(default):
     return answer
 
 
+def library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
+    """A deployed library's own fake tool calls (`fake_tool_calls`), else None (the fake's choice)."""
+    for adapter in deployed_libraries():
+        if (calls := adapter.fake_tool_calls(request, messages)) is not None:
+            return calls
+    return None
+
+
 def script(fake):
     """Memory-side answers that make every system write; other roles keep the fake's defaults."""
     fake.on("memory_mem0_extract", lambda body: {"facts": [body["messages"][-1]["content"].rsplit("\n", 1)[-1]]})
@@ -139,6 +147,7 @@ def script(fake):
     fake.on("memt_policy_search", memt_search_facts_once)
     fake.fallback = library_answer
     fake.on_text(library_text(fake.text_handler))
+    fake.tool_chooser = library_tool_calls
     return fake
 
 

@@ -101,6 +101,10 @@ class FakeOpenAI:
         # hosted API, where only the context-length error tells.
         self.tokenize: bool | str = True
         self.ignore_tools = False  # True: answer requests offering tools as if they offered none
+        # The calls asked for a request offering tools, as (name, arguments) pairs ([]: it answers in
+        # words), or None for the default choice (`tool_calls_for`); natively and emulated alike.
+        self.tool_chooser: Callable[[ToolRequest, list[dict]], list[tuple[str, dict]] | None] = \
+            lambda request, messages: None
         # True: like a server (or a proxy before it) that copies the request's credentials into its
         # answers, every string of each answer (JSON text and tool arguments included) quotes them.
         self.echo_key = False
@@ -171,10 +175,16 @@ class FakeOpenAI:
         if fault == "timeout" or isinstance(fault, int):
             return self.fault_reply(fault)
         if fault != "garbage" and body.get("tools") and not self.ignore_tools:
-            answer = self.completion(body, "", native_calls(body))
+            calls = self.tool_calls(body)
+            answer = self.completion(body, "" if calls else self.answer(body), calls)
         else:
             answer = self.completion(body, "{not json" if fault == "garbage" else self.answer(body))
         return self._status(200, echoed(answer, authorization) if self.echo_key else answer)
+
+    def tool_calls(self, body: dict) -> list[dict]:
+        """The native tool calls answering a request that offers tools (none: it answers in words)."""
+        chosen = self.tool_chooser(ToolRequest.of(body), body["messages"])
+        return native_calls(body) if chosen is None else call_json(body, chosen)
 
     def next_fault(self, body: dict):
         """The fault `fault_for` picks for this request, else the scripted next outcome (`faults`),
@@ -251,8 +261,9 @@ class FakeOpenAI:
             out = self.handlers[name](body)
         elif (out := self.fallback(body)) is not None:
             pass
-        elif emulated_tools(schema) is not None:
-            out = emulated_answer(schema, body["messages"])
+        elif (tools := emulated_tools(schema)) is not None:
+            chosen = self.tool_chooser(tools, body["messages"])
+            out = emulated_answer(schema, body["messages"]) if chosen is None else emulated_shape(schema, chosen)
         else:
             seed = int(hashlib.sha256(orjson.dumps(body["messages"])).hexdigest()[:8], 16)
             out = example(schema, random.Random(seed))
@@ -304,11 +315,15 @@ def tool_calls_for(request: ToolRequest, messages: list[dict]) -> list[tuple[str
 
 
 def native_calls(body: dict) -> list[dict]:
-    request = ToolRequest.of(body)
+    return call_json(body, tool_calls_for(ToolRequest.of(body), body["messages"]))
+
+
+def call_json(body: dict, calls: list[tuple[str, dict]]) -> list[dict]:
+    """(name, arguments) pairs as OpenAI's `message.tool_calls`, their ids fixed by the request."""
     digest = hashlib.sha256(orjson.dumps(body["messages"])).hexdigest()[:12]
     return [{"id": f"call_{digest}_{n}", "type": "function",
              "function": {"name": name, "arguments": orjson.dumps(arguments).decode()}}
-            for n, (name, arguments) in enumerate(tool_calls_for(request, body["messages"]))]
+            for n, (name, arguments) in enumerate(calls)]
 
 
 def emulated_tools(schema: dict) -> ToolRequest | None:
@@ -329,7 +344,11 @@ def emulated_tools(schema: dict) -> ToolRequest | None:
 
 
 def emulated_answer(schema: dict, messages: list[dict]) -> dict:
-    calls = tool_calls_for(emulated_tools(schema), messages)
+    return emulated_shape(schema, tool_calls_for(emulated_tools(schema), messages))
+
+
+def emulated_shape(schema: dict, calls: list[tuple[str, dict]]) -> dict:
+    """(name, arguments) pairs in the emulation schema's shape."""
     answer = {"tool_calls": [{"name": name, "arguments": arguments} for name, arguments in calls]}
     return {"content": "", **answer} if "content" in schema["properties"] else answer
 

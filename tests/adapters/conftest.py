@@ -18,9 +18,9 @@ from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_e
 
 
 # The deployed libraries need their optional extras (installed by `make install` and in CI);
-# cognee its own environment (.venv-cognee), where each user's cognee is a worker process.
+# cognee, letta and memos their own environments (.venv-<name>), where each user's library is a worker process.
 LIBRARY_MODULES = {"mem0ai": "mem0", "graphiti": "graphiti_core", "llamaindex": "llama_index.core", "langmem": "langmem"}
-OWN_ENVIRONMENT = ("cognee",)
+OWN_ENVIRONMENT = ("cognee", "letta", "memos")
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,7 @@ from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages
 from memaudit.adapters.environment import InEnvironment
 from memaudit.adapters.environment_worker import LibraryWorker
 from memaudit.adapters.library_clock import patch_modules
-from memaudit.adapters.upstream import PROXY_KEY
+from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT
 from memaudit.types import MemoryItem
 
 # The agent Letta's MemGPT design describes: every step a tool call, its reply through
@@ -137,6 +137,23 @@ def build_schema(uri: str) -> None:
     engine.dispose()
 
 
+def waiting_clients() -> None:
+    """Letta's OpenAI clients keep the openai defaults (2 retries, a 600 s timeout): memaudit's
+    client retries and applies the timeouts, and a retried request is answered from the cache
+    alike, so they wait for the proxy and send each request once, like every library's."""
+    from letta.llm_api.openai_client import OpenAIClient
+
+    chat, embeddings = OpenAIClient._prepare_client_kwargs_async, OpenAIClient._prepare_client_kwargs_embedding
+
+    async def chat_kwargs(self, llm_config):
+        return {**await chat(self, llm_config), "max_retries": 0, "timeout": PROXY_TIMEOUT}
+
+    def embedding_kwargs(self, embedding_config):
+        return {**embeddings(self, embedding_config), "max_retries": 0, "timeout": PROXY_TIMEOUT}
+
+    OpenAIClient._prepare_client_kwargs_async, OpenAIClient._prepare_client_kwargs_embedding = chat_kwargs, embedding_kwargs
+
+
 def no_downloads() -> None:
     """Letta's server asks NLTK to download `punkt_tab` at start (for file chunking, which this
     audit does not use): refused, so nothing leaves the machine (Letta logs a warning and goes on)."""
@@ -165,6 +182,7 @@ class LettaWorker(LibraryWorker):
             "LETTA_TELEMETRY_ENABLE_DATADOG": "false"})
         no_downloads()
         build_schema(uri)
+        waiting_clients()
         import httpx
 
         from letta.server.rest_api.app import app
@@ -178,7 +196,8 @@ class LettaWorker(LibraryWorker):
         return version("letta")
 
     async def agent(self) -> str:
-        """The user's agent, created on the first op (on the logical clock, like every id)."""
+        """The user's agent, made when the first message is sent, so that a restore, which sends
+        the messages again, makes it at the same point of the logical clock (ids included)."""
         # The server imports some of its modules on first use: their ids and times, too, from the clock.
         patch_modules(self.PATCHED)
         if self.agent_id is None:
@@ -201,11 +220,15 @@ class LettaWorker(LibraryWorker):
         return {"stop_reason": stop}
 
     async def search(self, query: str, k: int) -> list[dict]:
+        if self.agent_id is None:  # nothing was sent yet (the agent is made at the first message)
+            return []
         answer = await self.request("GET", f"/v1/agents/{await self.agent()}/archival-memory/search",
                                     params={"query": query, "top_k": k})
         return answer["results"]
 
     async def dump(self) -> list[dict]:
+        if self.agent_id is None:
+            return []
         agent = await self.agent()
         blocks = await self.request("GET", f"/v1/agents/{agent}/core-memory/blocks")
         passages = await self.request("GET", f"/v1/agents/{agent}/archival-memory",

@@ -34,7 +34,7 @@ def memaudit(db: Path, url: str, *args: str) -> str:
 
 
 @pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s))
-                                    for s in ("cognee", "graphiti", "langmem", "llamaindex")])
+                                    for s in ("cognee", "graphiti", "langmem", "letta", "llamaindex", "memos")])
 def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     db = tmp_path / f"{system}.db"
     fake = script(FakeOpenAI()).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})

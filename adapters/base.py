@@ -14,6 +14,7 @@ Read paths:  context(query, k)   what the assistant sees while replying; called 
              search(query, k)    top-k items, each with `content`, a higher-is-better `score` (or None), native fields
              dump()              the whole store as a list of items with native fields
 State:       snapshot()/restore() JSON-able state, saved after every episode, restored on resume
+             close()             when the user is done (a library's worker process stops)
 
 Every snapshot carries `write_failures` (memory-side calls that failed for good and whose write
 was skipped, with `failure_log`) and `embed_model` (the embedding model the store was built
@@ -31,7 +32,7 @@ from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
 from memaudit.llm.embed import Embedder
 from memaudit.roles import AGENT, MEMORY, ROLE_SPECS
-from memaudit.types import MemoryItem, footprint
+from memaudit.types import SHORT_TERM_KINDS, MemoryItem, footprint
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -90,6 +91,13 @@ class MemoryAdapter(ABC):
     # The distribution of a deployed library this system runs as it ships (None: memaudit's own
     # design); its version is recorded in each run's provenance.
     library: ClassVar[str | None] = None
+    # Whether the system calls a model to write its memory. One that never does cannot lose a write
+    # to a model failure: its snapshots keep no `write_failures` count and its tables say n/a.
+    memory_calls: ClassVar[bool] = True
+    # The item kinds (a dump item's `kind`) the system keeps only until it consolidates them into
+    # its long-term store (a short-term queue): a run whose final stores hold nothing else never
+    # wrote its long-term store (the health table, the rollout's summary). Snapshots record them.
+    short_term_kinds: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, ctx: AdapterContext):
         self.ctx = ctx
@@ -137,6 +145,10 @@ class MemoryAdapter(ABC):
     @abstractmethod
     async def restore(self, state: dict) -> None: ...
 
+    async def close(self) -> None:
+        """Release what the adapter holds beyond its state (a library's worker process): called
+        when its user is done."""
+
     async def load_items(self, items: list[dict]) -> None:
         """Load a dumped store (published `memories.json` or our export) for `memory search`."""
         raise NotImplementedError(f"{self.name} cannot load a dumped store")
@@ -152,7 +164,12 @@ class MemoryAdapter(ABC):
 
     def state_header(self) -> dict:
         """The part of every snapshot the base class owns."""
-        return {"counter": self._counter, "embed_model": self.embedder.model_name, **self.failures.to_state()}
+        header = {"counter": self._counter, "embed_model": self.embedder.model_name}
+        if self.memory_calls:
+            header.update(self.failures.to_state())
+        if self.short_term_kinds:
+            header[SHORT_TERM_KINDS] = sorted(self.short_term_kinds)
+        return header
 
     def load_header(self, state: dict) -> None:
         """Restore what `state_header` wrote; a store built with another embedding model is refused

@@ -92,6 +92,8 @@ class Checked:
         # Set to a list by a rollout: each write and read is timed into it (its wall time, and the
         # model calls it made, as the calls collected around it say).
         self.ops: list[MemoryOp] | None = None
+        self.started = False  # an operation was timed: the next ones paid no start-up
+        self.alone = False  # set by a rollout that runs no other system or user meanwhile
 
     def __getattr__(self, name: str):  # name, supports_retrieve, prompts, write_failures …
         return getattr(self.adapter, name)
@@ -107,7 +109,9 @@ class Checked:
         yield
         seconds = time.perf_counter() - start
         made = uses[before:] if uses is not None else []
-        self.ops.append(MemoryOp(op, seconds, len(made), sum(1 for _, _, cached in made if cached)))
+        self.ops.append(MemoryOp(op, seconds, len(made), sum(1 for _, _, cached in made if cached),
+                                 startup=not self.started, alone=self.alone))
+        self.started = True
 
     async def observe(self, event) -> None:
         async with self._timed(event.kind):
@@ -156,6 +160,9 @@ class Checked:
 
     async def load_items(self, items: list[dict]) -> None:
         await self.boundary.call("load_items", self.adapter.load_items, items)
+
+    async def close(self) -> None:
+        await self.boundary.call("close", self.adapter.close)
 
 
 def _items_problem(found, k: int | None) -> str | None:

@@ -2,11 +2,9 @@
 audited as it ships, in an environment of its own.
 
 cognee does not install beside memaudit's other libraries (pip: ResolutionImpossible;
-docs/adapters.md), so each user's cognee runs in a worker process of cognee's environment
-(adapters/cognee_worker.py: one JSON request a line over stdin/stdout, one data folder per worker).
-`make install` builds that environment in `.venv-cognee` (scripts/library_env.sh); elsewhere
-`MEMAUDIT_COGNEE_PYTHON` names a Python that has `cognee==1.6.5` (the `cognee` extra). Its model
-and embedding calls go over HTTP to memaudit's recording proxy in this process, under
+docs/adapters.md), so it declares its environment (`ENVIRONMENT`, adapters/environment.py): each
+user's cognee runs in a worker process there (`CogneeWorker`, below), one data folder per worker.
+Its model and embedding calls go over HTTP to memaudit's recording proxy in this process, under
 `memory:cognee`: cached, counted and replayable like every memaudit call.
 
 What it is given follows the published study: each user message is added to its dataset and
@@ -18,111 +16,116 @@ re-added on restore with every call answered from the cache."""
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
+import importlib
 import os
-import subprocess
-import tempfile
-import weakref
-from pathlib import Path
+import sys
 
-from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages, install_hint
-from memaudit.adapters.indexed import deep_copy
-from memaudit.errors import BadInput
-from memaudit.types import MemoryItem
+from memaudit.adapters.environment import InEnvironment
+from memaudit.adapters.environment_worker import LibraryWorker
+from memaudit.adapters.upstream import PROXY_KEY
 
-PYTHON_VARIABLE = "MEMAUDIT_COGNEE_PYTHON"
-WORKER = Path(__file__).with_name("cognee_worker.py")
-CHECKOUT_ENVIRONMENT = Path(__file__).resolve().parent.parent / ".venv-cognee"
-PROBE = "import importlib.metadata as m; print(m.version('cognee'))"
-
-
-def worker_python() -> Path:
-    """The Python of cognee's environment: MEMAUDIT_COGNEE_PYTHON, else the checkout's .venv-cognee."""
-    named = os.environ.get(PYTHON_VARIABLE)
-    return Path(named) if named else CHECKOUT_ENVIRONMENT / "bin" / "python"
+DATASET = "memaudit"
+# A model name litellm knows to take `json_schema` structured output: cognee asks for a JSON
+# schema only for such names, else falls back to free text. The proxy sends the request to the
+# model configured for the memory role whatever name the library puts in it.
+SCHEMA_MODEL = "openai/gpt-4o-mini"
+# The client of its structured-output calls under this configuration (its default framework,
+# litellm_native). cognee imports it on first use; imported at set-up, its retries lose their waits.
+LLM_CLIENT = "cognee.infrastructure.llm.structured_output_framework.litellm_native.native_adapter"
 
 
-@functools.cache
-def cognee_version(python: Path) -> str:
-    """cognee's version in that environment; BadInput saying how to get one when it has none."""
-    how = (f"the cognee system runs in its own environment: `make install` builds {CHECKOUT_ENVIRONMENT.name} "
-           f"(scripts/library_env.sh), or set {PYTHON_VARIABLE} to a Python with the `cognee` extra "
-           f"({install_hint('cognee')} in a separate environment)")
-    try:
-        found = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=120)
-    except OSError:
-        raise BadInput(f"{how}; {python} does not run", field="systems") from None
-    if found.returncode != 0:
-        raise BadInput(f"{how}; {python} has no cognee", field="systems")
-    return found.stdout.strip()
+class CogneeWorker(LibraryWorker):
+    """cognee itself, in its environment: one instance (one user's) per worker process."""
+    PATCHED = "cognee"
+
+    async def open(self) -> str:
+        configure(self.setup, self.folder)
+        import cognee
+
+        importlib.import_module(LLM_CLIENT)
+        without_waiting([m for name, m in list(sys.modules.items()) if m is not None and name.startswith("cognee")])
+        self.cognee, self.added = cognee, False  # `added`: whether a message was given yet
+        return cognee.__version__
+
+    async def add(self, text: str) -> None:
+        self.added = True
+        before = asyncio.all_tasks()
+        try:
+            await self.cognee.add(text, dataset_name=DATASET)
+            runs = await self.cognee.cognify(datasets=[DATASET])
+        finally:
+            await self.settled(before)
+        failed = [str(run) for run in (runs or {}).values() if "Errored" in type(run).__name__]
+        if failed:
+            raise RuntimeError(f"cognify failed: {failed[0][:300]}")
+
+    async def settled(self, before: set) -> None:
+        """Wait for the tasks cognee started for this message. When one step fails, cognee's
+        asyncio.gather leaves the other running (its chunk summary, beside a failed graph
+        extraction): it would make its model calls after the write is over, counted with whatever
+        the adapter does next. (litellm's logging worker, started on first use, runs for good.)"""
+        library = os.path.dirname(self.cognee.__file__)
+        while running := [task for task in asyncio.all_tasks() - before if runs_code_of(task, library)]:
+            await asyncio.wait(running)
+
+    async def search(self, query: str, k: int) -> list[dict]:
+        if not self.added:  # cognee refuses to search a dataset it has never been given
+            return []
+        found = await self.cognee.search(query_text=query, query_type=self.cognee.SearchType.CHUNKS,
+                                         datasets=[DATASET], top_k=k)
+        # Its `score` is a vector distance (lower is nearer): kept as `distance`, in its order.
+        return [{**{name: value for name, value in result.items() if name not in ("id", "text", "score")},
+                 "id": str(result.get("id")), "content": str(result.get("text", "")), "score": None,
+                 "distance": result.get("score")}
+                for group in found or [] for result in group.get("search_result") or []]
+
+    async def dump(self) -> list[dict]:
+        from cognee.infrastructure.databases.graph import get_graph_engine
+
+        nodes, _ = await (await get_graph_engine()).get_graph_data()
+        # `raw_data_location` is a file path in this worker's data folder, not memory content.
+        return [{"id": str(node_id), **{k: v for k, v in properties.items() if k != "raw_data_location"},
+                 "content": node_text(properties)} for node_id, properties in nodes]
 
 
-cognee_version(worker_python())  # at import, so that a missing environment fails before a run is opened
+def configure(setup: dict, root: str) -> None:
+    """cognee's embedded defaults (SQLite, LanceDB, its Kuzu graph) and its log files in this
+    worker's own folder (not the user's home, where it also prunes older logs), its LLM and
+    embeddings on the proxy."""
+    os.environ.update({
+        "LLM_PROVIDER": "openai", "LLM_ENDPOINT": setup["base_url"], "LLM_MODEL": SCHEMA_MODEL,
+        "LLM_API_KEY": PROXY_KEY,
+        # Its `openai` embedding provider refuses `dimensions`; `openai_compatible` takes them.
+        "EMBEDDING_PROVIDER": "openai_compatible", "EMBEDDING_ENDPOINT": setup["base_url"],
+        "EMBEDDING_MODEL": setup["embed_model"], "EMBEDDING_DIMENSIONS": str(setup["dimensions"]),
+        "EMBEDDING_API_KEY": PROXY_KEY,
+        "DATA_ROOT_DIRECTORY": os.path.join(root, "data"), "SYSTEM_ROOT_DIRECTORY": os.path.join(root, "system"),
+        "COGNEE_LOGS_DIR": os.path.join(root, "logs"),
+    })
 
 
-class WorkerFailed(Exception):
-    """The worker answered a request with an error (cognee's exception, by type and message)."""
+def without_waiting(cognee_modules) -> None:
+    """cognee retries a failed structured-output call for at least 240 s with exponential waits.
+    Under memaudit an identical request is answered from the call cache with the same outcome, so
+    the waits only stall the run: keep its attempts, drop the waits and the time floor. Only the
+    retries under that policy (its other retries, some bounded by time alone, keep their waits)."""
+    import tenacity
+    from cognee.infrastructure.llm import retry_config
 
-
-class CogneeMemory(ReplayedMessages, DeployedLibrary):
-    name = "cognee"
-    library = "cognee"
-    # Set inside its worker (adapters/cognee_worker.py `configure`).
-    TELEMETRY = {"TELEMETRY_DISABLED": "1"}
-    # measured on the contract's fake: its graph extraction and its chunk summary a message
-    # (15 calls for 7 user messages: the first write also sends a connection probe)
-    CALLS_PER_MESSAGE = 2.0
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.worker_clock: dict | None = None  # the worker's clock state after the latest write
-
-    @classmethod
-    def library_release(cls) -> str:
-        return f"cognee=={cognee_version(worker_python())}"
-
-    async def open(self, endpoint) -> "Worker":
-        worker = await Worker.start(worker_python(), {
-            "base_url": endpoint.base_url, "model": endpoint.model, "embed_model": endpoint.embed_model,
-            "dimensions": await self.dimensions(), "scope": self.ctx.scope,
-            "tiktoken_cache": tiktoken_cache(worker_python()), "telemetry": self.TELEMETRY})
-        weakref.finalize(self, worker.stop)
-        return worker
-
-    # -- write path ----------------------------------------------------------------------------
-    async def add(self, event) -> None:
-        worker = await self.opened()
-        await self.guarded(lambda: worker.ask(op="add", text=event.text,
-                                              clock=[event.clock, event.task_index, event.turn]))
-        self.stored = await worker.ask(op="dump")
-        self.worker_clock = await worker.ask(op="clock")
-
-    # -- read paths ----------------------------------------------------------------------------
-    async def search(self, query: str, k: int) -> list[MemoryItem]:
-        worker = await self.opened()
-        found = await self.guarded(lambda: worker.ask(op="search", query=query, k=k))
-        items = []
-        for group in found or []:
-            for result in group.get("search_result") or []:
-                # Its `score` is a vector distance (lower is nearer): kept as `distance`, in its order.
-                native = {name: value for name, value in result.items() if name not in ("id", "text", "score")}
-                items.append(MemoryItem(str(result.get("id")), str(result.get("text", "")), None,
-                                        {**native, "distance": result.get("score")}))
-        return items[:k]
-
-    def dump(self) -> list[dict]:
-        return deep_copy([{**node, "content": node_text(node)} for node in self.stored])
-
-    # -- state ---------------------------------------------------------------------------------
-    def snapshot(self) -> dict:
-        return {**super().snapshot(), "worker_clock": deep_copy(self.worker_clock)}
-
-    async def restore(self, state: dict) -> None:
-        await super().restore(state)
-        self.worker_clock = deep_copy(state["worker_clock"])
-        if self.worker_clock is not None:  # the worker's clock continues where the first run's stood
-            await (await self.opened()).ask(op="set_clock", state=self.worker_clock)
+    policy = retry_config.llm_retry_stop_condition
+    for stop in getattr(policy, "stops", ()):
+        if isinstance(stop, tenacity.stop_after_delay):
+            stop.max_delay = 0
+    dropped = 0
+    for module in cognee_modules:
+        for value in list(vars(module).values()):
+            for candidate in (value, *vars(value).values()) if isinstance(value, type) else (value,):
+                retrying = getattr(candidate, "retry", None)
+                if isinstance(retrying, tenacity.BaseRetrying) and retrying.stop is policy:
+                    retrying.wait = tenacity.wait_none()
+                    dropped += 1
+    if not dropped:
+        raise RuntimeError(f"no retry of cognee's structured-output calls found (in {LLM_CLIENT}?)")
 
 
 def node_text(node: dict) -> str:
@@ -133,55 +136,18 @@ def node_text(node: dict) -> str:
     return f"{name}: {description}" if name and description else name or description
 
 
-def tiktoken_cache(python: Path) -> str | None:
-    """The local copy of the token encodings cognee counts with (scripts/library_env.sh puts one
-    in its environment), so that nothing is downloaded."""
-    folder = python.parent.parent / "tiktoken_cache"
-    return str(folder) if folder.is_dir() else None
+def runs_code_of(task: asyncio.Task, folder: str) -> bool:
+    """Whether the task is unfinished and runs a coroutine defined under `folder`."""
+    code = getattr(task.get_coro(), "cr_code", None)
+    return not task.done() and code is not None and code.co_filename.startswith(folder)
 
 
-class Worker:
-    """One cognee worker process; one request at a time."""
-
-    def __init__(self, process: asyncio.subprocess.Process, log):
-        self.process, self.log = process, log
-        self.lock = asyncio.Lock()
-
-    @classmethod
-    async def start(cls, python: Path, setup: dict) -> "Worker":
-        log = tempfile.TemporaryFile()  # cognee's own output: shown when the worker dies
-        process = await asyncio.create_subprocess_exec(
-            str(python), str(WORKER), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-            limit=2 ** 26)
-        worker = cls(process, log)
-        await worker.send(setup)
-        return worker
-
-    async def ask(self, **request):
-        return await self.send(request)
-
-    async def send(self, message: dict):
-        async with self.lock:
-            self.process.stdin.write((json.dumps(message) + "\n").encode())
-            await self.process.stdin.drain()
-            line = await self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the cognee worker stopped: {self.tail()}")
-        answer = json.loads(line)
-        if not answer["ok"]:
-            raise WorkerFailed(answer["error"])
-        return answer["result"]
-
-    def tail(self) -> str:
-        self.log.seek(0)
-        lines = self.log.read().decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else "(no output)"
-
-    def stop(self) -> None:
-        if self.process.returncode is None:
-            try:
-                self.process.kill()
-            except ProcessLookupError:
-                pass
-        self.log.close()
-
+class CogneeMemory(InEnvironment):
+    name = "cognee"
+    library = "cognee"
+    ENVIRONMENT = "cognee"
+    WORKER = CogneeWorker
+    TELEMETRY = {"TELEMETRY_DISABLED": "1"}  # set in its worker before cognee is imported
+    # measured on the contract's fake: its graph extraction and its chunk summary a message
+    # (15 calls for 7 user messages: the first write also sends a connection probe)
+    CALLS_PER_MESSAGE = 2.0

@@ -40,13 +40,10 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.card import CardRow
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
+from memaudit.adapters.registry import install_hint
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, embedding_dimensions, guarded, library_route
 from memaudit.errors import BadInput
 from memaudit.roles import MEMORY
-
-
-def install_hint(extra: str) -> str:
-    return f"pip install 'memaudit-bench[{extra}]'"
 
 
 @contextmanager
@@ -222,12 +219,15 @@ class ReplayedMessages:
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.added: list[list] = []  # [clock, task index, turn, text] of every message given to it
+        # [clock, task index, turn, text, the clock's state before it] of every message given to it
+        self.added: list[list] = []
         self.stored: list[dict] = []  # the dump, read back from the library after every change
 
     async def observe(self, event: Event) -> None:
         if event.kind in self.SOURCE:
-            self.added.append([event.clock, event.task_index, event.turn, event.text])
+            # The clock as the message found it: a restore adds it again from there, so it draws
+            # the same ids whatever the library drew between two messages (cognee: a search's).
+            self.added.append([event.clock, event.task_index, event.turn, event.text, self.clock.to_state()])
         await super().observe(event)
 
     def dump(self) -> list[dict]:
@@ -238,8 +238,9 @@ class ReplayedMessages:
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        for clock, task_index, turn, text in state["added"]:
+        for clock, task_index, turn, text, before in state["added"]:
             event = Event(self.SOURCE[-1], text, task_index, turn)  # its clock is the recorded one
+            self.clock.load_state(before)
             self.clock.at(event)
             await self.add(event)
         self.load_header(state)

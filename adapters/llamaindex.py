@@ -89,6 +89,7 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
     # measured on the contract's fake with messages of ~250 words: one fact extraction
     # a flush of its short-term queue (1 call for 7 messages); shorter messages flush less often
     CALLS_PER_MESSAGE = 0.14
+    short_term_kinds = frozenset({"message"})  # the chat queue, before its blocks take it in
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -39,6 +39,7 @@ class LongContextFull(IndexedMemory):
     name = "longctx_full"
     result_fields = ("content", "category", "task_index", "turn", "score")
     reply_prompt = "agent_plain"
+    memory_calls = False
 
     def __init__(self, ctx):
         super().__init__(ctx)

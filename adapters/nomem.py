@@ -9,6 +9,7 @@ class NoMemory(MemoryAdapter):
     name = "nomem"
     reply_prompt = "agent_plain"
     supports_retrieve = False
+    memory_calls = False
 
     async def observe(self, event: Event) -> None:
         return None

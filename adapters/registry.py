@@ -31,16 +31,44 @@ class Registration:
     problem: str | None = None  # why this registration is not used (a name clash), else None
 
 
-def _checkout_builtins() -> dict[str, str] | None:
-    """The built-ins declared in a source checkout's pyproject.toml, or None when not in one."""
+def _checkout_project() -> dict | None:
+    """The `[project]` table of a source checkout's pyproject.toml, or None when not in one."""
     if not CHECKOUT_PYPROJECT.is_file():
         return None
     import tomllib
 
     project = tomllib.loads(CHECKOUT_PYPROJECT.read_text()).get("project", {})
-    if project.get("name") != DISTRIBUTION:
-        return None
-    return dict(project.get("entry-points", {}).get(GROUP, {}))
+    return project if project.get("name") == DISTRIBUTION else None
+
+
+def _checkout_builtins() -> dict[str, str] | None:
+    """The built-ins declared in a source checkout's pyproject.toml, or None when not in one."""
+    project = _checkout_project()
+    return None if project is None else dict(project.get("entry-points", {}).get(GROUP, {}))
+
+
+@functools.cache
+def extras() -> frozenset[str]:
+    """Our distribution's extras (a deployed library's is named like its system), as the checkout
+    declares them, else as the installed metadata does."""
+    project = _checkout_project()
+    if project is not None:
+        return frozenset(project.get("optional-dependencies", {}))
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        return frozenset(metadata(DISTRIBUTION).get_all("Provides-Extra") or ())
+    except PackageNotFoundError:
+        return frozenset()
+
+
+def install_hint(extra: str) -> str:
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+def missing_extra(name: str) -> str | None:
+    """The extra that brings a built-in system's library (named like the system), or None."""
+    return name if name in extras() and name in builtin_names() else None
 
 
 @functools.cache  # scanning the installed distributions costs ~15 ms, and commands ask often
@@ -84,9 +112,19 @@ def load(registration: Registration):
         return getattr(importlib.import_module(module), attr)
     except MemauditError:  # the module's own one-line refusal (e.g. a missing optional library)
         raise
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(registration.name)
+        if extra is None:
+            raise _does_not_load(registration, exc) from None
+        raise BadInput(f"memory system {registration.name!r} needs the {extra!r} extra, which is not installed "
+                       f"({exc}): {install_hint(extra)} (make install brings it)", field="systems") from None
     except Exception as exc:  # a plugin's import error is its author's to fix: one line, not a traceback
-        raise BadInput(f"memory system {registration.name!r} ({registration.origin}) does not load: "
-                       f"{type(exc).__name__}: {exc}", field="systems") from None
+        raise _does_not_load(registration, exc) from None
+
+
+def _does_not_load(registration: Registration, exc: Exception) -> BadInput:
+    return BadInput(f"memory system {registration.name!r} ({registration.origin}) does not load: "
+                    f"{type(exc).__name__}: {exc}", field="systems")
 
 
 def get_adapter(name: str):

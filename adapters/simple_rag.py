@@ -12,6 +12,7 @@ ROLE = {"task_start": "user", "assistant": "assistant", "user": "user"}
 
 class SimpleRag(IndexedMemory):
     name = "simple_rag"
+    memory_calls = False
 
     async def observe(self, event: Event) -> None:
         if event.kind == "episode_end":

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from memaudit.errors import BadInput, redact_url
 from memaudit.resources import data_dir
-from memaudit.roles import GROUPS, MEMORY_STAGE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
+from memaudit.roles import GROUPS, MEMORY_PHASE, RECOVERY_JUDGE, embedded_max_tokens, groups_of, role_group
 from memaudit.userfiles import read_regular
 
 # The structured-output dialects (memaudit/llm/dialects/, which the model client reads): checked
@@ -55,7 +55,7 @@ EMBEDDED_MODEL = "smollm2-135m-instruct"
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few kB
 EMBEDDED_CONTEXT = 8192
 BUNDLED_EMBED_MODEL = "all-MiniLM-L6-v2"  # the sentence model bundled with memaudit (memaudit/llm/embed.py)
-EMBEDDING_GROUPS = groups_of(MEMORY_STAGE)  # the role groups whose memory systems embed; each may configure its own
+EMBEDDING_GROUPS = groups_of(MEMORY_PHASE)  # the role groups whose memory systems embed; each may configure its own
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = data_dir("prompts")
 # The simulated user's text on the embedded model, in characters: the JSON grammar closes the string
@@ -116,6 +116,10 @@ class Settings:
     rpm: float | None = None
     tpm: float | None = None
     rate_share: int = 1
+    # Worker processes of the deployed libraries in environments of their own (adapters/environment.py)
+    # alive at once: each holds one user's library (cognee's: about 0.5 GB), so a rollout runs at most
+    # this many users of such a system at once.
+    library_workers: int = 4
 
     def embedding(self, group: str) -> tuple[str, str | None, str | None]:
         """(model, endpoint or None for a local model, api key) of a role group's embeddings."""
@@ -350,10 +354,13 @@ class Option:
         return f"{text} [{self.env[0]}]" if self.env else text
 
 
+# Where the bearer token is read from (no flag: a key never goes on a command line or in a file).
+API_KEY_ENVS = ("MEMAUDIT_API_KEY", "OPENAI_API_KEY")
 OPTIONS = (
     Option("db", "--db", ("MEMAUDIT_DB",), "db", FilePath(), "artifact store"),
     Option("base_url", "--base-url", ("MEMAUDIT_BASE_URL", "OPENAI_BASE_URL"), "base_url", Urls(),
-           "OpenAI-compatible endpoint", role_key=True),
+           f"OpenAI-compatible endpoint; its bearer token is read from {' or '.join(reversed(API_KEY_ENVS))} "
+           "(never stored, logged or part of a cache key)", role_key=True),
     Option("model", "--model", ("MEMAUDIT_MODEL",), "model", Text(), "model name sent to the endpoint", role_key=True),
     Option("backend", "--backend", ("MEMAUDIT_BACKEND",), "backend", Choice(BACKENDS), "structured-output dialect",
            role_key=True),
@@ -376,12 +383,15 @@ OPTIONS = (
            "config section's rpm for its own endpoint)", role_key=True),
     Option("tpm", "--tpm", ("MEMAUDIT_TPM",), "tpm", Number(1, RATE_MAX),
            "tokens per minute each endpoint takes, shared out like --rpm", role_key=True),
+    Option("library_workers", "--library-workers", ("MEMAUDIT_LIBRARY_WORKERS",), "library_workers",
+           Number(1, 10_000, whole=True), "worker processes of the libraries in their own environments alive at "
+           "once, one user's library each (default {default})"),
     Option("embed_base_url", None, ("MEMAUDIT_EMBED_BASE_URL",), "embed_base_url", Url(),
            "an OpenAI-compatible /v1/embeddings endpoint of the memory systems' embeddings", role_key=True),
     Option("context_window", None, (), "context_window", Number(1, 100_000_000, whole=True),
            "the models' context window in tokens", role_key=True),
     # Keys never go in files: a config file names the variable that holds one (api_key_env).
-    Option("api_key", None, ("MEMAUDIT_API_KEY", "OPENAI_API_KEY"), None, Text(), "bearer token"),
+    Option("api_key", None, API_KEY_ENVS, None, Text(), "bearer token"),
 )
 OPTION = {o.name: o for o in OPTIONS}
 

@@ -17,7 +17,7 @@ from memaudit.config import BUNDLED_EMBED_MODEL, EMBEDDED_MODEL, EMBEDDING_GROUP
 from memaudit.errors import BadInput
 from memaudit.llm.dialects import sampling
 from memaudit.prompts import prompt_pack
-from memaudit.roles import DIALOGUE_STAGE, MEMORY_STAGE, MEMT_POLICY, RECOVERY_JUDGE, ROLE_SPECS, groups_of
+from memaudit.roles import DIALOGUE_PHASE, MEMORY_PHASE, MEMT_POLICY, RECOVERY_JUDGE, ROLE_SPECS, groups_of
 from memaudit.store import Run, Store
 
 # Bump when a change to the pipeline can move a number (turn order, prompt behaviour, caps,
@@ -26,8 +26,8 @@ from memaudit.store import Run, Store
 # 3: the published scoring and attribution rules (issue 23), per-system assistant prompt, no caps.
 PROTOCOL_VERSION = "3"
 
-ROLLOUT_ROLES = groups_of(DIALOGUE_STAGE, MEMORY_STAGE)
-DIALOGUE_ROLES = groups_of(DIALOGUE_STAGE)  # recorded, not called, in a teacher-forced run
+ROLLOUT_ROLES = groups_of(DIALOGUE_PHASE, MEMORY_PHASE)
+DIALOGUE_ROLES = groups_of(DIALOGUE_PHASE)  # recorded, not called, in a teacher-forced run
 
 
 def role_provenance(settings: Settings, role: str, temperature: float | None = None,

@@ -23,7 +23,8 @@ from memaudit.provenance import NOT_REPLAYED, merge_roles, recorded_embeddings, 
 from memaudit.rollout.runner import rollout_runs
 from memaudit.runtime import Runtime, open_runtime
 from memaudit.scratch import owned_prefix, remove_stale
-from memaudit.scoring.attribution import attribute_runs
+from memaudit.stages import ATTRIBUTE, JUDGE_CHECK, RESCORE, ROLLOUT, SCORE, STAGES, UTILIZATION
+from memaudit.scoring.attribution import FAILED_STEPS, attribute_runs
 from memaudit.scoring.evolving import score_evolving
 from memaudit.scoring.recovery import EVERY_TARGET, score_runs, with_prompts
 from memaudit.scoring.rescore import rescore_runs
@@ -129,9 +130,15 @@ async def _recorded_settings(recorded: Store, runs: list[Run], settings: Setting
 
 
 async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
-    """Runs that were (or could have been) executed together are re-executed together, so a large
-    replay keeps the recorded concurrency; the cache makes the grouping irrelevant to the result.
-    Live runs go first: a teacher-forced run reads the transcripts its source re-executed."""
+    """Every stage in pipeline order (memaudit/stages.py), each re-executing what the runs recorded
+    of it. Runs that were (or could have been) executed together are re-executed together, so a large
+    replay keeps the recorded concurrency; the cache makes the grouping irrelevant to the result."""
+    for stage in STAGES:
+        await REEXECUTE[stage](rt, recorded, runs)
+
+
+async def _rollouts(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
+    """Live runs go first: a teacher-forced run reads the transcripts its source re-executed."""
     rollouts: dict[str, list[Run]] = {}
     for run in sorted(runs, key=lambda r: r.config.transcripts is not None):
         rollouts.setdefault(dumps([run.bench, run.config.to_json()]), []).append(run)
@@ -140,39 +147,49 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         prompts = recorded_dir((group[0].config.provenance or {}).get("prompts"))
         await rollout_runs(with_prompts(rt, prompts), bench, [r.system for r in group], group[0].config)
 
-    passes = {r.run: await recorded.scores.passes(r.run) for r in runs}
-    scoring: dict[str, list[str]] = {}  # default passes first: rescoring variants start from their predictions
-    for run, found in passes.items():
-        default = [p for p in found if p.variant == DEFAULT_VARIANT]
+
+async def _scoring(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
+    """The default passes (rescoring variants start from their predictions), evolving targets too."""
+    scoring: dict[str, list[str]] = {}
+    for run in runs:
+        default = await recorded.scores.passes(run.run, DEFAULT_VARIANT)
         for (window, dims, prompts, panel, every), group in _by_settings(default).items():
             modes = sorted({p.mode for p in group})
             ks = sorted({p.k for p in group if p.mode == "retrieve"}) or [5]
-            scoring.setdefault(dumps([modes, ks, window, dims, prompts, loads(panel), every]), []).append(run)
+            scoring.setdefault(dumps([modes, ks, window, dims, prompts, loads(panel), every]), []).append(run.run)
     for signature, group in scoring.items():
         modes, ks, window, dims, prompts, panel, every = loads(signature)
         scoring_rt = with_prompts(rt, prompts)
         await score_runs(scoring_rt, group, modes, ks=tuple(ks), context_window=window, dims=dims,
                          panel=Panel.recorded(scoring_rt.llm, panel), every_target=every)
         await score_evolving(scoring_rt, group, modes, ks=tuple(ks), context_window=window)
-    for run, found in passes.items():
-        variants = {p.variant: p.config.rescore for p in found if p.variant != DEFAULT_VARIANT}
+
+
+async def _rescoring(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
+    for run in runs:
+        variants = {p.variant: p.config.rescore for p in await recorded.scores.passes(run.run)
+                    if p.variant != DEFAULT_VARIANT}
         for variant, change in sorted(variants.items()):
-            await rescore_runs(rt, [run], variant, judge_model=change.judge_model, judge_prompt=change.judge_prompt,
+            await rescore_runs(rt, [run.run], variant, judge_model=change.judge_model, judge_prompt=change.judge_prompt,
                                reader_model=change.reader_model, panel=Panel.recorded(rt.llm, change.panel))
 
+
+async def _attribution(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     attribution: dict[str, list[str]] = {}
     for run in runs:
         modes = await recorded.attributions.modes(run.run)
         recorded_passes = await recorded.attributions.passes(run.run)
         prompts = next((recorded_dir(p["config"].get("prompts")) for p in recorded_passes), None)
-        failed_stages = any(p["config"].get("failed_stages") for p in recorded_passes)
+        failed_steps = any(p["config"].get(FAILED_STEPS) for p in recorded_passes)
         if modes:
-            attribution.setdefault(dumps([modes, prompts, failed_stages]), []).append(run.run)
+            attribution.setdefault(dumps([modes, prompts, failed_steps]), []).append(run.run)
     for signature, group in attribution.items():
-        modes, prompts, failed_stages = loads(signature)
-        await attribute_runs(with_prompts(rt, prompts), group, modes, failed_stages=failed_stages)
+        modes, prompts, failed_steps = loads(signature)
+        await attribute_runs(with_prompts(rt, prompts), group, modes, failed_steps=failed_steps)
 
-    # Utilization passes (memaudit/utilization/) after scoring: Know is read from the reconstructions.
+
+async def _utilization(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
+    """Know/Act passes (memaudit/utilization/), after scoring: Know is read from the reconstructions."""
     utilization: dict[tuple, list[str]] = {}
     for run in runs:
         for k, config in await recorded.utilization.passes(run.run):
@@ -180,7 +197,9 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
     for (k, threshold), group in utilization.items():
         await utilization_runs(rt, group, k=k, threshold=threshold)
 
-    # judge-check passes of the runs' benchmarks (memaudit/scoring/judge_check.py)
+
+async def _judge_checks(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
+    """The judge-check passes of the runs' benchmarks (memaudit/scoring/judge_check.py)."""
     for check in await recorded.judges.checks(sorted({r.bench for r in runs})):
         cfg, bench = check["config"], check["bench"]
         # the cells the store checked: a shard's store (`judge-check --shard`) holds only its own
@@ -188,6 +207,11 @@ async def _reexecute(rt: Runtime, recorded: Store, runs: list[Run]) -> None:
         await run_judge_check(rt, [bench], Panel.recorded(rt.llm, cfg), per_category=check["per_category"],
                               seed=check["seed"], thresholds=Thresholds(cfg["max_false_pass"], cfg["min_pass"]),
                               cells=cells)
+
+
+# What re-executes each stage (tests/test_stages.py: every stage has one).
+REEXECUTE = {ROLLOUT: _rollouts, SCORE: _scoring, RESCORE: _rescoring, ATTRIBUTE: _attribution,
+             UTILIZATION: _utilization, JUDGE_CHECK: _judge_checks}
 
 
 def recorded_dir(prompts: dict | None) -> str | None:

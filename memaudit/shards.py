@@ -20,7 +20,8 @@ from typing import Mapping
 
 from memaudit.errors import BadInput
 
-_SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+_SPEC = re.compile(r"\s*([0-9]{1,9})\s*/\s*([0-9]{1,9})\s*")
+_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,13 @@ SCHEDULERS = (SLURM, KUBERNETES, LAUNCHER)
 def from_scheduler(env: Mapping[str, str]) -> Shard:
     """The shard of this process from its scheduler's variables; none set: a one-line error naming
     every variable looked for."""
-    names = next((names for names in SCHEDULERS if env.get(names[0])), None)
+    # Set, even empty, decides: an empty SLURM_ARRAY_TASK_ID is a broken Slurm job, not a launcher's.
+    names = next((names for names in SCHEDULERS if names[0] in env), None)
     if names is None:
         looked = "; ".join("/".join(names) for names in SCHEDULERS)
         raise BadInput(f"--shard auto: no scheduler variables set (looked for {looked}); give --shard I/N",
                        field="shard")
-    missing = [name for name in names if not env.get(name)]
+    missing = [name for name in names[1:] if not env.get(name)]
     if missing:
         raise BadInput(f"--shard auto: {names[0]} is set but {', '.join(missing)} is not", field="shard")
     if names is SLURM:
@@ -93,11 +95,13 @@ def from_scheduler(env: Mapping[str, str]) -> Shard:
 
 
 def _whole(env: Mapping[str, str], name: str) -> int:
+    """A scheduler's number: ASCII digits only (Python's int() also reads `1_0` as 10, ` 7`, `+7`
+    and other scripts' digits), at most 9 of them; a bad value is named shortened."""
     value = env.get(name, "")
-    try:
-        return int(value)
-    except ValueError:
-        raise BadInput(f"--shard auto: {name} must be a whole number, got {value!r}", field="shard") from None
+    if not _DIGITS.fullmatch(value):
+        shown = value if len(value) <= 40 else f"{value[:40]}… ({len(value)} characters)"
+        raise BadInput(f"--shard auto: {name} must be a whole number, got {shown!r}", field="shard")
+    return int(value)
 
 
 def _checked(where: str, index: int, count: int) -> Shard:

@@ -188,11 +188,26 @@ class Episode:
 class MemoryOp:
     """One timed memory operation of a rollout (adapters/boundary.py): a write (`op` is the event
     kind) or a read (`search`), its wall time, the model calls it made and how many of them the call
-    cache answered."""
+    cache answered. `startup`: the first operation after the system was opened, which also paid
+    its one-time start-up (a model loaded, a worker started): timed apart from the others. `alone`:
+    no other system or user ran meanwhile (rollout --time-alone, or the embedded model's one at a
+    time), so the time is the system's own."""
     op: str
     seconds: float
     calls: int
     cached: int
+    startup: bool = False
+    alone: bool = False
+
+
+# What a stored item is (issue 41): the `kind` key of a dump item; an item without one is counted
+# as UNLABELLED. A snapshot state lists under SHORT_TERM_KINDS the kinds its system keeps only until
+# it consolidates them (adapters/base.py `short_term_kinds`).
+KIND = "kind"
+UNLABELLED = "unlabelled"
+SHORT_TERM_KINDS = "short_term_kinds"
+# A snapshot state's count of the texts its system cut to fit the embedding model (issue 41).
+EMBED_TRUNCATED = "embed_truncated"
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import anyio
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memaudit.roles import DIALOGUE_STAGE, DISCLOSURE, ELICITATION, RECOVERY_JUDGE, SLOT_FILL, groups_of  # noqa: E402
+from memaudit.roles import DIALOGUE_PHASE, DISCLOSURE, ELICITATION, RECOVERY_JUDGE, SLOT_FILL, groups_of  # noqa: E402
 from memaudit.store import open_store  # noqa: E402
 from memaudit.shards import cell_shard  # noqa: E402
 from memaudit.testing.synthetic_scores import call_rows, call_use_row, insert, synthetic_release  # noqa: E402
@@ -53,7 +53,7 @@ def study_rows(request_bytes: int, response_bytes: int) -> dict[str, list]:
         rows["call_uses"].append(call_use_row(run, artifact, key, role))
 
     for t in rows["turns"]:
-        for role in groups_of(DIALOGUE_STAGE):
+        for role in groups_of(DIALOGUE_PHASE):
             call(t.run, f"episode:{t.user_id}:{t.task_idx}", role, t.turn)
     for r in rows["reconstructions"]:
         for role in (SLOT_FILL, RECOVERY_JUDGE):

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memaudit.bench.instances import resolve_bench  # noqa: E402
 from memaudit.config import load_settings  # noqa: E402
 from memaudit.llm.embed import Embedder  # noqa: E402
-from memaudit.roles import DIALOGUE_STAGE, PREF_JUDGE, SIMULATOR, groups_of  # noqa: E402
+from memaudit.roles import DIALOGUE_PHASE, PREF_JUDGE, SIMULATOR, groups_of  # noqa: E402
 from memaudit.rollout.runner import run_rollout  # noqa: E402
 from memaudit.runtime import open_runtime  # noqa: E402
 from memaudit.tables.metrics import token_usage  # noqa: E402
@@ -34,7 +34,7 @@ from memaudit.testing.http_server import rate_every_preference, serve  # noqa: E
 from perf.sample_run import fast_encoder  # noqa: E402
 
 SYSTEMS = ("nomem", "longctx_full", "mem0", "amem")
-DIALOGUE = groups_of(DIALOGUE_STAGE)
+DIALOGUE = groups_of(DIALOGUE_PHASE)
 
 
 def second_turn_satisfies(body: dict) -> dict:

@@ -7,14 +7,14 @@ from memaudit.config import PROMPTS_DIR, Settings
 from memaudit.prompts import load_prompt
 from memaudit.provenance import DIALOGUE_ROLES, ROLLOUT_ROLES
 from memaudit.report.html import score_class, score_levels
-from memaudit.roles import GROUPS, ROLE_SPECS, STAGES, embedded_max_tokens, prompts_of, role_group
+from memaudit.roles import GROUPS, ROLE_SPECS, PHASES, embedded_max_tokens, prompts_of, role_group
 from memaudit.types import RUBRIC
 
 
 def test_every_call_role_names_a_configured_group_and_a_stage():
     for name, spec in ROLE_SPECS.items():
-        assert spec.group in GROUPS and spec.stage in STAGES, name
-    assert all(group.stage in STAGES for group in GROUPS.values())
+        assert spec.group in GROUPS and spec.phase in PHASES, name
+    assert all(group.phase in PHASES for group in GROUPS.values())
 
 
 def test_fine_roles_fall_under_their_group():

@@ -14,27 +14,32 @@ from memaudit.cli.common import command, run
 @command("systems")
 @click.option("--json", "as_json", is_flag=True, help='[{"name", "origin", "loads", "error"}]')
 def systems(as_json):
-    """Every memory system: its name, where it comes from (built-in or package==version) and whether
-    it loads (with the error when it does not)."""
-    from memaudit.adapters.registry import load, registrations
+    """Every memory system: its name, where it comes from (built-in or package==version), the
+    deployed library it runs and its version, and whether it loads (with the error when it does not;
+    for a library that is not installed, the extra that brings it)."""
+    from memaudit.adapters.registry import install_hint, load, missing_extra, registrations
     from memaudit.errors import MemauditError
 
     rows = []
     for r in registrations():
-        error = r.problem
+        error, version, cls = r.problem, None, None
         if error is None:
             try:
-                load(r)
+                cls = load(r)
+                version = cls.library_release()
             except MemauditError as exc:
                 error = str(exc).removeprefix("field systems: ")
-        rows.append({"name": r.name, "origin": r.origin, "loads": error is None, "error": error})
+        extra = missing_extra(r.name) if cls is None else None
+        rows.append({"name": r.name, "origin": r.origin, "version": version, "loads": error is None, "error": error,
+                     "extra": extra})
     if as_json:
         click.echo(orjson.dumps(rows).decode())
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        state = "ok" if r["loads"] else f"BROKEN: {r['error']}"
-        click.echo(f"{r['name']:<{width}}  {r['origin']:<24}  {state}")
+        state = "ok" if r["loads"] else f"not installed: {install_hint(r['extra'])}" if r["extra"] else \
+            f"BROKEN: {r['error']}"
+        click.echo(f"{r['name']:<{width}}  {r['origin']:<10}  {r['version'] or '':<26}  {state}")
 
 
 @command("check-adapter")

@@ -1,6 +1,7 @@
-"""Commands: batch status | collect | resubmit, and the `--batch` / `--batch-file DIR` options of
-the stages whose calls can wait (score, rescore, attribute, judge-check): every call goes through
-the OpenAI Batch API or vLLM's batch runner instead of being made live (memaudit/llm/batch.py)."""
+"""Commands: batch status | collect | resubmit, and what the `--batch` / `--batch-file DIR` options of
+the stages whose calls can wait (memaudit/stages.py `batchable`; cli/common.py `stage_options`) do:
+every call goes through the OpenAI Batch API or vLLM's batch runner instead of being made live
+(memaudit/llm/batch.py)."""
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
@@ -11,15 +12,6 @@ import orjson
 
 from memaudit.cli.common import STORE, Group, current_settings, global_options, run
 from memaudit.errors import BadInput
-
-
-def batch_options(fn):
-    fn = click.option("--batch-file", type=click.Path(path_type=Path, file_okay=False), default=None,
-                      help="as --batch, but write the input files into DIR for vLLM's batch runner instead "
-                           "of uploading them")(fn)
-    return click.option("--batch", "use_batch", is_flag=True,
-                         help="send this stage's model calls as Batch API batches instead of calling live; "
-                              "`memaudit batch collect`, then the same command, finishes")(fn)
 
 
 @asynccontextmanager

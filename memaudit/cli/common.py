@@ -60,6 +60,8 @@ GLOBAL_OPTIONS = [_flag(o) for o in FLAGGED]
 STORE = ("db", "config")
 MODEL = ("base_url", "model", "backend", "concurrency", "cache", "seed", "timeout", "rpm", "tpm", "prompts_dir")
 MEMORY = ("embed_model", "memt_prompts")  # the memory systems'
+# What a rollout reads besides (the runner: how many users of a library in its own environment run at once).
+WORKERS = ("library_workers",)
 
 
 class Given(dict):
@@ -106,7 +108,7 @@ HELP_GROUPS = {
               "runs", "run_id", "role", "artifact", "failed", "embeddings", "dims", "variant", "threshold", "compare",
               "bootstrap", "name", "tasks_dir", "pool_path", "order", "hints", "edits", "recheck", "evolving",
               "per_category", "max_false_pass", "min_pass", "stages", "pilot_db", "store_path", "queries_path", "into",
-              "partial", "from_file"),
+              "partial", "from_file", "time_alone", "library_workers"),
     "model": ("base_url", "model", "backend", "concurrency", "cache", "timeout", "rpm", "tpm", "embed_model",
               "use_batch", "batch_file", "judges", "repeats", "judge_model", "judge_prompt", "reader_model",
               "context_window"),
@@ -192,7 +194,27 @@ def current_settings(**extra):
     return settings_from(click.get_current_context().obj, **extra)
 
 
-def shard_option(fn):
+def stage_options(stage):
+    """The options a stage's command takes because of what the stage is (memaudit/stages.py):
+    `--batch` and `--batch-file` when its calls can wait for a batch, `--shard` when its work splits
+    into (system, user) cells."""
+    def apply(fn):
+        if stage.shardable:
+            fn = shard_option(fn, stage)
+        return batch_options(fn) if stage.batchable else fn
+    return apply
+
+
+def batch_options(fn):
+    fn = click.option("--batch-file", type=click.Path(path_type=Path, file_okay=False), default=None,
+                      help="as --batch, but write the input files into DIR for vLLM's batch runner instead "
+                           "of uploading them")(fn)
+    return click.option("--batch", "use_batch", is_flag=True,
+                        help="send this stage's model calls as Batch API batches instead of calling live; "
+                             "`memaudit batch collect`, then the same command, finishes")(fn)
+
+
+def shard_option(fn, stage):
     """`--shard I/N` or `--shard auto` (memaudit/shards.py): parsed before anything runs, so a bad
     spec, or `auto` outside a scheduler, is one line. A shard's command that ran to its end says so
     in its store, for the merge to name a shard that did not."""
@@ -204,10 +226,10 @@ def shard_option(fn):
     def recorded(*args, shard, **kwargs):
         result = fn(*args, shard=shard, **kwargs)
         if shard.count > 1:  # the merge names a shard that is missing (memaudit/store/shard_stages.py)
-            run(_record_stage, current_settings().db, click.get_current_context().info_name, shard)
+            run(_record_stage, current_settings().db, stage.name, shard)
         return result
 
-    recorded.records_shard_stage = True
+    recorded.records_shard_stage = stage
     return click.option("--shard", default=None, metavar="I/N|auto", callback=parse,
                         help="only the (system, user) cells of shard I of N (1-based); auto: from the scheduler "
                              "(SLURM_ARRAY_TASK_ID/_MIN/_COUNT, JOB_COMPLETION_INDEX + MEMAUDIT_SHARDS, or "

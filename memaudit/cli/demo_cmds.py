@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from memaudit.cli.common import MEMORY, MODEL, STORE, command, console, current_settings, global_options, out, run
+from memaudit.cli.common import (MEMORY, MODEL, STORE, WORKERS, command, console, current_settings, global_options,
+                                  out, run)
 from memaudit.errors import redact_url
 from memaudit.roles import AGENT
 
@@ -18,7 +19,7 @@ from memaudit.roles import AGENT
 @click.option("--max-turns", type=int, default=None, help="assistant replies per episode (default: the demo size)")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False),
               default=Path("memaudit-report"), show_default=True, help="where the HTML report is written")
-@global_options(uses=STORE + MODEL + MEMORY)
+@global_options(uses=STORE + MODEL + MEMORY + WORKERS)
 def demo(users, tasks, max_turns, report_dir):
     """The bundled sample benchmark end to end: rollout, scoring in both modes, attribution, tables, report."""
     run(_demo, current_settings(), users, tasks, max_turns, report_dir)
@@ -49,7 +50,7 @@ async def _demo(settings, users, tasks, max_turns, report_dir):
               highlight=False)
     out.print("Full benchmark on your own endpoint: memaudit --base-url URL --model NAME rollout --bench sample "
               "--systems nomem,longctx_full,mem0,amem && memaudit score --mode both && memaudit attribute --mode both "
-              "&& memaudit tables   (see README: pointing memaudit at an API or a vLLM server)", highlight=False)
+              "&& memaudit tables   (see docs/models.md: pointing memaudit at an API or a vLLM server)", highlight=False)
 
 
 # Table 2's columns the compact terminal view shows (by their first key); `memaudit tables` has all of them.

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.batch_cmds import batch_options, batched
+from memaudit.cli.batch_cmds import batched
 from memaudit.cli.common import (
-    MODEL, STORE, Group, command, current_settings, global_options, run, shard_option, split_list)
+    MODEL, STORE, Group, command, current_settings, global_options, run, split_list, stage_options)
 from memaudit.cli.score_cmds import panel_options
 from memaudit.errors import BadInput
+from memaudit.stages import JUDGE_CHECK
 
 
 @command("judge-check")
@@ -25,8 +26,7 @@ from memaudit.errors import BadInput
               help="flag a judge `harsh` when its positive pass rate is below this")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 @panel_options
-@batch_options
-@shard_option
+@stage_options(JUDGE_CHECK)
 @global_options(uses=STORE + MODEL)
 def judge_check(runs, benches, per_category, max_false_pass, min_pass, fmt, judges, repeats, use_batch, batch_file,
                 shard):

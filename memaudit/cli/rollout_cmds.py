@@ -4,7 +4,8 @@ from __future__ import annotations
 import click
 
 from memaudit.cli.common import (
-    MEMORY, MODEL, STORE, command, current_settings, global_options, out, run, shard_option, split_list)
+    MEMORY, MODEL, STORE, WORKERS, command, current_settings, global_options, out, run, split_list, stage_options)
+from memaudit.stages import ROLLOUT
 
 
 @command("rollout")
@@ -20,16 +21,21 @@ from memaudit.cli.common import (
               help="teacher-forced: replay the recorded episodes of RUN into each system's memory "
                    "(no assistant, simulator or judge calls)")
 @click.option("--quiet", is_flag=True, help="plain log lines instead of the live table")
-@shard_option
-@global_options(uses=STORE + MODEL + MEMORY)
-def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
+@click.option("--time-alone", is_flag=True,
+              help="run one system and user at a time, so each system's write and search times are its own "
+                   "(slower; for latencies meant to be compared across systems)")
+@stage_options(ROLLOUT)
+@global_options(uses=STORE + MODEL + MEMORY + WORKERS)
+def rollout(bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, time_alone, shard):
     """Run (or resume) episodes: the assistant with each memory system helps the simulated users,
     or, with --transcripts, each memory system is fed the recorded episodes of a run.
     One process writes a run at a time: a second rollout of the same run is refused as busy."""
-    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard)
+    run(_rollout, current_settings(), bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet,
+        time_alone, shard)
 
 
-async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, shard):
+async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k, transcripts, quiet, time_alone,
+                   shard):
     from memaudit.adapters.registry import get_adapter
     from memaudit.bench.instances import resolve_bench
     from memaudit.cli.progress import RolloutProgress
@@ -38,6 +44,7 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
     from memaudit.rollout.runner import run_rollout, select_users
     from memaudit.runtime import open_runtime
     from memaudit.shards import WHOLE
+    from memaudit.tables.health import final_memory, long_term_written
     from memaudit.tables.metrics import memory_write_failures, total_write_failures
 
     if transcripts is not None and max_turns is not None:
@@ -52,7 +59,8 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
         bench = await resolve_bench(rt.store, bench_ref)
         runs = await run_rollout(rt, bench, names, users=select_users(bench, users), tasks=tasks,
                                  max_turns=25 if max_turns is None else max_turns, tag=tag, k=k,
-                                 progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts)
+                                 progress=RolloutProgress("log" if quiet else "live"), transcripts=transcripts,
+                                 time_alone=time_alone)
         forced = f" (teacher-forced on the transcripts of {transcripts})" if transcripts else ""
         elsewhere = []
         for run_name in runs:
@@ -70,6 +78,12 @@ async def _rollout(settings, bench_ref, systems, users, tasks, max_turns, tag, k
             if lost:  # never a silently emptier memory: who lost how many writes
                 out.print(f"{run_name}: memory writes lost (a model answer the memory system could not use): "
                           + ", ".join(f"{user} {n}" for user, n in sorted(by_user.items()) if n), highlight=False)
+            memory = await final_memory(rt.store, run_name, await rt.store.episodes.snapshot_users(run_name))
+            if long_term_written(memory, lost) is False:  # a library that only queued: say so once
+                held = ", ".join(f"{kind} {n}" for kind, n in memory["kinds"].items())
+                out.print(f"{run_name}: its long-term store was never written (the users' final memories hold "
+                          f"{'only ' + held if held else 'nothing'}); see `memaudit tables --only health`",
+                          highlight=False)
         if elsewhere:
             out.print(f"shard {rt.shard}: no (system, user) cell of {', '.join(elsewhere)} falls in this shard",
                       highlight=False)

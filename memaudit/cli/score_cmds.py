@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
-from memaudit.cli.batch_cmds import batch_options, batched
+from memaudit.cli.batch_cmds import batched
 from memaudit.cli.common import (
-    ATTRIBUTE_HELP, MEMORY, MODEL, STORE, command, current_settings, global_options, run, shard_option, split_list)
+    ATTRIBUTE_HELP, MEMORY, MODEL, STORE, WORKERS, command, current_settings, global_options, run, split_list,
+    stage_options)
 from memaudit.errors import BadInput
+from memaudit.stages import ATTRIBUTE, RESCORE, SCORE
 
 MODE_CHOICE = click.Choice(["dump_all", "retrieve", "both"])
 RUNS_HELP = "comma-separated run ids (default: every run in the store)"
@@ -68,8 +70,7 @@ async def _print_scores(store, runs: list[str], variant: str) -> None:
               help="the reader's context window in tokens (default: the slot_fill role's configured window)")
 @click.option("--dims", type=click.Choice(["all", "targeted"]), default="all", show_default=True,
               help="targeted = only bank entries whose task ran (a partial score)")
-@batch_options
-@shard_option
+@stage_options(SCORE)
 @panel_options
 @global_options(uses=STORE + MODEL + MEMORY)
 def score(mode, k_text, runs, context_window, dims, use_batch, batch_file, shard, judges, repeats):
@@ -106,8 +107,7 @@ async def _score(settings, modes, ks, runs, context_window, dims, use_batch=Fals
 @command("attribute", help=ATTRIBUTE_HELP)
 @click.option("--mode", type=MODE_CHOICE, required=True, help="access mode(s) whose targets to attribute")
 @click.option("--runs", default=None, help=RUNS_HELP)
-@batch_options
-@shard_option
+@stage_options(ATTRIBUTE)
 @global_options(uses=STORE + MODEL)
 def attribute(mode, runs, use_batch, batch_file, shard):
     run(_attribute, current_settings(), _modes(mode), split_list(runs), use_batch, batch_file, shard)
@@ -138,7 +138,7 @@ async def _attribute(settings, modes, runs, use_batch=False, batch_file=None, sh
               help="another prompt file for the recovery judge (same placeholders)")
 @click.option("--reader-model", default=None, help="model for the slot-filling reader (slots are filled again)")
 @click.option("--runs", default=None, help=RUNS_HELP)
-@batch_options
+@stage_options(RESCORE)
 @panel_options
 @global_options(uses=STORE + MODEL)
 def rescore(variant, judge_model, judge_prompt, reader_model, runs, use_batch, batch_file, judges, repeats):
@@ -165,7 +165,7 @@ async def _rescore(settings, variant, judge_model, judge_prompt, reader_model, r
 
 @command("replay")
 @click.option("--runs", default=None, help="comma-separated run ids (default: every recorded rollout run)")
-@global_options(uses=STORE + ("concurrency", "seed", "prompts_dir") + MEMORY)  # the endpoint: the runs'
+@global_options(uses=STORE + ("concurrency", "seed", "prompts_dir") + MEMORY + WORKERS)  # the endpoint: the runs'
 def replay(runs):
     """Re-execute the recorded runs from the call cache only and compare every artifact. The model
     settings are the ones the runs recorded: no model option is needed, no model is contacted."""

@@ -157,7 +157,7 @@ PLANNED = STORE + ("base_url", "model", "backend", "concurrency", "seed", "timeo
 @click.option("--shards", type=click.IntRange(1, 100_000), default=None,
               help="with --emit: the number of shards (array tasks, Indexed Job completions)")
 @click.option("--emit", type=click.Choice(ENGINES), default=None,
-              help="write what runs the study on a Slurm cluster or Kubernetes into --out (see README, \"A study "
+              help="write what runs the study on a Slurm cluster or Kubernetes into --out (see docs/clusters.md, \"A study "
                    "on a cluster\"); the estimate is recorded in DIR/bench.db, the seed of every shard's store")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="with --emit: the study folder (scripts, bench.db, shards/, logs/, study.db)")
@@ -200,13 +200,13 @@ def plan(bench_ref, systems, users, tasks, max_turns, tag, mode, k_text, dims, j
         found, written = _emit(emit, settings, study, shards, resources, pilot_db, prices_file, out)
     differs = sorted({d for e in found.values() for d in e["pilot_differs"]})
     if differs:
-        click.echo(f"memaudit: the pilot was made with {', '.join(differs)}, not the study's flags: its rates "
+        click.echo(f"memaudit: the pilot was made with {'; '.join(differs)}, not as the study will run: its rates "
                    "may not be the study's", err=True)
     click.echo(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode() if fmt == "json" else _plan_markdown(found))
     for path in written:
         click.echo(f"wrote {path}", err=True)
     if written:
-        click.echo(f"next: bash {out / 'submit.sh'}" + (" (README: \"A study on a cluster\")" if emit == "k8s" else ""),
+        click.echo(f"next: bash {out / 'submit.sh'}" + (" (docs/clusters.md: \"A study on a cluster\")" if emit == "k8s" else ""),
                    err=True)
 
 

@@ -10,7 +10,7 @@ from memaudit.errors import BadInput
 from memaudit.store import open_store, select_runs
 from memaudit.tables import stats
 from memaudit.tables.paper import compute_tables
-from memaudit.tables.paper_render import csv_sections, render, render_csv_section
+from memaudit.tables.paper_render import SECTIONS, csv_sections, render, render_csv_section
 from memaudit.tables.robustness import compare_variants
 
 FORMATS = ("md", "latex", "csv", "json")
@@ -53,14 +53,14 @@ def _write_all(tables: dict, out_dir: Path) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="md", show_default=True)
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="also write every format, one CSV per table and the plots (PNG, SVG) here")
-@click.option("--only", type=click.Choice(["table2", "table3", "table4"]), default=None, help="print one table")
+@click.option("--only", type=click.Choice(SECTIONS), default=None, help="print one table")
 @click.option("--compare", default=None, metavar="VARIANT",
               help="add the frozen-rescoring robustness comparison of VARIANT against the default scores")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=stats.RESAMPLES, show_default=True,
               help="bootstrap / permutation resamples for intervals and paired tests (0 = none)")
 @global_options(uses=STORE + ("seed",))
 def tables(runs, fmt, out_dir, only, compare, bootstrap):
-    """The paper's tables (2, 3, 4, footprint, gap, tokens) with intervals and paired comparisons."""
+    """The paper's tables (2, 3, 4, footprint, memory health, gap, tokens) with intervals and paired comparisons."""
     settings = current_settings()
     run_ids = split_list(runs)
     run(_tables, settings.db, run_ids, fmt, out_dir, only, compare, bootstrap, settings.seed)

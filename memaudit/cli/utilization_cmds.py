@@ -6,7 +6,8 @@ from pathlib import Path
 import click
 
 from memaudit.cli.common import (
-    MEMORY, MODEL, STORE, command, current_settings, global_options, run, shard_option, split_list)
+    MEMORY, MODEL, STORE, command, current_settings, global_options, run, split_list, stage_options)
+from memaudit.stages import UTILIZATION
 from memaudit.utilization.act import KNOW_THRESHOLD
 
 
@@ -16,7 +17,7 @@ from memaudit.utilization.act import KNOW_THRESHOLD
               help="retrieve k of Know (its recovery pass) and of the assistant's context()")
 @click.option("--threshold", type=float, default=KNOW_THRESHOLD, show_default=True,
               help="recovery score at or above which an entry counts as known")
-@shard_option
+@stage_options(UTILIZATION)
 @global_options(uses=STORE + MODEL + MEMORY)
 def utilization(runs, k, threshold, shard):
     """Know vs Act: is what the memory knows used when the user asks for help?"""

@@ -23,7 +23,8 @@ from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.ratelimit import RateBudgets
 from memaudit.llm.schema import problem as schema_problem
 from memaudit.llm.secrets import configured as configured_secrets
-from memaudit.llm.tools import PROBE, PROBE_MESSAGES, answered_calls, calls_problem, ignores_tools
+from memaudit.llm.tools import (AUTO_PROBE, AUTO_PROBE_MESSAGES, MAX_TOOL_CALLS, PROBE, PROBE_MESSAGES, answered_calls,
+                                calls_problem, ignores_tools)
 from memaudit.llm.tokens import SERVER_COUNT, local_count, server_count, server_root
 from memaudit.llm.transport import Transport, Unreachable
 
@@ -39,6 +40,12 @@ _collector: contextvars.ContextVar[list | None] = contextvars.ContextVar("memaud
 # the command (a judge panel's per-model clones, a memory system's proxy too) and every task it
 # starts follows it.
 _batching: contextvars.ContextVar = contextvars.ContextVar("memaudit_batching", default=None)
+
+# The probes of a native tool endpoint (memaudit/llm/tools.py), each with what a failed one says.
+TOOL_PROBES = ((PROBE, PROBE_MESSAGES, "ignores `tools`: asked to call a named tool, it answered without the call"),
+               (AUTO_PROBE, AUTO_PROBE_MESSAGES,
+                "calls a tool only when the request names it: asked plainly to call a tool with the choice left to "
+                "the model (`auto`, as langmem asks), it answered in text, and the library would store nothing"))
 
 REPAIR_MESSAGE = ("Your previous answer could not be used: {problem}. Answer again with only a JSON object "
                   "that follows the required format.")
@@ -226,35 +233,43 @@ class LLM:
 
     async def check_native_tools(self, role: str) -> None:
         """Raise EndpointError unless the role's endpoint honours `tools` (its dialect forwards them):
-        once per (model, backend), a request naming a tool must come back calling it. A good answer
-        is recorded like a call (role `tools:<role>`), so replay asks no server; a server that ignores
-        tools is not recorded (fixed, the next command asks again). Memory left empty because the
-        server dropped the tools would otherwise look like a model that remembered nothing."""
+        once per (model, backend), a request naming a tool must come back calling it, and so must a
+        request that plainly asks for the tool with the choice left to the model (`auto`). A good
+        answer is recorded like a call (role `tools:<role>`), so replay asks no server; a server that
+        ignores tools is not recorded (fixed, the next command asks again). Memory left empty because
+        the server dropped the tools would otherwise look like a model that remembered nothing."""
         rc = self.role_config(role)
         async with self._tools_lock:
             if (rc.model, rc.backend) in self._tools_checked:
                 return
-            key, request_json = keyed({"v": RECORD_VERSION, "tool_probe": PROBE.fields(), "model": rc.model,
-                                       "backend": rc.backend})
-            recorded = self.settings.cache in ("rw", "replay") and await self.store.get_call(key) is not None
-            if not recorded:
-                if self.settings.cache == "replay":
-                    raise CacheMiss(f"tools:{role}", key)
-                body = request_body(backend=rc.backend, model=rc.model, messages=PROBE_MESSAGES, temperature=0.0,
-                                    top_p=None, max_tokens=None, seed=self.seed(role, "tool probe"), schema=None,
-                                    schema_name=role, tools=PROBE.fields())
-                response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
-                if ignores_tools(response):
-                    raise EndpointError(
-                        f"the endpoint of role {role} ({rc.backend} dialect, model {rc.model}) ignores `tools`: asked to "
-                        "call a named tool, it answered without the call; serve the model with tool calling on, or "
-                        "set the role's backend to one that emulates tool calls (llamacpp, vllm)")
-                if self.settings.cache != "off":
-                    self.store.put_call(key=key, role=f"tools:{role}", model=rc.model, request=request_json,
-                                        response=orjson.dumps({"honoured": True}).decode(), ok=True, latency=took,
-                                        created=_now())
-                    await self.store.maybe_flush()
+            for probe, messages, problem in TOOL_PROBES:
+                await self._probe_tools(role, rc, probe, messages, problem)
             self._tools_checked.add((rc.model, rc.backend))
+
+    async def _probe_tools(self, role: str, rc: RoleConfig, probe, messages: list[dict], problem: str) -> None:
+        named = probe is PROBE  # the first probe's key is the one stores have held since it existed
+        record = {"v": RECORD_VERSION, "tool_probe": probe.fields(), "model": rc.model, "backend": rc.backend}
+        key, request_json = keyed(record if named else {**record, "messages": messages})
+        if self.settings.cache in ("rw", "replay") and await self.store.get_call(key) is not None:
+            return
+        if self.settings.cache == "replay":
+            if not named:  # a store recorded before the `auto` probe: replay contacts no server anyway
+                return
+            raise CacheMiss(f"tools:{role}", key)
+        body = request_body(backend=rc.backend, model=rc.model, messages=messages, temperature=0.0,
+                            top_p=None, max_tokens=None, seed=self.seed(role, "tool probe"), schema=None,
+                            schema_name=role, tools=probe.fields())
+        response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
+        if ignores_tools(response):
+            raise EndpointError(
+                f"the endpoint of role {role} ({rc.backend} dialect, model {rc.model}) {problem}; serve the model "
+                "with tool calling on (vLLM: --enable-auto-tool-choice and a --tool-call-parser), or set the "
+                "role's backend to one that emulates tool calls (llamacpp, vllm)")
+        if self.settings.cache != "off":
+            self.store.put_call(key=key, role=f"tools:{role}", model=rc.model, request=request_json,
+                                response=orjson.dumps({"honoured": True}).decode(), ok=True, latency=took,
+                                created=_now())
+            await self.store.maybe_flush()
 
     async def _server_count(self, role: str, rc: RoleConfig, messages: list[dict]) -> tuple[int | None, str | None]:
         if not rc.base_urls and self._start_server is not None:
@@ -400,7 +415,11 @@ class Attempt:
 def read_attempt(role: str, first_messages: list, messages: list, response: dict, schema: dict | None, check,
                  total: dict, tools: dict | None = None) -> Attempt:
     """Read one chat-completions response of a call (live, or a batch's output line): its usage is
-    added to `total`; a refusal raises Refusal. Shared by both paths so that they record the same."""
+    added to `total`; a refusal raises Refusal. Shared by both paths so that they record the same.
+    Whatever goes wrong reading the answer (nesting deeper than the parser allows, a number too
+    large, a type a check did not expect) makes it an invalid answer, repaired and then recorded as
+    InvalidOutput like any other, so replay meets the same outcome. An answer's tool calls beyond
+    MAX_TOOL_CALLS are dropped and counted (`usage["tool_calls_dropped"]`)."""
     raw, finish, usage = parse_choice(response)
     for name in USAGE_FIELDS:
         total[name] += usage.get(name, 0)
@@ -410,12 +429,19 @@ def read_attempt(role: str, first_messages: list, messages: list, response: dict
         refused = Refusal(role, raw)
         refused.usage = dict(total)
         raise refused
-    calls = None if tools is None else answered_calls(response)
-    found, data = _validate(raw, finish, schema, check) if tools is None else (_tools_problem(raw, finish, tools, calls),
-                                                                                None)
+    try:
+        calls = None if tools is None else answered_calls(response)
+        found, data = (_validate(raw, finish, schema, check) if tools is None
+                       else (_tools_problem(raw, finish, tools, calls), None))
+    except Exception as exc:  # an answer too deep, too large or of a type a check did not expect
+        calls, data = None, None
+        found = f"the answer could not be read ({type(exc).__name__}: {str(exc)[:100]})"
     if found is None:
         if finish == "length":
             total["truncated"] = 1
+        if calls is not None and len(calls) > MAX_TOOL_CALLS:  # the rest are counted, never run
+            total["tool_calls_dropped"] = len(calls) - MAX_TOOL_CALLS
+            calls = calls[:MAX_TOOL_CALLS]
         return Attempt(raw, data, None, None, calls)
     if schema is None:  # free text (or tool calls): an unusable answer is asked again as is
         return Attempt(raw, data, found, messages)

@@ -24,6 +24,7 @@ from typing import Awaitable, Callable, Mapping
 import anyio
 
 from memaudit.config import Settings
+from memaudit.errors import BadInput
 
 # The budget's window, a minute, paced as 60.12 s: a request's trip to the server may take up to
 # 0.12 s longer than the one before it without putting one request too many into the server's minute.
@@ -46,9 +47,10 @@ class Ticket:
     pacer: "Pacer | None"
     tokens: int = 0
 
-    def settle(self, usage: Mapping | None) -> None:
-        if self.pacer is not None and usage:
-            used = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+    def settle(self, used: int | None) -> None:
+        """Settle against the tokens the server reported (memaudit/llm/dialects `reported_tokens`);
+        None, unknown (no usage, or counts that are none): the estimate stands."""
+        if self.pacer is not None and used is not None:
             self.pacer.settle(used - self.tokens)
 
 
@@ -67,6 +69,11 @@ class Pacer:
     async def turn(self, tokens: int) -> Ticket:
         """Wait for this request's turn. The turn is taken before waiting, so requests go in the
         order they asked."""
+        if self.budget.tpm and tokens > self.budget.tpm:
+            # Paced, it would wait minutes without a word; a provider refuses it for good (429s).
+            raise BadInput(f"one request of ~{tokens:,} tokens is more than the {self.budget.tpm:,.0f} tokens a minute "
+                           "this process may send to its endpoint (--tpm, shared out over the shards): it can never "
+                           "be sent within the budget; raise --tpm", field="tpm")
         now = self.clock()
         start = max(now, self.next_request, self.next_tokens)
         if self.budget.rpm:

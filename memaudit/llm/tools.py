@@ -30,6 +30,10 @@ EMULATION_NOTE = (
 RULES = {"auto": "Call the tools that fit, or none (an empty list) and answer in `content` instead.",
          "required": "Call at least one tool."}
 ONE_CALL = " Call at most one tool."
+# Tool calls kept of one answer: far more than any library asks for at once (a memory manager
+# records a handful of memories per message); beyond it an answer of thousands of calls would run
+# unbounded. The rest are dropped and counted (memaudit/llm/client.py read_attempt).
+MAX_TOOL_CALLS = 64
 
 
 class ToolRequestError(ValueError):
@@ -246,11 +250,12 @@ def _arguments(arguments):
 
 
 def emulated_calls(data: dict, key: str) -> list[dict]:
-    """An emulated answer's calls in OpenAI's shape, with ids from the call's cache key."""
+    """An emulated answer's calls in OpenAI's shape, with ids from the call's cache key (the first
+    MAX_TOOL_CALLS of them: the cached answer keeps the rest)."""
     digest = key.split(":", 1)[-1][:16]
     return [{"id": f"call_{digest}_{n}", "type": "function",
              "function": {"name": call["name"], "arguments": orjson.dumps(call["arguments"]).decode()}}
-            for n, call in enumerate(data.get("tool_calls") or [])]
+            for n, call in enumerate((data.get("tool_calls") or [])[:MAX_TOOL_CALLS])]
 
 
 # -- does a native endpoint honour tools? ----------------------------------------------------------
@@ -263,6 +268,12 @@ PROBE = ToolRequest(({"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}}},),
     {"type": "function", "function": {"name": PROBE_TOOL}}, None)
 PROBE_MESSAGES = [{"role": "user", "content": 'Record the word "ready" with the tool.'}]
+# Then once more with the choice left to the model (`auto`, what langmem sends) on a request that
+# plainly calls for the tool: a server whose tool parser handles forced calls only answers it in
+# text, and a library leaving the choice to the model would store nothing, without a failure.
+AUTO_PROBE = ToolRequest(PROBE.tools, None, None)
+AUTO_PROBE_MESSAGES = [{"role": "user", "content": 'Use the record_word tool now to record the word "ready". '
+                                                   "Do not answer in text."}]
 
 
 def ignores_tools(response: dict) -> bool:

@@ -29,7 +29,7 @@ import orjson
 from yarl import URL
 
 from memaudit.errors import EndpointError, redact_url
-from memaudit.llm.dialects import RETRYABLE, answer_error, server_message
+from memaudit.llm.dialects import RETRYABLE, answer_error, reported_tokens, server_message
 from memaudit.llm.ratelimit import RateBudgets
 from memaudit.llm.secrets import Secrets
 
@@ -203,7 +203,7 @@ class Transport:
                     except orjson.JSONDecodeError:
                         last = "response body is not JSON"
                     else:
-                        ticket.settle(answer.get("usage") if isinstance(answer, dict) else None)
+                        ticket.settle(reported_tokens(answer.get("usage")) if isinstance(answer, dict) else None)
                         return answer, latency
                 else:
                     error = answer_error(status, data, role, ep.base_url, secrets)

@@ -40,7 +40,8 @@ from memaudit.report.html import (INDEX, LABEL_COLOURS, STYLESHEET, count, dl, e
                                   panel_chart, score_class, score_levels, slug, stacked_chart, table)
 from memaudit.report.palette import run_colours
 from memaudit.store import RunConfig, Store, dumps
-from memaudit.tables.columns import LABEL_DOCS, RUBRIC_TEXT, TABLE2, TABLE3, TABLE4, Column, common_legend, legend, value
+from memaudit.tables.columns import (LABEL_DOCS, RUBRIC_TEXT, TABLE2, TABLE3, TABLE4, Column, common_legend, legend,
+                                     models_text, value)
 from memaudit.tables.paper import DECLARED, compute_tables
 from memaudit.tables.paper_render import PREFACE, title
 from memaudit.tables.stats import release_resamples
@@ -204,11 +205,12 @@ def _pass_anchor(p: Pass) -> str:
 # -- index -------------------------------------------------------------------------------------
 def _index_page(summary: Summary, tables: dict, judges_section: str) -> str:
     resolve = _resolver(summary)
-    parts = [_runs_section(summary), f"<h2>{esc(PREFACE)}</h2>" + legend_list(common_legend("html"))]
+    parts = [_runs_section(summary, tables.get("table2") or []), f"<h2>{esc(PREFACE)}</h2>"
+             + legend_list(common_legend("html"))]
     parts.append(_table2(tables.get("table2") or [], resolve))
     parts.append(_table3(tables.get("table3") or [], resolve))
     parts.append(_table4(tables.get("table4") or [], resolve))
-    for key in ("footprint", "gap", "tokens", "comparisons", "prompts"):
+    for key in ("footprint", "health", "gap", "tokens", "comparisons", "prompts"):
         rows = tables.get(key) or []
         parts.append(f"<h2>{esc(title(key))}</h2>" + (declared(DECLARED[key], rows, resolve) if rows
                                                       else '<p class="muted">nothing recorded</p>'))
@@ -220,14 +222,17 @@ def _index_page(summary: Summary, tables: dict, judges_section: str) -> str:
     return page(INDEX, "memaudit audit report", "\n".join(parts))
 
 
-def _runs_section(summary: Summary) -> str:
+def _runs_section(summary: Summary, table2: list[dict]) -> str:
+    """Every run with its config and the models its roles ran on (Table 2's `models`, shown here)."""
+    models = {row["run"]: row.get("models") or {} for row in table2}
     rows = []
     for r in summary.runs:
         cfg = r["config"] or {}
         rows.append([link(INDEX, _run_page(r["run"]), esc(r["run"])), esc(r["system"]), esc(r["bench"]),
                      esc(r["origin"]), f'<td class="n">{len(summary.run_users(r))}</td>',
-                     esc(", ".join(f"{k}={cfg[k]}" for k in ("tasks", "max_turns", "k", "tag") if cfg.get(k) is not None))])
-    return ("<h2>Runs</h2>" + table(["run", "system", "benchmark", "origin", "users", "config"], rows)
+                     esc(", ".join(f"{k}={cfg[k]}" for k in ("tasks", "max_turns", "k", "tag") if cfg.get(k) is not None)),
+                     f'<td class="models">{esc(models_text(models.get(r["run"], {})) or "—")}</td>'])
+    return ("<h2>Runs</h2>" + table(["run", "system", "benchmark", "origin", "users", "config", "models"], rows)
             + '<p class="note">Every number below links to the rows it was computed from; follow the links '
               "down to a single target and the transcript turns that did or did not reveal it.</p>")
 
@@ -324,17 +329,53 @@ def _run_overview(summary: Summary, run: dict) -> str:
         transcripts = [("transcripts", f"teacher-forced: memory was fed the recorded episodes of {shown}, "
                                        "whose A, C and D these are")]
     cfg = dl([("system", esc(run["system"])), ("benchmark", esc(run["bench"])), ("origin", esc(run["origin"])),
-              *transcripts, ("config", f"<code>{esc(dumps(run['config']))}</code>")])
+              *transcripts]) + _run_config(run["config"] or {})
     pass_links = " · ".join(link(path, _pass_page(p), esc(p.name)) for p in passes) or "not scored"
     per_user = ["A (%)", "C", "D (/5)", "items", "chars/item", "memory write failures"]
     headers = ["user", "episodes", *per_user, *[f"B {p.name}" for p in passes]]
-    meanings = dict(legend(TABLE2, "html"))
+    meanings = dict(legend(TABLE2))  # md's: each count its own column
     return page(path, f"run {run['run']}",
                 cfg + f"<p>scoring passes: {pass_links}</p><h2>Per user</h2>" + table(headers, rows)
                 + legend_list([("episodes", "episodes the user played in this run"),
                                *((name, meanings[name]) for name in per_user),
                                ("B <pass>", f"the user's B in that scoring pass: {meanings['B full-store']}")]),
                 [(INDEX, "report")])
+
+
+# Where a run's provenance keeps its library's configuration card (issue 41): one row per setting.
+CARD = "configuration"
+CARD_COLUMNS = ("setting", "library_default", "used", "why")
+
+
+def _run_config(config: dict) -> str:
+    """A run's config as tables: what it ran (users, tasks, turns, k, tag …), how it was made (the
+    provenance's plain values), the model each role was sent to and with what, and the deployed
+    library's configuration card, each setting it runs with beside the library's default."""
+    provenance = config.get("provenance") or {}
+    roles = provenance.get("roles") or {}
+    card = provenance.get(CARD) or []
+    plain = {k: v for k, v in provenance.items() if k not in ("roles", CARD)}
+    parts = ["<h2>Configuration</h2>", dl([(k, _config_value(v)) for k, v in config.items() if k != "provenance"]),
+             "<h3>Provenance</h3>", dl([(k, _config_value(v)) for k, v in plain.items()]) if plain
+             else '<p class="muted">none recorded</p>']
+    if roles:
+        keys = list(dict.fromkeys(key for sent in roles.values() for key in sent))
+        parts += ["<h3>Roles: what each was sent</h3>",
+                  table(["role", *keys], [[esc(role), *(_config_value(sent.get(key)) for key in keys)]
+                                          for role, sent in sorted(roles.items())])]
+    if card:
+        parts += ["<h3>The library's configuration card</h3>",
+                  table(list(CARD_COLUMNS), [[_config_value(row.get(c)) for c in CARD_COLUMNS] for row in card])]
+    return "".join(parts)
+
+
+def _config_value(value) -> str:
+    """A config value as HTML: a list or map as compact JSON, n/a for nothing."""
+    if value is None:
+        return '<span class="muted">—</span>'
+    if isinstance(value, (dict, list)):
+        return f"<code>{esc(dumps(value))}</code>"
+    return esc(str(value))
 
 
 def _pass_overview(summary: Summary, run: dict, p: Pass, rows_of: data.PassRows, lists: dict[str, list]) -> str:

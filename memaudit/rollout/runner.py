@@ -9,7 +9,7 @@ nothing ran with. A teacher-forced run (`transcripts`, teacher_forced.py) reads 
 under the source's lock, so a source that a rollout is still writing is refused as busy."""
 from __future__ import annotations
 
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, nullcontext, suppress
 
 import anyio
 
@@ -21,7 +21,7 @@ from memaudit.ids import check_id
 from memaudit.prompts import prompt_hashes
 from memaudit.canonical import differences
 from memaudit.provenance import ADAPTED, adapted_roles, rollout_provenance, without_adapted
-from memaudit.roles import AGENT, DIALOGUE_STAGE, prompts_of
+from memaudit.roles import AGENT, DIALOGUE_PHASE, prompts_of
 from memaudit.published.layout import published_prompts
 from memaudit.rollout.changes import NOTE_PROMPT, Disclosures
 from memaudit.rollout.episode import run_episode
@@ -32,7 +32,7 @@ from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
 from memaudit.types import Benchmark, Episode, Task, User
 
-PROMPTS = prompts_of(DIALOGUE_STAGE)  # plus each adapter's own prompt files
+PROMPTS = prompts_of(DIALOGUE_PHASE)  # plus each adapter's own prompt files
 
 
 def run_id(system: str, tag: str | None) -> str:
@@ -134,7 +134,8 @@ async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses
 
 
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
-                    k: int, progress: ProgressSink | None, transcripts: Transcripts | None = None) -> None:
+                    k: int, progress: ProgressSink | None, transcripts: Transcripts | None = None,
+                    alone: bool = False) -> None:
     done = await rt.store.episodes.done(run, user.id)
     pending = [t for t in tasks if t.index not in done]
     if not pending:
@@ -143,6 +144,19 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
                                                   agent_context_window=rt.settings.role(AGENT).context_window),
                            rt.settings.db.parent)
     adapter.ops = []  # its writes and reads are timed (adapters/boundary.py)
+    adapter.alone = alone
+    try:
+        await _run_tasks(rt, run, user, pending, adapter, max_turns=max_turns, k=k, progress=progress,
+                         transcripts=transcripts)
+    finally:
+        with anyio.CancelScope(shield=True):  # a failed or cancelled user's worker stops too
+            await adapter.close()
+    if progress:
+        progress(UserDone(run))
+
+
+async def _run_tasks(rt: Runtime, run: str, user: User, pending: list[Task], adapter, *, max_turns: int, k: int,
+                     progress: ProgressSink | None, transcripts: Transcripts | None) -> None:
     snapshot = await rt.store.episodes.last_snapshot(run, user.id)
     if snapshot is not None:
         await adapter.restore(snapshot["state"])
@@ -159,8 +173,6 @@ async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[
         if progress:
             tokens = await rt.store.calls.artifact_tokens(ep.run, episode_artifact(ep))
             progress(EpisodeDone(ep, len(uses), sum(1 for _, _, cached in uses if cached), tokens))
-    if progress:
-        progress(UserDone(run))
 
 
 def _first_leaf(error: BaseException) -> BaseException:
@@ -171,16 +183,19 @@ def _first_leaf(error: BaseException) -> BaseException:
 
 async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
-                      progress: ProgressSink | None = None, transcripts: str | None = None) -> list[str]:
+                      progress: ProgressSink | None = None, transcripts: str | None = None,
+                      time_alone: bool = False) -> list[str]:
     """Run (or resume) one run per system; returns the run ids. `progress` receives the rollout's
     events (memaudit/rollout/events.py); None (or False) sends none. `transcripts`: a recorded run
-    whose episodes are replayed into each system instead of played live (teacher_forced.py)."""
+    whose episodes are replayed into each system instead of played live (teacher_forced.py).
+    `time_alone`: one (system, user) at a time, system after system, so each system's wall times
+    are its own, not shared with the others' (slower; the figures to compare systems by)."""
     return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts),
-                              progress=progress)
+                              progress=progress, time_alone=time_alone)
 
 
 async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config: RunConfig, *,
-                       progress: ProgressSink | None = None) -> list[str]:
+                       progress: ProgressSink | None = None, time_alone: bool = False) -> list[str]:
     """`run_rollout` with its options as the RunConfig the runs record (replay passes the recorded one)."""
     tasks, max_turns, k, tag = config.tasks, config.max_turns, config.k, config.tag
     if not systems:
@@ -212,7 +227,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
             locks.enter_context(rt.store.runs.lock(run))
         try:
             await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded.to_json(), prompts, source,
-                                  max_turns=max_turns, k=k, progress=progress)
+                                  max_turns=max_turns, k=k, progress=progress, time_alone=time_alone)
             await _record_adapted(rt, runs, recorded)
         except BaseException:
             with anyio.CancelScope(shield=True), suppress(MemauditError):
@@ -225,7 +240,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
 async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], runs: list[str], chosen: list[User],
                           plan: dict[str, list[Task]], recorded: dict, prompts: tuple[str, ...],
                           source: Transcripts | None, *, max_turns: int, k: int,
-                          progress: ProgressSink | None) -> None:
+                          progress: ProgressSink | None, time_alone: bool = False) -> None:
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*prompts, *get_adapter(system).prompts, *published_prompts(rt.settings.prompts_dir,
                                                                                           system, prompts)),
@@ -239,16 +254,21 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
     # The embedded server answers one request at a time: interleaving pairs there buys no speed and
     # evicts each pair's prompt prefix from its cache, so pairs run one after another, user-major
     # (a user's simulator and judge prefixes are shared by every system).
-    one_at_a_time = rt.settings.on_embedded(AGENT)
-    pairs = [(s, r, u) for u in chosen for s, r in zip(systems, runs)] if one_at_a_time else \
+    # --time-alone runs them one at a time too, system after system, for wall times of one system alone.
+    one_at_a_time = rt.settings.on_embedded(AGENT) or time_alone
+    pairs = [(s, r, u) for u in chosen for s, r in zip(systems, runs)] if one_at_a_time and not time_alone else \
         [(s, r, u) for s, r in zip(systems, runs) for u in chosen]
     pairs = [(s, r, u) for s, r, u in pairs if rt.shard.holds(s, u.id)]
     limiter = anyio.CapacityLimiter(1 if one_at_a_time else len(pairs))
+    # A library in its own environment holds a worker process per user (cognee's: about 0.5 GB): at
+    # most --library-workers such users run at once, each worker stopped when its user is done.
+    workers = anyio.CapacityLimiter(rt.settings.library_workers)
+    own_environment = {s for s in systems if getattr(get_adapter(s), "ENVIRONMENT", None) is not None}
 
     async def run_pair(system: str, run: str, user: User) -> None:
-        async with limiter:
+        async with limiter, workers if system in own_environment else nullcontext():
             await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress,
-                            transcripts=source)
+                            transcripts=source, alone=one_at_a_time)
 
     if progress:
         progress(RolloutStarted())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memaudit.stages import STAGES
 from memaudit.store.faults import faults
 from memaudit.store.rows import marks
 
@@ -18,20 +19,9 @@ INPUTS = ("benchmarks", "users", "bank_entries", "bank_history", "tasks", "calls
 # What a teacher-forced run reads of its source run (RunConfig.transcripts): copied as an input
 # when replay does not re-execute the source (an imported release, a run not asked for).
 TRANSCRIPTS = ("runs", "episodes", "turns", "turn_changes")
-# Artifact tables and their keys, in comparison order (the first difference is reported).
-ARTIFACTS = {
-    "episodes": ("run", "user_id", "task_idx"),
-    "turns": ("run", "user_id", "task_idx", "turn"),
-    "turn_changes": ("run", "user_id", "dimension", "version"),
-    "snapshots": ("run", "user_id", "task_idx"),
-    "score_passes": ("run", "mode", "k", "variant"),
-    "reconstructions": ("run", "mode", "k", "variant", "user_id", "dimension"),
-    "attributions": ("run", "mode", "k", "variant", "user_id", "dimension"),
-    "evolving_judgments": ("run", "mode", "k", "variant", "user_id", "dimension", "criterion", "version"),
-    "utilization_passes": ("run", "k"),
-    "act_cases": ("run", "k", "user_id", "dimension"),
-    "judge_verdicts": ("run", "mode", "k", "variant", "user_id", "dimension", "judge", "repeat"),
-}
+# Artifact tables and their keys, in comparison order (the first difference is reported): each
+# stage's tables, in pipeline order (memaudit/stages.py).
+ARTIFACTS = {table: key for stage in STAGES for table, key in stage.tables.items()}
 ORACLE_KEY = ("bench", "user_id", "dimension", "task_hash")
 
 

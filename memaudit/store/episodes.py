@@ -106,6 +106,8 @@ class MemoryOpRow(Row):
     seconds: float
     calls: int
     cached: int
+    startup: bool
+    alone: bool
 
 
 class Episodes:
@@ -128,7 +130,8 @@ class Episodes:
     @staticmethod
     def op_statements(ep: Episode, ops: list[MemoryOp]) -> list[Statement]:
         """The timed memory operations of an episode, in order."""
-        return [MemoryOpRow(ep.run, ep.user_id, ep.task_index, seq, op.op, op.seconds, op.calls, op.cached).statement()
+        return [MemoryOpRow(ep.run, ep.user_id, ep.task_index, seq, op.op, op.seconds, op.calls, op.cached,
+                            op.startup, op.alone).statement()
                 for seq, op in enumerate(ops)]
 
     @staticmethod
@@ -228,16 +231,33 @@ class Episodes:
             episodes[(r["run"], r["task_idx"])]["turns"].append(dict(r))
         return episodes
 
-    async def live_op_seconds(self, run: str) -> tuple[list[float], list[float]]:
-        """(the write time of each episode, the time of each read) in seconds, over what no call
-        cache answered: an episode's writes count when none of their model calls was a cache hit."""
+    async def live_op_seconds(self, run: str) -> dict[str, list[float]]:
+        """In seconds, over what no call cache answered: `writes` the write time of each episode
+        (counted when none of its model calls was a cache hit and none of its writes paid the
+        system's start-up), `reads` each read but those that paid the start-up, `startup` each
+        operation that did (the first after the system was opened)."""
         writes = await self.db.fetchall(
             "SELECT SUM(seconds) AS seconds FROM memory_ops WHERE run=? AND op != 'search' "
-            "GROUP BY user_id, task_idx HAVING SUM(cached) = 0 ORDER BY user_id, task_idx", (run,))
+            "GROUP BY user_id, task_idx HAVING SUM(cached) = 0 AND SUM(startup) = 0 ORDER BY user_id, task_idx",
+            (run,))
         reads = await self.db.fetchall(
-            "SELECT seconds FROM memory_ops WHERE run=? AND op = 'search' AND cached = 0 "
+            "SELECT seconds, startup FROM memory_ops WHERE run=? AND op = 'search' AND cached = 0 "
             "ORDER BY user_id, task_idx, seq", (run,))
-        return [r["seconds"] for r in writes], [r["seconds"] for r in reads]
+        startup = await self.db.fetchall(
+            "SELECT seconds FROM memory_ops WHERE run=? AND startup = 1 AND cached = 0 ORDER BY user_id, task_idx",
+            (run,))
+        return {"writes": [r["seconds"] for r in writes], "reads": [r["seconds"] for r in reads if not r["startup"]],
+                "startup": [r["seconds"] for r in startup]}
+
+    async def op_counts(self, run: str) -> dict:
+        """Over a run's timed memory operations: the user messages the memory was given (the task
+        counts as the first), the model calls the operations made and how many the call cache
+        answered, and how many operations ran with no other (system, user) running (`alone`) out
+        of `ops`. All None for a run without timed operations (imported)."""
+        row = await self.db.fetchone(
+            "SELECT COUNT(*) AS ops, SUM(op IN ('task_start', 'user')) AS messages, SUM(calls) AS calls, "
+            "SUM(cached) AS cached, SUM(alone) AS alone FROM memory_ops WHERE run=?", (run,))
+        return dict(row) if row["ops"] else {key: None for key in row.keys()}
 
     # -- snapshots -------------------------------------------------------------------------
     async def last_snapshot(self, run: str, user_id: str) -> dict | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from memaudit.stages import PLANNED
+from memaudit.types import DEFAULT_VARIANT
 from memaudit.store.rows import Row, dumps, loads
 
 if TYPE_CHECKING:
@@ -32,10 +34,12 @@ class Plans:
         return None if row is None else loads(row["estimate"])
 
     async def units(self, run: str) -> dict[str, int]:
-        """The units of work a run holds, per stage: episodes, and targets scored or attributed
-        (default variant); the per-unit rates of a plan are measured against these."""
-        row = await self.db.fetchone(
-            "SELECT (SELECT COUNT(*) FROM episodes WHERE run=?) AS rollout, "
-            "(SELECT COUNT(*) FROM reconstructions WHERE run=? AND variant='default') AS score, "
-            "(SELECT COUNT(*) FROM attributions WHERE run=? AND variant='default') AS attribute", (run, run, run))
-        return dict(row)
+        """The units of work a run holds, per planned stage: episodes, and targets scored or
+        attributed (default variant); the per-unit rates of a plan are measured against these."""
+        counts, params = [], []
+        for stage in PLANNED:
+            variants = "variant" in stage.tables.get(stage.unit.table, ())
+            counts.append(f"(SELECT COUNT(*) FROM {stage.unit.table} WHERE run=?"
+                          f"{' AND variant=?' if variants else ''}) AS \"{stage.name}\"")
+            params += [run, DEFAULT_VARIANT] if variants else [run]
+        return dict(await self.db.fetchone(f"SELECT {', '.join(counts)}", params))

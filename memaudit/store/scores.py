@@ -166,6 +166,18 @@ class Scores:
             "FROM reconstructions WHERE run=? AND variant=? GROUP BY mode, k ORDER BY mode, k", (run, variant))
         return [dict(r) for r in rows]
 
+    async def empty_reads(self, run: str, variant: str) -> list[dict]:
+        """Per (mode, k): the reads of the run's targets (`reads`), those whose evidence shows they
+        returned nothing (`empty`: a store of no items, or a search of no results) and those that
+        recorded no evidence (`unrecorded`: an imported run's)."""
+        rows = await self.db.fetchall(
+            "SELECT mode, k, COUNT(*) AS reads, "
+            "SUM(COALESCE(json_extract(evidence, '$.n_items') = 0, json_array_length(evidence, '$.items') = 0, 0)) "
+            "AS empty, SUM(json_extract(evidence, '$.n_items') IS NULL AND json_extract(evidence, '$.items') IS NULL) "
+            "AS unrecorded FROM reconstructions WHERE run=? AND variant=? GROUP BY mode, k ORDER BY mode, k",
+            (run, variant))
+        return [dict(r) for r in rows]
+
     def score_rows(self, run: str, variant: str):
         """(mode, k, user_id, category, score, status) of every row, in key order (B's input), as an
         async iterator."""

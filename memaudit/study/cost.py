@@ -18,14 +18,17 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from memaudit.errors import BadInput
+from memaudit.stages import stage_of as declared_stage
 from memaudit.userfiles import read_regular
 
 BUNDLED_PRICES = Path(__file__).with_name("prices.toml")
 PRICE_FIELDS = ("input_per_mtok", "cached_input_per_mtok", "output_per_mtok", "batch_input_per_mtok",
                 "batch_output_per_mtok")
-# The first part of an artifact name (call_uses.artifact) says which stage made it.
-STAGES = {"episode": "rollout", "recon": "score", "attr": "attribute", "act": "utilization"}
 MAX_PRICE_BYTES = 1024 * 1024  # a price list is a few kB
+# USD per million tokens: a thousand times the dearest model listed anywhere; a larger price is a
+# typo (and 1e308 sums to infinity).
+MAX_PRICE = 100_000.0
+MAX_HEADER_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -98,14 +101,29 @@ def _read_prices(path: Path) -> PriceList:
         raise BadInput(f"not UTF-8 text (byte {exc.start}); a price file is TOML", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"not valid TOML: {exc}", file=str(path)) from None
+    except RecursionError:  # tomllib nests as deep as the file: `[[[[…` runs out of stack
+        raise BadInput("nested too deeply for a price list (tables of models, numbers and two strings)",
+                       file=str(path)) from None
     models = data.get("models", {})
     if not isinstance(models, dict):
         raise BadInput("[models] must be a table of models", file=str(path), field="models")
     return PriceList({name: _price(path, name, entry) for name, entry in models.items()},
-                     str(data.get("date", "")), str(data.get("source", "")), (str(path),))
+                     _header(path, data, "date"), _header(path, data, "source"), (str(path),))
+
+
+def _header(path: Path, data: dict, name: str) -> str:
+    """The list's `date` or `source`: printed on the terminal and in reports, so one line of
+    printable text (an escape sequence or a newline would rewrite what the terminal shows)."""
+    value = data.get(name, "")
+    if not isinstance(value, str) or len(value) > MAX_HEADER_CHARS or not value.isprintable():
+        raise BadInput(f"{name} must be a line of printable text up to {MAX_HEADER_CHARS} characters", file=str(path),
+                       field=name)
+    return value
 
 
 def _price(path: Path, name: str, entry) -> Price:
+    if not name.isprintable():  # named on the terminal and in reports
+        raise BadInput(f"a model's name must be printable text, got {name!r}", file=str(path), field="models")
     if not isinstance(entry, dict):
         raise BadInput(f"models.{name!r} must be a table", file=str(path), field=f"models.{name}")
     unknown = sorted(set(entry) - set(PRICE_FIELDS))
@@ -114,10 +132,10 @@ def _price(path: Path, name: str, entry) -> Price:
         problem = f"unknown field {unknown[0]}" if unknown else f"missing {missing[0]}"
         raise BadInput(f"{problem} (fields: {', '.join(PRICE_FIELDS)})", file=str(path), field=f"models.{name}")
     bad = next((f for f in PRICE_FIELDS if isinstance(entry[f], bool) or not isinstance(entry[f], (int, float))
-                or not math.isfinite(entry[f]) or entry[f] < 0), None)
+                or not math.isfinite(entry[f]) or not 0 <= entry[f] <= MAX_PRICE), None)
     if bad:
-        raise BadInput(f"{bad} must be a finite, non-negative number of USD per million tokens, got {entry[bad]!r}",
-                       file=str(path), field=f"models.{name}")
+        raise BadInput(f"{bad} must be a number of USD per million tokens from 0 to {MAX_PRICE:,.0f}, got "
+                       f"{entry[bad]!r}", file=str(path), field=f"models.{name}")
     return Price(*(float(entry[f]) for f in PRICE_FIELDS))
 
 
@@ -134,11 +152,10 @@ def call_role(role: str) -> str:
 
 
 def stage_of(artifact: str) -> str:
-    """`episode:…` -> rollout, `recon:…:default:…` -> score (another variant: rescore) …"""
-    parts = artifact.split(":")
-    if parts[0] == "recon" and len(parts) > 3 and parts[3] != "default":
-        return "rescore"
-    return STAGES.get(parts[0], parts[0])
+    """The name of the stage that made an artifact (memaudit/stages.py: `episode:…` -> rollout,
+    `recon:…:default:…` -> score, another variant: rescore …); an undeclared prefix names itself."""
+    stage = declared_stage(artifact)
+    return stage.name if stage is not None else artifact.split(":", 1)[0]
 
 
 def unknown_tokens(row) -> str | None:

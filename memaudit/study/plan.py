@@ -20,28 +20,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memaudit.errors import BadInput
-from memaudit.roles import (AGENT, DISCLOSURE, ELICITATION, MEMORY, ORACLE, PREF_JUDGE, RECOVERY_JUDGE, SIMULATOR,
-                            SLOT_FILL)
+from memaudit.roles import AGENT, MEMORY, PREF_JUDGE, RECOVERY_JUDGE, SIMULATOR
+from memaudit.stages import EPISODE, PLANNED, ROLLOUT, SCORE, TARGET
 from memaudit.study.cost import Priced, PriceList, Usage, call_role, call_usage, stage_of
 from memaudit.types import DEFAULT_VARIANT
 
-# Per unit of its stage: (calls, prompt tokens per call, completion tokens per call). Rough figures
-# for a first estimate without a pilot: the published study's C ≈ 2.5 assistant replies per episode
-# (one simulator and one preference-judge call each), prompts the size of a mid-length dialogue, and
-# attribution asked for the ≈ 45 % of targets scored below 0.75. A pilot store replaces all of them.
-DEFAULT_RATES = {
-    "rollout": {AGENT: (2.5, 1500, 350), SIMULATOR: (2.5, 2200, 120), PREF_JUDGE: (2.5, 700, 80)},
-    "score": {SLOT_FILL: (1.0, 2000, 40), RECOVERY_JUDGE: (1.0, 350, 40)},
-    "attribute": {ORACLE: (0.45, 500, 60), DISCLOSURE: (0.4, 6000, 80), ELICITATION: (0.2, 6000, 80)},
-}
+# Per unit of its stage: (calls, prompt tokens per call, completion tokens per call), each planned
+# stage's first estimate without a pilot (memaudit/stages.py `Stage.rates`). A pilot store replaces them.
+DEFAULT_RATES = {stage.name: stage.rates for stage in PLANNED}
 # Memory calls per episode by system (their prompt and completion sizes: DEFAULT_MEMORY): systems that
 # write verbatim call no model; A-Mem analyses and evolves each note, Mem0 extracts then decides,
 # Mem-T forms and updates its collections.
 DEFAULT_MEMORY_CALLS = {"nomem": 0.0, "longctx_full": 0.0, "bm25": 0.0, "amem": 6.0, "mem0": 5.0, "memt": 12.0}
 DEFAULT_MEMORY = (3.0, 1200, 200)
-# The commands of a study, in order: what `plan --stages` picks, each estimated per unit of its work
-# (roles.STAGES are the pipeline stages a role belongs to, a different thing).
-STUDY_COMMANDS = ("rollout", "score", "attribute")
+# The commands of a study, in order: what `plan --stages` picks, each estimated per unit of its work.
+STUDY_COMMANDS = tuple(stage.name for stage in PLANNED)
 DIALOGUE = (AGENT, SIMULATOR, PREF_JUDGE)  # one call each per assistant reply
 JUDGE = RECOVERY_JUDGE  # asked once per target by each panel judge, `repeats` times
 
@@ -96,7 +89,7 @@ def default_rates(system: str, max_turns: int = 25) -> dict[str, dict[str, Rate]
                      for role, (c, p, o) in roles.items()}
              for stage, roles in DEFAULT_RATES.items()}
     calls, prompt, completion = DEFAULT_MEMORY
-    rates["rollout"][MEMORY] = Rate(DEFAULT_MEMORY_CALLS.get(system, calls), prompt, 0.0, completion)
+    rates[ROLLOUT.name][MEMORY] = Rate(DEFAULT_MEMORY_CALLS.get(system, calls), prompt, 0.0, completion)
     return rates
 
 
@@ -196,8 +189,8 @@ def study_units(bench, study: Study, passes: int) -> dict[str, float]:
         episodes.append(len(tasks))
         targets.append(len(user.bank) if study.dims == "all" else sum(e.dimension in ran for e in user.bank))
     shaped = (len(users) + extra) / len(users)  # users beyond the benchmark's: like its average
-    target_units = sum(targets) * passes * shaped
-    return {"rollout": sum(episodes) * shaped, "score": target_units, "attribute": target_units}
+    per_unit = {EPISODE: sum(episodes) * shaped, TARGET: sum(targets) * passes * shaped}
+    return {stage.name: per_unit[stage.unit.kind] for stage in PLANNED}
 
 
 def estimate(units: dict[str, float], rates: dict, models: dict[str, list[str]], prices: PriceList,
@@ -225,7 +218,7 @@ async def plan_study(store, settings, bench, study: Study, *, pilot, prices: Pri
 
     judges = study_panel(settings, study)
     measured = await pilot_rates(pilot) if pilot is not None else {}
-    differs = await pilot_differences(pilot, study) if pilot is not None else []
+    differs = await pilot_differences(pilot, study, settings) if pilot is not None else []
     out = {}
     for system in study.systems:
         retrieve = get_adapter(system).supports_retrieve
@@ -251,16 +244,23 @@ def study_panel(settings, study: Study) -> list[str] | None:
     return panel_names(settings, list(study.judges) if study.judges is not None else None)
 
 
-async def pilot_differences(pilot, study: Study) -> list[str]:
+async def pilot_differences(pilot, study: Study, settings) -> list[str]:
     """The flags that set a per-unit rate (turns per episode, which targets are scored) where the
-    pilot's runs were made otherwise than the study asks."""
-    turns, dims = set(), set()
+    pilot's runs were made otherwise than the study asks, and the models its rollout roles ran on
+    where they are not the ones the plan prices (a pilot on the fake model has its token counts)."""
+    turns, dims, models = set(), set(), set()
     for run in await pilot.runs.list():
         if run.origin == "rollout" and run.config.transcripts is None:
             turns.add(run.config.max_turns)
             dims.update(p.config.dims for p in await pilot.scores.passes(run.run, DEFAULT_VARIANT))
+            roles = (run.config.provenance or {}).get("roles", {})
+            models.update((sent["model"], settings.role(role).model) for role, sent in roles.items()
+                          if sent.get("model") != settings.role(role).model)
     found = [f"--max-turns {t}" for t in sorted(turns - {study.max_turns})]
-    found += [f"--dims {d}" for d in sorted(dims - {study.dims}) if "score" in study.stages]
+    found += [f"--dims {d}" for d in sorted(dims - {study.dims}) if SCORE.name in study.stages]
+    if models:
+        found.append(f"model {', '.join(sorted({m for m, _ in models}))} where the plan prices "
+                     f"{', '.join(sorted({m for _, m in models}))}")
     return found
 
 

@@ -25,7 +25,7 @@ class Column:
     # run | mode | number | summary (mean ± std [95% CI]) | interval (value [95% CI]: the second key,
     # else `<key>_ci95`) | ci (an interval alone) | versus (a paired difference: diff [CI] p) |
     # verdicts (✓/✗ per criterion) | human (agreement with human grades) | mark (* when true) |
-    # hash (its first 19 characters) | models | text
+    # hash (its first 19 characters) | models | text | kinds (a count per kind) | yesno
     kind: str = "number"
     digits: int = 3
     extra: tuple[str, ...] = ()  # further row keys csv and json carry with this column
@@ -38,9 +38,10 @@ class Column:
     # interval: its missing interval reads "n/a" (evolving) instead of being left out
     ci_na: bool = False
     # What the column means, said once: the md legend under its table, the report's legend beside
-    # its table and the README's "Reading the tables" show this text.
+    # its table and docs/tables.md's "Reading these tables" show this text.
     doc: str = ""
-    # A wall time measured on the machine that made the run: replay does not compare it.
+    # A wall time measured on the machine that made the run, or a count of what its call cache held
+    # then (a replay answers every call from the cache): replay does not compare it.
     measured: bool = False
 
     def data_keys(self) -> tuple[str, ...]:
@@ -77,6 +78,20 @@ SUMMARY_CELL = ("mean ± sample standard deviation over users [95% user-bootstra
 
 
 
+# Table 2's failure counts: md, latex, csv and json one column each, the report one column of four.
+FAILURES = (
+    Column("failed episodes", ("failed_episodes",), link="run", outputs=OUTPUTS - {"html"},
+           doc="episodes ended by a failed assistant call (invalid or too long); they stay in A's and C's "
+               "denominators"),
+    Column("fallbacks", ("simulator_fallbacks",), link="run", outputs=OUTPUTS - {"html"},
+           doc="simulated-user turns whose answer stayed invalid and fell back to a neutral follow-up"),
+    Column("judge failures", ("pref_judge_failures",), link="run", outputs=OUTPUTS - {"html"},
+           doc="assistant replies the preference judge could not rate (left out of D)"),
+    Column("memory write failures", ("memory_write_failures",), link="run", outputs=OUTPUTS - {"html"},
+           doc="memory-side calls that failed for good, so that write was lost (n/a: the system makes no "
+               "memory calls, or an imported run)"),
+)
+
 # Table 2: task outcome, preference, recovery at the headline k, footprint, failures, cost, models.
 TABLE2 = (
     replace(RUN, extra=("partial", "teacher_forced", "source_run")),
@@ -106,21 +121,16 @@ TABLE2 = (
                "full-store/top-k"),
     Column("failed dump/top-k", ("failed_dump_all", "failed_retrieve"),
            doc="targets the reader or the judge never answered validly (left out of B), full-store/top-k"),
-    Column("failed episodes", ("failed_episodes",), link="run",
-           doc="episodes ended by a failed assistant call (invalid or too long); they stay in A's and C's "
-               "denominators"),
-    Column("fallbacks", ("simulator_fallbacks",), link="run",
-           doc="simulated-user turns whose answer stayed invalid and fell back to a neutral follow-up"),
-    Column("judge failures", ("pref_judge_failures",), link="run",
-           doc="assistant replies the preference judge could not rate (left out of D)"),
-    Column("memory write failures", ("memory_write_failures",), link="run",
-           doc="memory-side calls that failed for good, so that write was lost (n/a: the system makes no "
-               "memory calls, or an imported run)"),
+    *FAILURES,
+    # The report groups the four failure counts in one column, so Table 2 fits a 1400 px window.
+    Column("failures: episode / fallback / judge / memory", tuple(c.keys[0] for c in FAILURES), link="run",
+           outputs=frozenset({"html"}), doc="; ".join(f"{c.header}: {c.doc}" for c in FAILURES)),
     Column("tokens", ("tokens",), link="run",
            doc="prompt + completion tokens of every call the run used (a cached call counted once)"),
     Column("B/Mtok dump/top-k", ("B_dump_all_per_Mtok", "B_retrieve_per_Mtok"),
            doc="B per million tokens, full-store/top-k"),
-    Column("models", ("models",), "models", outputs=OUTPUTS - {"csv"},  # a map: csv rows keep flat values only
+    # A map: csv rows keep flat values only; the report shows it in its list of runs, not in Table 2.
+    Column("models", ("models",), "models", outputs=frozenset({"md", "latex", "json"}),
            doc="the model each role group ran on (one name when every role used it)"),
 )
 
@@ -154,9 +164,9 @@ TABLE4 = (
     RUN,
     SYSTEM,
     MODE,
-    *(Column(label, (label,), link="label", short=TABLE4_SHORT[label], doc=LABEL_DOCS[label])
-      for label in ATTRIBUTION_LABELS),
-    Column("recovery_rate", ("recovery_rate",), short="recovery rate",
+    # md, latex, the demo and the report head the counts alike; json and csv keep the labels as keys.
+    *(Column(TABLE4_SHORT[label], (label,), link="label", doc=LABEL_DOCS[label]) for label in ATTRIBUTION_LABELS),
+    Column("recovery rate", ("recovery_rate",),
            doc="Recovered / (Recovered + Memory): of the targets the user disclosed, the share the memory gave back"),
     # The rate the published code would report: overflow targets counted as the stages label them
     # (json carries every count as published: `published_equivalent`; a map, so not in csv).
@@ -170,6 +180,10 @@ def _quantile(p: int, of: str) -> str:
             f"⌈{p / 100:g}·n⌉-th smallest)")
 
 
+WRITE_FAILURES = Column("write failures", ("memory_write_failures",), link="run",
+                        doc="memory writes lost because a model answer could not be used, over all users (n/a: the "
+                            "system writes without a model, or an imported run)")
+
 # Footprint quantiles over users (the lower order statistic).
 FOOTPRINT = (
     RUN,
@@ -179,19 +193,28 @@ FOOTPRINT = (
     Column("items p90", ("items_p90",), digits=0, doc=_quantile(90, "the items")),
     Column("chars p50", ("chars_p50",), digits=1, doc=_quantile(50, "the mean characters per item")),
     Column("chars p90", ("chars_p90",), digits=1, doc=_quantile(90, "the mean characters per item")),
-    # What the memory system cost at rollout (issue 32).
+    # What the memory system cost at rollout (issue 32), start-up apart and with sample counts (issue 44).
     Column("write s/episode p50/p95", ("write_p50", "write_p95"), digits=3, measured=True,
            doc="the wall time of an episode's memory writes in seconds, median and 95th percentile over the episodes "
-               "no call cache answered, timed on the machine that ran the rollout"),
+               "no call cache answered and no start-up fell in, timed on the machine that ran the rollout"),
+    Column("episodes timed", ("writes_timed",), measured=True, doc="the episodes those write figures are over"),
     Column("search s p50/p95", ("search_p50", "search_p95"), digits=3, measured=True,
            doc="the wall time of one memory read of the assistant in seconds, median and 95th percentile over the "
-               "reads no call cache answered, timed on the machine that ran the rollout"),
+               "reads no call cache answered, but the first of each opened system (its start-up, apart)"),
+    Column("reads timed", ("searches_timed",), measured=True, doc="the reads those search figures are over"),
+    Column("start-up s p50/max", ("startup_p50", "startup_max"), digits=3, extra=("startups_timed",), measured=True,
+           doc="the first memory operation after the system was opened for a user, which also paid its one-time "
+               "start-up (a model loaded, a worker started), in seconds: median and maximum over the users "
+               "(`startups_timed` of them in json)"),
+    Column("timed", ("timed",), "text", measured=True,
+           doc="how these wall times were measured: `alone` (rollout --time-alone: one system and user at a time, "
+               "figures to compare across systems), `with others` (beside the rollout's other systems and users, "
+               "sharing the machine: not comparable across systems) or `mixed`"),
     Column("memory calls/user", ("memory_calls",), digits=1,
            doc="the model calls the memory system made for a user's episodes, mean over users"),
     Column("memory tokens/user", ("memory_tokens",), digits=0,
            doc="the prompt and completion tokens of those calls, mean over users"),
-    Column("write failures", ("memory_write_failures",), link="run",
-           doc="memory writes lost because a model answer could not be used, over all users"),
+    WRITE_FAILURES,
 )
 
 
@@ -385,5 +408,6 @@ def teacher_forced_mark(row: dict) -> str:
 
 
 # The kinds whose cell reads the same in every output: the text of the column's one value.
-KIND_TEXT = {"ci": ci_text, "versus": versus_text, "verdicts": verdicts_text, "human": human_text,
+KIND_TEXT = {"kinds": lambda found: ", ".join(f"{kind} {n}" for kind, n in found.items()) or "none",
+             "yesno": num, "ci": ci_text, "versus": versus_text, "verdicts": verdicts_text, "human": human_text,
              "mark": lambda found: "*" if found else "", "hash": lambda found: (found or "")[:19]}

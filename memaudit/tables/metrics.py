@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from memaudit.roles import ATTRIBUTION, DISCLOSURE, ELICITATION, MEMORY_STAGE, ORACLE, groups_of, role_group
+from memaudit.roles import ATTRIBUTION, DISCLOSURE, ELICITATION, MEMORY_PHASE, ORACLE, groups_of, role_group
 from memaudit.store import Store
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT
 
@@ -169,9 +169,10 @@ async def attribution_counts(store: Store, run: str, *, variant: str = DEFAULT_V
     return out
 
 
-def stage_label(stages: list) -> str | None:
-    """The label recorded attribution stages lead to (None when they stopped before a verdict)."""
-    by_name = {s.get("name"): s for s in stages}
+def steps_label(steps: list) -> str | None:
+    """The label the recorded attribution steps lead to (an attribution's stored `stages`; None when
+    they stopped before a verdict)."""
+    by_name = {s.get("name"): s for s in steps}
     if ORACLE in by_name and not by_name[ORACLE].get("can_invite", True):
         return "task_design_failure"
     if by_name.get(DISCLOSURE, {}).get("disclosed"):
@@ -179,27 +180,27 @@ def stage_label(stages: list) -> str | None:
     return by_name.get(ELICITATION, {}).get("label")
 
 
-# Labels memaudit gives where the published runner scored 0 and asked the stages: an overflowing
-# store ("unknown" -> 0) and a failed reader or judge call (0); a failed stage is `unclassified` too.
+# Labels memaudit gives where the published runner scored 0 and asked the steps: an overflowing
+# store ("unknown" -> 0) and a failed reader or judge call (0); a failed step is `unclassified` too.
 RELABELLED = ("overflow", "unclassified")
 
 
-def published_label(label: str, stages: list, ep_index: int | None) -> str:
+def published_label(label: str, steps: list, ep_index: int | None) -> str:
     """The label the published runner would have given: it scored an overflowing store or a failed
-    slot-fill or judge call 0 and ran the target through the stages, which memaudit records for such
-    rows too. A row whose stages stopped before a verdict stays `unclassified`."""
+    slot-fill or judge call 0 and ran the target through the attribution steps, which memaudit
+    records for such rows too. A row whose steps stopped before a verdict stays `unclassified`."""
     if label not in RELABELLED:
         return label
-    if ep_index is None and not stages:
+    if ep_index is None and not steps:
         return "no_targeted_task"
-    return stage_label(stages) or "unclassified"
+    return steps_label(steps) or "unclassified"
 
 
 async def published_attribution_counts(store: Store, run: str, *,
                                        variant: str = DEFAULT_VARIANT) -> dict[tuple[str, int], dict]:
     """`attribution_counts` as the published code would have produced them (`published_label`).
     Only overflow and unclassified rows are relabelled, so only theirs are read whole (with their
-    stages)."""
+    steps)."""
     out: dict[tuple[str, int], dict] = {}
 
     def add(mode: str, k: int, label: str, n: int) -> None:
@@ -215,7 +216,7 @@ async def published_attribution_counts(store: Store, run: str, *,
 
 
 def usage_group(role: str) -> str:
-    """The token-usage group of a call role: attribution stages share one group, adapter
+    """The token-usage group of a call role: the attribution steps share one group, adapter
     sub-roles (`memory.extract`, `memory:evolve` …) count as `memory`."""
     base = role.replace(":", ".").replace("/", ".").split(".", 1)[0]
     return ATTRIBUTION if base in (ORACLE, DISCLOSURE, ELICITATION) else base
@@ -243,27 +244,38 @@ async def token_usage(store: Store, run: str) -> dict[str, dict] | None:
 @dataclass
 class MemorySide:
     """What a run's memory system cost at rollout: the wall time of each episode's writes and of each
-    read (seconds, over what no call cache answered: store/episodes.py `live_op_seconds`), and per
-    user the model calls its episodes made for the memory system (roles of the memory stage) and
-    their tokens."""
+    read, and apart from them of each operation that paid the system's start-up (seconds, over what
+    no call cache answered: store/episodes.py `live_op_seconds`); per user the model calls its
+    episodes made for the memory system (roles of the memory phase) and their tokens; and over its
+    timed operations the counts of `Episodes.op_counts` (user messages, calls, cached, alone)."""
     write_seconds: list[float]
     search_seconds: list[float]
     calls: dict[str, int]
     tokens: dict[str, int]
+    startup_seconds: list[float] = field(default_factory=list)
+    ops: dict = field(default_factory=dict)
+
+    def timed(self) -> str | None:
+        """How the operations were timed: `alone` (rollout --time-alone), `with others` (beside the
+        other systems and users of the rollout) or `mixed` (a run resumed the other way)."""
+        if not self.ops.get("ops"):
+            return None
+        return {0: "with others", self.ops["ops"]: "alone"}.get(self.ops["alone"], "mixed")
 
 
-MEMORY_GROUPS = groups_of(MEMORY_STAGE)
+MEMORY_GROUPS = groups_of(MEMORY_PHASE)
 
 
 async def memory_side(store: Store, run: str) -> MemorySide:
-    writes, reads = await store.episodes.live_op_seconds(run)
+    seconds = await store.episodes.live_op_seconds(run)
     calls: dict[str, int] = {}
     tokens: dict[str, int] = {}
     for r in await store.calls.memory_usage_by_user(run):
         if role_group(r["role"]) in MEMORY_GROUPS:
             calls[r["user_id"]] = calls.get(r["user_id"], 0) + r["calls"]
             tokens[r["user_id"]] = tokens.get(r["user_id"], 0) + (r["tokens"] or 0)
-    return MemorySide(writes, reads, calls, tokens)
+    return MemorySide(seconds["writes"], seconds["reads"], calls, tokens, seconds["startup"],
+                      await store.episodes.op_counts(run))
 
 
 async def run_models(store: Store, run: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from memaudit.errors import BadInput
 from memaudit.tables.judges import judges_section
 from memaudit.store import Run, Store, select_runs
-from memaudit.tables import carryover, evolving, metrics, stats, utilization
+from memaudit.tables import carryover, evolving, health, metrics, stats, utilization
 from memaudit.tables.columns import COMPARISONS, FOOTPRINT, GAP, PROMPTS, TABLE2, TABLE3, TABLE4, TOKENS, measured_keys
 from memaudit.tables.metrics import ModeRecovery
 from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
@@ -67,6 +67,7 @@ async def compute_tables(store: Store, runs: list[str] | None = None, *, variant
         "table3": [row for d in data for row in table3_rows(d, boot)],
         "table4": [row for d in data for row in table4_rows(d)],
         "footprint": [footprint_row(d) for d in data],
+        "health": [await health.health_row(store, d, variant) for d in data],
         "gap": [gap_row(d) for d in data],
         "tokens": [row for d in data for row in token_rows(d)],
         "comparisons": comparisons(data, boot),
@@ -252,6 +253,7 @@ def footprint_row(d: RunData) -> dict:
     items = [u.items for u in d.users.values()]
     chars = [u.chars for u in d.users.values()]
     side = d.memory_side or metrics.MemorySide([], [], {}, {})
+    samples = {"writes": side.write_seconds, "searches": side.search_seconds, "startups": side.startup_seconds}
     recorded = d.tokens is not None and d.users
 
     def per_user(counts: dict) -> float | None:
@@ -264,6 +266,9 @@ def footprint_row(d: RunData) -> dict:
             "write_p95": metrics.lower_quantile(side.write_seconds, 0.95),
             "search_p50": metrics.lower_quantile(side.search_seconds, 0.5),
             "search_p95": metrics.lower_quantile(side.search_seconds, 0.95),
+            "startup_p50": metrics.lower_quantile(side.startup_seconds, 0.5),
+            "startup_max": max(side.startup_seconds, default=None),
+            **{f"{name}_timed": len(values) for name, values in samples.items()}, "timed": side.timed(),
             "memory_calls": per_user(side.calls), "memory_tokens": per_user(side.tokens),
             "memory_write_failures": metrics.total_write_failures(u.memory_write_failures for u in d.users.values())}
 
@@ -325,7 +330,8 @@ def _compare(mode: str, a: str, b: str, values_a: dict, values_b: dict, boot: Bo
 
 
 # Every table of rows, by its section name, as declared (memaudit/tables/columns.py and beside its maths).
-DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4, "footprint": FOOTPRINT, "gap": GAP, "tokens": TOKENS,
+DECLARED = {"table2": TABLE2, "table3": TABLE3, "table4": TABLE4, "footprint": FOOTPRINT, "health": health.HEALTH,
+            "gap": GAP, "tokens": TOKENS,
             "comparisons": COMPARISONS, "utilization": utilization.UTILIZATION, "carryover": carryover.CARRYOVER,
             "prompts": PROMPTS, "evolving": evolving.EVOLVING, "evolving_targets": evolving.EVOLVING_TARGETS}
 

@@ -14,7 +14,7 @@ from memaudit.tables.judges_render import PER_JUDGE, judges_tables
 from memaudit.tables.paper import DECLARED
 
 # The order the sections are written in.
-SECTIONS = ("table2", "table3", "table4", "footprint", "gap", "tokens", "comparisons", "utilization", "carryover",
+SECTIONS = ("table2", "table3", "table4", "footprint", "health", "gap", "tokens", "comparisons", "utilization", "carryover",
             "prompts", "evolving", "evolving_targets", "judges", "robustness")
 
 
@@ -60,6 +60,7 @@ TITLES = {
     "table3": ("Table 3 — recovery per category", _declared("table3")),
     "table4": ("Table 4 — failure attribution", _declared("table4")),
     "footprint": ("Footprint distribution over users, and what memory cost at rollout", _declared("footprint")),
+    "health": ("Memory health — what each memory system wrote, read and lost", _declared("health")),
     "gap": ("Per-user gap B(dump_all) − B(retrieve)", _declared("gap")),
     "tokens": ("Token usage per role", _declared("tokens")),
     "comparisons": ("Paired comparisons of per-user B", _declared("comparisons")),

@@ -13,6 +13,7 @@ Types are checked at the boundary (memaudit/adapters/boundary.py): a wrong one f
 with the one line a rollout would print."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sys
@@ -26,7 +27,7 @@ import numpy as np
 from memaudit.adapters.base import AdapterContext, AgentContext, Event
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.deployed import DeployedLibrary
-from memaudit.adapters.registry import registrations
+from memaudit.adapters.registry import get_adapter, registrations
 from memaudit.config import Settings
 from memaudit.errors import MemauditError
 from memaudit.llm.embed import DIM, Embedder
@@ -136,6 +137,22 @@ def library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] 
         if (calls := adapter.fake_tool_calls(request, messages)) is not None:
             return calls
     return None
+
+
+def any_library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
+    """`library_tool_calls`, every installed deployed library's adapter imported first (once): a fake
+    that serves a CLI in another process, where the library runs, has imported none of them."""
+    import_every_adapter()
+    return library_tool_calls(request, messages)
+
+
+@functools.cache
+def import_every_adapter() -> None:
+    for registration in registrations():
+        try:
+            get_adapter(registration.name)
+        except MemauditError:  # a library that is not installed: its calls cannot come
+            pass
 
 
 def script(fake):

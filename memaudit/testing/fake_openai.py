@@ -11,6 +11,7 @@ optional latency. It is a test double only: `make run` never uses it.
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
     fake.ignore_tools = True                             # a server that drops `tools` and answers in text
     fake.echo_key = True                                 # every answer's strings quote the Authorization header
+    fake.tools_only_when_named = True                    # calls a tool only when tool_choice names it
     llm = LLM(settings, store.calls, transport=fake.transport())
 
 Tool calls are answered natively (`message.tool_calls`) and, asked through memaudit's emulation
@@ -108,6 +109,9 @@ class FakeOpenAI:
         # True: like a server (or a proxy before it) that copies the request's credentials into its
         # answers, every string of each answer (JSON text and tool arguments included) quotes them.
         self.echo_key = False
+        # True: a server that calls a tool only when `tool_choice` names one, and answers `auto` and
+        # `required` in plain text (a tool-call parser that only handles forced calls).
+        self.tools_only_when_named = False
 
     def on(self, name: str, fn: Callable[[dict], object]) -> "FakeOpenAI":
         self.handlers[name] = fn
@@ -174,7 +178,8 @@ class FakeOpenAI:
                                                 "code": "context_length_exceeded"}})
         if fault == "timeout" or isinstance(fault, int):
             return self.fault_reply(fault)
-        if fault != "garbage" and body.get("tools") and not self.ignore_tools:
+        if fault != "garbage" and body.get("tools") and not self.ignore_tools and not (
+                self.tools_only_when_named and not isinstance(body.get("tool_choice"), dict)):
             calls = self.tool_calls(body)
             answer = self.completion(body, "" if calls else self.answer(body), calls)
         else:

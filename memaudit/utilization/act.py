@@ -30,7 +30,7 @@ from memaudit.bench.history import user_for_run
 from memaudit.bench.instances import resolve_act_scenarios
 from memaudit.errors import BadInput, ContextOverflow, InvalidOutput, failure_note
 from memaudit.prompts import prompt_hashes
-from memaudit.roles import ACT_JUDGE, AGENT, ROLE_SPECS, UTILIZATION_STAGE, prompts_of
+from memaudit.roles import ACT_JUDGE, AGENT, ROLE_SPECS, UTILIZATION_PHASE, prompts_of
 from memaudit.rollout.assistant import reply
 from memaudit.runtime import Runtime
 from memaudit.scoring.jobs import run_all
@@ -40,7 +40,7 @@ from memaudit.store.utilization import ActCase, Utilization
 from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, RUBRIC, BankEntry, Episode, MemoryItem, Reconstruction
 
 KNOW_THRESHOLD = RUBRIC.recovered  # known = what attribution calls recovered
-PROMPTS = (ROLE_SPECS[AGENT].prompt, *prompts_of(UTILIZATION_STAGE))  # the Act answers are the assistant's
+PROMPTS = (ROLE_SPECS[AGENT].prompt, *prompts_of(UTILIZATION_PHASE))  # the Act answers are the assistant's
 MODEL_FAILURES = (InvalidOutput, ContextOverflow)  # an EndpointError ends the command
 # What the judge's position answer means for each order of (memory answer, baseline).
 PICKED = {"memory_first": {"first": "memory", "second": "baseline", "neither": "neither"},

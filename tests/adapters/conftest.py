@@ -12,6 +12,7 @@ from memaudit.adapters.base import AdapterContext
 from memaudit.adapters.registry import get_adapter
 from memaudit.errors import MemauditError
 from memaudit.llm.embed import Embedder
+from memaudit.llm.tools import PROBE_TOOL
 from memaudit.runtime import open_runtime
 from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_encoder, play,  # noqa: F401
                                                script)
@@ -19,7 +20,7 @@ from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_e
 
 # The deployed libraries need their optional extras (installed by `make install` and in CI);
 # cognee, letta and memos their own environments (.venv-<name>), where each user's library is a worker process.
-LIBRARY_MODULES = {"mem0ai": "mem0", "graphiti": "graphiti_core", "llamaindex": "llama_index.core", "langmem": "langmem"}
+LIBRARY_MODULES = {"agno": "agno", "mem0ai": "mem0", "graphiti": "graphiti_core", "llamaindex": "llama_index.core", "langmem": "langmem"}
 OWN_ENVIRONMENT = ("cognee", "letta", "memos")
 
 
@@ -62,6 +63,11 @@ def system_params(names) -> list:
     """Systems as test parameters; a deployed library is skipped where it is missing."""
     return [pytest.param(name, marks=library_marks(name)) if name in (*LIBRARY_MODULES, *OWN_ENVIRONMENT) else name
             for name in names]
+
+
+def library_calls(fake) -> list[dict]:
+    """A tool-calling library's requests, the endpoint's one tool check (once a command) left out."""
+    return [b for b in fake.requests if PROBE_TOOL not in str(b.get("tools"))]
 
 
 @asynccontextmanager

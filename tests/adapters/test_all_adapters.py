@@ -13,8 +13,9 @@ from tests.adapters.conftest import EPISODES, adapter_runtime, play, script, sys
 
 SYSTEMS = builtin_names()
 # Search results in an order without a score: the published memt (the order found), cognee (its
-# chunk search ranks by a vector distance, kept as the native field `distance`).
-UNSCORED = ("memt", "cognee")
+# chunk search ranks by a vector distance, kept as the native field `distance`), agno (its model
+# picks the memories).
+UNSCORED = ("memt", "cognee", "agno")
 
 
 @pytest.mark.parametrize("system", system_params(SYSTEMS))
@@ -79,7 +80,7 @@ WITHOUT_MODEL_CALLS = ("nomem", "simple_rag", "bm25", "longctx_full")
 QUEUED_WRITES = ("llamaindex",)
 # Its first call is the endpoint's tool check (memaudit/llm/client.py `check_native_tools`), which a
 # garbage answer fails for good: tests/adapters/test_langmem.py counts its failures after the check.
-TOOL_CALLING = ("langmem",)
+TOOL_CALLING = ("langmem", "agno")
 # Faults by turn meet a write's first requests. cognee's first write sends a free-text connection
 # probe, then its graph extraction and its chunk summary at once (asyncio.gather), which reach the
 # model in an order that depends on scheduling: its fault is picked by content instead, every answer

@@ -6,12 +6,14 @@ import sys
 import textwrap
 
 import anyio
+import orjson
 import pytest
 
 from memaudit.adapters import registry
 from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.boundary import ADAPTER_LOG, AdapterFault
 from memaudit.cli import main
+from memaudit.errors import BadInput
 from memaudit.testing.adapter_contract import check_adapter, contract_runtime, play, script
 from memaudit.testing.fake_openai import FakeOpenAI
 from memaudit.types import MemoryItem
@@ -132,6 +134,27 @@ def test_systems_lists_origins_broken_plugins_and_clashes(plugins, capsys):
     clash = [line for name, line in lines.items() if name == "nomem" and PLUGIN in line]
     assert clash and "the built-in is called 'nomem': not used" in clash[0]
     assert registry.origin_of("nomem") == "built-in"
+
+
+def test_systems_names_each_librarys_version_and_the_extra_of_one_not_installed(monkeypatch, capsys):
+    """Before `make install` a deployed library's module does not import (langmem's needs pydantic):
+    `systems` names the extra that brings it, not the import error; an installed one its version."""
+    missing = registry.Registration("langmem", "no_such_library_module:LangMemMemory", registry.BUILTIN_ORIGIN)
+    shipped = registry.Registration("nomem", "memaudit.adapters.nomem:NoMemory", registry.BUILTIN_ORIGIN)
+    monkeypatch.setattr(registry, "registrations", lambda: (missing, shipped))
+    with pytest.raises(BadInput, match=r"needs the 'langmem' extra.*pip install 'memaudit-bench\[langmem\]'"):
+        registry.load(missing)
+    main(["systems"])
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert lines["langmem"].endswith("not installed: pip install 'memaudit-bench[langmem]'")
+    main(["systems", "--json"])
+    rows = {r["name"]: r for r in orjson.loads(capsys.readouterr().out)}
+    assert rows["langmem"]["extra"] == "langmem" and rows["langmem"]["version"] is None
+    assert rows["nomem"]["extra"] is None and rows["nomem"]["version"] is None  # memaudit's own: no library
+
+
+def test_every_deployed_library_has_an_extra_of_its_name():
+    assert registry.extras() >= {"mem0ai", "graphiti", "llamaindex", "langmem", "cognee"}
 
 
 def test_an_unknown_system_names_a_plugin_registered_under_a_mistyped_group(plugins):

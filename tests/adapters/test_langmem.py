@@ -12,16 +12,11 @@ import anyio
 import pytest
 
 from memaudit.testing import fake_openai
-from tests.adapters.conftest import EPISODES, adapter_runtime, needs_library, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, needs_library, play, script
 
 pytestmark = needs_library("langmem")
 ROLE = "memory:langmem"
 USER_MESSAGES = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
-
-
-def memory_calls(fake) -> list[dict]:
-    """The manager's requests (the endpoint's one tool check left out)."""
-    return [b for b in fake.requests if "record_word" not in str(b.get("tools"))]
 
 
 def test_memories_grow_from_user_messages_through_the_proxy(settings, fake):
@@ -29,7 +24,7 @@ def test_memories_grow_from_user_messages_through_the_proxy(settings, fake):
         async with adapter_runtime("langmem", settings, script(fake)) as (make, rt):
             adapter = make()
             await play(adapter, EPISODES[:1])
-            calls = memory_calls(fake)
+            calls = library_calls(fake)
             assert len(calls) == len(USER_MESSAGES) == rt.llm.stats[ROLE].calls
             assert all(b["tools"] for b in calls)  # forwarded natively on the openai dialect
             assert not any(reply in str(b["messages"]) for b in calls for reply, _ in EPISODES[0][1])
@@ -53,7 +48,7 @@ def test_emulated_and_native_tool_calls_store_the_same_memories(backend, setting
         async with adapter_runtime("langmem", replace(settings, backend=backend), fake) as (make, _):
             adapter = make()
             await play(adapter, EPISODES[:2])
-            return adapter.dump(), memory_calls(fake)
+            return adapter.dump(), library_calls(fake)
 
     async def main():
         native, native_calls = await stored("openai")

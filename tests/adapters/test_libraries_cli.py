@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from memaudit.adapters.registry import get_adapter
 from memaudit.testing.fake_openai import FakeOpenAI
 from memaudit.testing.http_server import serve
 from tests.adapters.conftest import needs_library, script
@@ -20,6 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 # Long enough that LlamaIndex's short-term queue flushes into its blocks within two tasks.
 SIMULATOR_TEXT = "I run along the river most mornings and my left knee aches after long hills. " * 12
+
+
+def library_fake(system: str) -> FakeOpenAI:
+    """The contract's fake speaking for `system`'s library: its answers are declared on the adapter,
+    which the fake consults once the adapter's module is imported (here, not only in the CLI's process)."""
+    get_adapter(system)
+    return script(FakeOpenAI())
 
 
 def run_memaudit(db: Path, url: str, *args: str) -> subprocess.CompletedProcess:
@@ -34,10 +42,10 @@ def memaudit(db: Path, url: str, *args: str) -> str:
 
 
 @pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s))
-                                    for s in ("cognee", "graphiti", "langmem", "letta", "llamaindex", "memos")])
+                                    for s in ("agno", "cognee", "graphiti", "langmem", "letta", "llamaindex", "memos")])
 def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     db = tmp_path / f"{system}.db"
-    fake = script(FakeOpenAI()).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})
+    fake = library_fake(system).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})
     with serve(fake) as url:
         out = memaudit(db, url, "rollout", "--bench", "sample", "--systems", system, "--users", "2",
                        "--tasks", "2", "--max-turns", "2", "--quiet")
@@ -56,14 +64,14 @@ def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     assert memaudit(db, url, "replay").strip().endswith("identical")
 
 
-@needs_library("langmem")
-def test_a_langmem_rollout_on_a_server_that_ignores_tools_stops_with_one_line(tmp_path):
+@pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s)) for s in ("agno", "langmem")])
+def test_a_rollout_on_a_server_that_ignores_tools_stops_with_one_line(system, tmp_path):
     """Never a memory left silently empty by a server that drops `tools` (mem0ai/mem0#4175)."""
-    fake = script(FakeOpenAI())
+    fake = library_fake(system)
     fake.ignore_tools = True
     with serve(fake) as url:
-        done = run_memaudit(tmp_path / "langmem.db", url, "rollout", "--bench", "sample", "--systems", "langmem",
+        done = run_memaudit(tmp_path / f"{system}.db", url, "rollout", "--bench", "sample", "--systems", system,
                             "--users", "1", "--tasks", "1", "--max-turns", "1", "--quiet")
     assert done.returncode != 0
     said = done.stderr.strip().splitlines()
-    assert len(said) == 1 and "memory:langmem" in said[0] and "ignores `tools`" in said[0], done.stderr
+    assert len(said) == 1 and f"memory:{system}" in said[0] and "ignores `tools`" in said[0], done.stderr

@@ -30,6 +30,6 @@ def test_generate_evolving_act_and_judge_check_run_on_the_fake(tmp_path, capsys)
     for line in capsys.readouterr().out.splitlines():
         call = orjson.loads(line)
         failed[call["role"]] = failed.get(call["role"], 0) + (not call["ok"])
-    generation = {name for name, spec in ROLE_SPECS.items() if spec.stage == "generation"} | set(CHANGE_ROLES)
+    generation = {name for name, spec in ROLE_SPECS.items() if spec.phase == "generation"} | set(CHANGE_ROLES)
     assert generation <= set(failed), f"never asked: {sorted(generation - set(failed))}"
     assert {role: failed[role] for role in generation if failed[role]} == {}

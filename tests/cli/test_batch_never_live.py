@@ -40,7 +40,7 @@ COMMANDS = {
 
 def test_every_scoring_and_attribution_role_is_declared_by_a_command():
     declared = set().union(*DECLARED.values())
-    staged = {name for name, spec in ROLE_SPECS.items() if spec.stage in ("scoring", "attribution")}
+    staged = {name for name, spec in ROLE_SPECS.items() if spec.phase in ("scoring", "attribution")}
     assert staged <= declared, f"called by no batched command: {staged - declared}"
 
 

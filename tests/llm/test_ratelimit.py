@@ -47,7 +47,7 @@ def test_requests_are_spaced_evenly_and_tokens_settled_by_usage():
         first = await pacer.turn(100)  # at 0; the next request no earlier than 1 s, the next tokens 10 s
         await pacer.turn(10)           # waits for the tokens: 10 s
         assert clock.waits == pytest.approx([10 * minute])
-        first.settle({"prompt_tokens": 40, "completion_tokens": 10})  # 50 of the 100 charged: 5 s back
+        first.settle(50)  # 50 of the 100 charged: 5 s back
         await pacer.turn(10)           # the tokens allow it at once (6 s); the request spacing: 1 s
         assert clock.waits == pytest.approx([10 * minute, 1 * minute]) and clock.now == pytest.approx(11 * minute)
     anyio.run(main)

@@ -1,7 +1,7 @@
 """The report explains itself, measured in headless Chromium as a reader sees it: on the index, a run
 page and a target page every table's legend is laid out and visible (not a tooltip); the intervals
-of Table 2 are on the page; Table 2's run column stays in view when the table is scrolled sideways at
-1400 px; and each system keeps one colour in every chart panel, a system missing from a panel
+of Table 2 are on the page; Table 2 fits a 1400 px window, and its run column stays in view when a
+narrower one scrolls it sideways; and each system keeps one colour in every chart panel, a system missing from a panel
 shifting no colour (nomem has no retrieve pass), a zero bar is drawn and a missing value reads n/a.
 
 Each page is copied beside itself with a probe script appended, which measures the laid-out page and
@@ -36,6 +36,8 @@ setTimeout(function () {
   }
   const heading = [...document.querySelectorAll("h2")].find((h) => h.textContent.startsWith("Table 2"));
   const wide = heading && heading.nextElementSibling;
+  if (wide) found.overflow = wide.scrollWidth - wide.clientWidth;  // Table 2 wider than the page: > 0
+  if (wide) wide.style.width = "600px";  // a narrow window: Table 2 scrolls sideways
   if (wide && wide.scrollWidth > wide.clientWidth) {
     wide.scrollLeft = wide.scrollWidth;  // Table 2 scrolled to its last column
     const cell = wide.querySelector("tbody td"), box = wide.getBoundingClientRect();
@@ -85,7 +87,8 @@ def test_index_run_and_target_pages_explain_themselves_in_chromium(tmp_path):
     terms = all_shown(found)
     assert {"run", "mode", "A (%)", "D (/5)", "C", "B full-store", "B top-k", "Memory", "recovery rate"} <= terms
     assert found["intervals"] > 0           # Table 2's intervals are on the page, not in a tooltip
-    assert found["sticky"] is True          # Table 2 scrolled to its end: the run column is still in view
+    assert found["overflow"] == 0           # Table 2 fits a 1400 px window: no sideways scroll
+    assert found["sticky"] is True          # narrower, Table 2 scrolled to its end: the run column is still in view
     colours: dict[str, set[str]] = {}
     for panel, series, fill, width in found["bars"]:
         colours.setdefault(series, set()).add(fill)

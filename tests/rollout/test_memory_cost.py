@@ -37,10 +37,15 @@ async def test_a_rollout_times_every_write_and_read_and_footprint_reports_them(o
     assert amem["search_p95"] >= amem["search_p50"] >= 0
     assert amem["memory_calls"] > 0 and amem["memory_tokens"] > 0 and amem["memory_write_failures"] == 0
     assert nomem["memory_calls"] == 0 and nomem["memory_tokens"] == 0
-    assert "| write s/episode p50/p95 | search s p50/p95 | memory calls/user |" in render(tables, "md")
+    assert ("| write s/episode p50/p95 | episodes timed | search s p50/p95 | reads timed | start-up s p50/max | timed "
+            "| memory calls/user |") in render(tables, "md")
+    # every latency with its sample count, the start-up apart: each system's first read paid it
+    assert amem["writes_timed"] > 0 and amem["searches_timed"] > 0 and amem["startups_timed"] == 2
+    assert amem["timed"] == "with others"
     assert set(COST) <= set(orjson.loads(render(tables, "json"))["footprint"][0])
     assert "memory calls/user" in declared(FOOTPRINT, tables["footprint"])  # the HTML report's table
-    assert measured_keys(FOOTPRINT) == {"write_p50", "write_p95", "search_p50", "search_p95"}
+    assert measured_keys(FOOTPRINT) == {"write_p50", "write_p95", "search_p50", "search_p95", "writes_timed",
+                                        "searches_timed", "startup_p50", "startup_max", "startups_timed", "timed"}
 
 
 async def test_operations_a_cache_answered_are_not_timings_of_the_system(open_rt, bench):
@@ -51,5 +56,18 @@ async def test_operations_a_cache_answered_are_not_timings_of_the_system(open_rt
         await rt.store.write(rt.store.episodes.op_statements(episode, live)
                              + rt.store.episodes.op_statements(Episode("r", "user_001", 2, "t", [], "max_turns"),
                                                                cached))
-        writes, reads = await rt.store.episodes.live_op_seconds("r")
-    assert writes == [3.0] and reads == [0.5]  # episode 2 was answered from the cache
+        seconds = await rt.store.episodes.live_op_seconds("r")
+    assert seconds["writes"] == [3.0] and seconds["reads"] == [0.5]  # episode 2 was answered from the cache
+
+
+async def test_time_alone_runs_one_system_and_user_at_a_time_and_the_footprint_says_so(open_rt, fake, bench):
+    async with open_rt() as rt:
+        await run_rollout(rt, bench, ["amem", "bm25"], max_turns=2, progress=False, time_alone=True)
+        await run_rollout(rt, bench, ["simple_rag"], max_turns=2, progress=False)
+        order = await rt.store.fetchall("SELECT run, user_id FROM memory_ops WHERE startup = 1 ORDER BY rowid")
+        tables = await compute_tables(rt.store, bootstrap=0)
+    # system after system, a user's first operation (its start-up) only once the one before is done
+    assert [(r["run"], r["user_id"]) for r in order][:4] == [("amem", "user_001"), ("amem", "user_002"),
+                                                             ("bm25", "user_001"), ("bm25", "user_002")]
+    timed = {row["run"]: row["timed"] for row in tables["footprint"]}
+    assert timed == {"amem": "alone", "bm25": "alone", "simple_rag": "with others"}

@@ -128,7 +128,7 @@ async def test_a_pass_recorded_before_failed_targets_ran_the_stages_replays_as_i
     async with runtime(settings, fake) as rt:
         await record(rt, ("longctx_full",), users=1, tasks=3)
         await score_runs(rt, ["longctx_full"], ["dump_all"])
-        await attribute_runs(rt, ["longctx_full"], ["dump_all"], failed_stages=False)
+        await attribute_runs(rt, ["longctx_full"], ["dump_all"], failed_steps=False)
         rows = await rt.store.attributions.load("longctx_full", "dump_all")
         (recorded,) = await rt.store.attributions.passes("longctx_full")
     assert all(a.stages == [] for a in rows) and "failed_stages" not in recorded["config"]

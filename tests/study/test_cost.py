@@ -20,7 +20,7 @@ from memaudit.scoring.attribution import attribute_runs
 from memaudit.scoring.recovery import score_runs
 from memaudit.store import open_store
 from memaudit.study.cost import load_prices, run_costs, stage_of
-from memaudit.study.plan import Study, plan_study
+from memaudit.study.plan import Study, pilot_differences, plan_study
 from memaudit.testing.fake_openai import FakeOpenAI
 from tests.scoring.recorded import runtime, script
 
@@ -176,6 +176,10 @@ async def test_a_pilot_scored_by_a_panel_is_measured_per_judge_and_other_flags_a
         made = await run_costs(pilot_store, SYSTEMS, load_prices())
         planned = await plan_study(store, settings, bench, Study("sample", tuple(SYSTEMS), users="1", tasks=3,
                                                                  max_turns=2), pilot=pilot_store, prices=load_prices())
+        # a plan that prices another model than the pilot ran on says so (the pilot's tokens are the fake's)
+        priced = replace(settings, model="gpt-5.4-mini")
+        other_model = await pilot_differences(pilot_store, Study("sample", tuple(SYSTEMS), max_turns=3), priced)
+    assert other_model == [f"model {settings.model} where the plan prices gpt-5.4-mini"]
     judged = 0
     for r in made["runs"]:
         by_panel = r["by_stage"].get("score", {}).get("recovery_judge", {"calls": 0})["calls"]

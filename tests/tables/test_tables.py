@@ -191,7 +191,7 @@ def test_renderers(tmp_path):
     md = render(t, "md")
     assert "## Table 2" in md and "nomem_p (partial)" in md and "n/a" in md and "±" in md
     latex = render(t, "latex")
-    assert latex.count(r"\begin{tabular}") == 12 and r"amem\_x" in latex  # + utilization, carryover, prompts, judges (2)
+    assert latex.count(r"\begin{tabular}") == 13 and r"amem\_x" in latex  # + health, utilization, carryover, prompts, judges (2)
     csv_text = render(t, "csv")
     assert csv_text.startswith("# table2\n") and "B_dump_all_ci95_low" in csv_text and "per_user" not in csv_text
 

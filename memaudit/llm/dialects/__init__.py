@@ -45,6 +45,9 @@ BATCH_CHAT_URL = "/v1" + CHAT_PATH
 # Where an embeddings request goes, below the base URL: OpenAI's API, vLLM serving an embedding
 # model and llama.cpp's server (started with --embedding) take the same request and answer.
 EMBEDDINGS_PATH = "/embeddings"
+# The most tokens a server may report for one call: a thousand times the largest context window
+# served today. A count above it (2^63, 1e308) is no count: the call's tokens are unknown.
+MAX_USAGE_TOKENS = 10**9
 # What an error answer means: the same shapes from every dialect's servers.
 RETRYABLE = {408, 409, 425, 429}
 OVERFLOW_PATTERN = re.compile(
@@ -177,9 +180,17 @@ def _usage_unknown(usage) -> str | None:
     if not isinstance(usage, dict):
         return "the server sent no usage"
     counts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 for v in counts):
-        return "the server's usage has no numeric prompt and completion tokens"
+    if not all(_count(v) for v in counts):
+        return "the server's usage has no numeric prompt and completion tokens"  # (counts from 0 to the bound)
     return None
+
+
+def reported_tokens(usage) -> int | None:
+    """Prompt plus completion tokens of a server's usage, or None unless both are valid counts: what
+    the rate budget settles a request with (never a crash, never a credit for a negative count)."""
+    if not isinstance(usage, dict) or _usage_unknown(usage) is not None:
+        return None
+    return _tokens(usage["prompt_tokens"]) + _tokens(usage["completion_tokens"])
 
 
 def embeddings_body(model: str, texts: list[str]) -> dict:
@@ -222,10 +233,16 @@ def _fields(value) -> dict:
 
 
 def _tokens(value) -> int:
-    """A token count as reported, or 0 when it is not a whole non-negative number ("abc", -1, null)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
-        return 0
-    return int(value) if float(value).is_integer() else 0
+    """A token count as reported, or 0 when it is none (`_count`): "abc", -1, 1.5, null, 1e20."""
+    return int(value) if _count(value) else 0
+
+
+def _count(value) -> bool:
+    """Whether a server's token count is one: a whole number from 0 to MAX_USAGE_TOKENS (a float
+    holding a whole number, as some servers send, included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return 0 <= value <= MAX_USAGE_TOKENS and (isinstance(value, int) or value.is_integer())
 
 
 def answer_error(status: int, data: bytes, role: str, url: str, secrets=()) -> Exception | None:

@@ -23,6 +23,6 @@ class VLLM(Dialect):
             raise BadInput("--engine vllm needs --model NAME (the model vLLM should load)", field="model")
         vllm = shutil.which("vllm")
         if vllm is None:
-            raise BadInput("vLLM is not installed here (it needs a GPU machine: pip install vllm); "
+            raise BadInput("vLLM is not installed here (it needs a GPU machine: pip install 'memaudit-bench[vllm]'); "
                            "use --engine llamacpp for the embedded model", field="engine")
         return [vllm, "serve", model, "--host", "127.0.0.1", "--port", str(port), "--served-model-name", model]

@@ -1,0 +1,72 @@
+"""Issue 42, findings 3-5 through the command line against a loopback server: tool arguments nested
+5,000 deep are counted write failures and `replay` prints `identical`; a server that calls tools
+only when one is named stops a langmem rollout with one line; usage of 1e20 tokens, with and
+without `--tpm`, is unknown tokens, never a traceback."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memaudit.testing.fake_openai import FakeOpenAI
+from memaudit.testing.http_server import serve
+from tests.adapters.conftest import needs_library, script
+
+REPO = Path(__file__).resolve().parents[2]
+DEEP = '{"content": ' * 5000 + '"x"' + "}" * 5000
+ROLLOUT = ["rollout", "--bench", "sample", "--users", "1", "--tasks", "1", "--max-turns", "2", "--quiet"]
+pytestmark = pytest.mark.integration
+
+
+def memaudit(db: Path, url: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "memaudit.py"), "--db", str(db), "--base-url", url,
+                           "--model", "fake", *args], capture_output=True, text=True, timeout=900, env=dict(os.environ))
+
+
+class DeepArguments(FakeOpenAI):
+    """Every tool call's arguments nested 5,000 deep."""
+
+    def completion(self, body, text, calls=None):
+        for call in calls or []:
+            call["function"]["arguments"] = DEEP
+        return super().completion(body, text, calls)
+
+
+class HugeUsage(FakeOpenAI):
+    def completion(self, body, text, calls=None):
+        answer = super().completion(body, text, calls)
+        answer["usage"].update(prompt_tokens=1e20, completion_tokens=1e20, total_tokens=2e20)
+        return answer
+
+
+@needs_library("langmem")
+def test_tool_arguments_nested_5000_deep_are_counted_and_replay_is_identical(tmp_path):
+    db = tmp_path / "m.db"
+    with serve(script(DeepArguments())) as url:
+        done = memaudit(db, url, *ROLLOUT, "--systems", "langmem")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "memory writes lost" in done.stdout, done.stdout
+    replayed = memaudit(db, url, "replay")
+    assert replayed.returncode == 0 and replayed.stdout.strip().endswith("identical"), replayed.stdout + replayed.stderr
+
+
+@needs_library("langmem")
+def test_a_server_calling_tools_only_when_named_stops_langmem_with_one_line(tmp_path):
+    fake = script(FakeOpenAI())
+    fake.tools_only_when_named = True
+    with serve(fake) as url:
+        done = memaudit(tmp_path / "m.db", url, *ROLLOUT, "--systems", "langmem")
+    said = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(said) == 1 and "only when the request names it" in said[0], done.stderr
+
+
+@pytest.mark.parametrize("tpm", [[], ["--tpm", "1000000"]])
+def test_usage_of_1e20_tokens_is_unknown_never_a_traceback(tmp_path, tpm):
+    with serve(script(HugeUsage())) as url:
+        done = memaudit(tmp_path / "m.db", url, *ROLLOUT, "--systems", "nomem", *tpm)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        cost = memaudit(tmp_path / "m.db", url, "cost")
+    assert cost.returncode == 0 and "unknown" in cost.stdout.lower(), cost.stdout + cost.stderr

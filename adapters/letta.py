@@ -30,12 +30,10 @@ import subprocess
 import time
 
 from memaudit.adapters.card import CardRow
-from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages
 from memaudit.adapters.environment import InEnvironment
 from memaudit.adapters.environment_worker import LibraryWorker
 from memaudit.adapters.library_clock import patch_modules
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT
-from memaudit.types import MemoryItem
 
 # The agent Letta's MemGPT design describes: every step a tool call, its reply through
 # send_message, long-term memory in blocks and archival passages.
@@ -178,8 +176,7 @@ class LettaWorker(LibraryWorker):
         os.environ.update({
             "HOME": home, "LETTA_DIR": os.path.join(home, ".letta"), "LETTA_PG_URI": uri,
             # The server lists the models of its OpenAI provider at start: at the proxy, not the internet.
-            "OPENAI_API_KEY": PROXY_KEY, "OPENAI_API_BASE": self.setup["base_url"],
-            "LETTA_TELEMETRY_ENABLE_DATADOG": "false"})
+            "OPENAI_API_KEY": PROXY_KEY, "OPENAI_API_BASE": self.setup["base_url"]})
         no_downloads()
         build_schema(uri)
         waiting_clients()
@@ -224,7 +221,9 @@ class LettaWorker(LibraryWorker):
             return []
         answer = await self.request("GET", f"/v1/agents/{await self.agent()}/archival-memory/search",
                                     params={"query": query, "top_k": k})
-        return answer["results"]
+        # Its hits in its ranking's order, without their scores.
+        return [{"id": hit["id"], "content": hit["content"], "score": None, "kind": KINDS["passage"],
+                 "tags": hit.get("tags") or [], "timestamp": hit.get("timestamp")} for hit in answer["results"]]
 
     async def dump(self) -> list[dict]:
         if self.agent_id is None:
@@ -265,32 +264,17 @@ def passage_item(passage: dict) -> dict:
             "tags": passage.get("tags") or [], "created_at": passage.get("created_at")}
 
 
-class LettaMemory(InEnvironment, ReplayedMessages, DeployedLibrary):
+class LettaMemory(InEnvironment):
     name = "letta"
     library = "letta"
     ENVIRONMENT = "letta"
     WORKER = LettaWorker
     TOOL_CALLING = True
+    TELEMETRY = {"LETTA_TELEMETRY_ENABLE_DATADOG": "false"}
     CALLS_PER_MESSAGE = 2.0  # on the contract's fake: an archival insert, then send_message
 
     def worker_setup(self) -> dict:
         return {"context_window": self.ctx.llm.settings.role(self.ROLE).context_window}
-
-    async def open(self, endpoint):  # the worker half opens the library (`started`)
-        return await self.started()
-
-    async def add(self, event) -> None:
-        await self.started()
-        await self.guarded(lambda: self.call("add", text=event.text))
-        self.stored = await self.call("dump")
-
-    async def search(self, query: str, k: int) -> list[MemoryItem]:
-        await self.started()
-        found = await self.guarded(lambda: self.call("search", query=query, k=k))
-        # Letta returns its hits in its ranking's order without their scores.
-        return [MemoryItem(hit["id"], hit["content"], None, {"kind": KINDS["passage"], "tags": hit.get("tags") or [],
-                                                             "timestamp": hit.get("timestamp")})
-                for hit in found or []]
 
     @classmethod
     def card_rows(cls) -> list[CardRow]:

@@ -23,11 +23,9 @@ import os
 import re
 
 from memaudit.adapters.card import CardRow
-from memaudit.adapters.deployed import DeployedLibrary, ReplayedMessages
 from memaudit.adapters.environment import InEnvironment
 from memaudit.adapters.environment_worker import LibraryWorker
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT
-from memaudit.types import MemoryItem
 
 COLLECTION = "memaudit"
 KIND = "memory"  # what a stored MemOS item is (docs/adapters.md: an item's kind)
@@ -60,10 +58,11 @@ class MemOSWorker(LibraryWorker):
         self.memory.add(self.memory.extract([{"role": "user", "content": text}]))
 
     async def search(self, query: str, k: int) -> list[dict]:
-        return [item.model_dump() for item in self.memory.search(query, top_k=k)]
+        # Its hits, best first, come without their scores.
+        return [{**memory_item(item.model_dump()), "score": None} for item in self.memory.search(query, top_k=k)]
 
     async def dump(self) -> list[dict]:
-        return [item.model_dump() for item in self.memory.get_all()]
+        return [memory_item(item.model_dump()) for item in self.memory.get_all()]
 
 
 def config(setup: dict, folder: str) -> dict:
@@ -82,27 +81,12 @@ def config(setup: dict, folder: str) -> dict:
     }
 
 
-class MemOSMemory(InEnvironment, ReplayedMessages, DeployedLibrary):
+class MemOSMemory(InEnvironment):
     name = "memos"
     library = "MemoryOS"
     ENVIRONMENT = "memos"
     WORKER = MemOSWorker
     CALLS_PER_MESSAGE = 1.0  # one extraction call (and one embedding request) per message
-
-    async def open(self, endpoint):  # the worker half opens the library (`started`)
-        return await self.started()
-
-    async def add(self, event) -> None:
-        await self.started()
-        await self.guarded(lambda: self.call("add", text=event.text))
-        self.stored = [memory_item(item) for item in await self.call("dump")]
-
-    async def search(self, query: str, k: int) -> list[MemoryItem]:
-        await self.started()
-        found = await self.guarded(lambda: self.call("search", query=query, k=k))
-        # MemOS returns its hits best first without their scores.
-        return [MemoryItem(item["id"], item["content"], None, {n: v for n, v in item.items() if n not in ("id", "content")})
-                for item in map(memory_item, found or [])]
 
     @classmethod
     def card_rows(cls) -> list[CardRow]:

@@ -123,6 +123,7 @@ class AgnoMemory(RefilledStore, DeployedLibrary):
     # measured on the contract's fake: two manager calls a message (one answered with a tool call,
     # one after its result), and the endpoint's tool check once a command
     CALLS_PER_MESSAGE = 2.0
+    scored = False  # its model picks the memories: they come in its order, without a score
 
     def __init__(self, ctx):
         super().__init__(ctx)

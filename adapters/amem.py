@@ -63,6 +63,7 @@ def neighbour_values(item: dict) -> dict:
 
 class AMem(IndexedMemory):
     name = "amem"
+    ITEM_KIND = "note"
     result_fields = ("id", "content", "keywords", "context", "tags", "category", "score")
     published_result = {"category": ""}  # A-Mem's search returns no category; the scorer showed ""
     prompts = ("memory_amem_note", "memory_amem_evolve")

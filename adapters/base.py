@@ -17,8 +17,9 @@ State:       snapshot()/restore() JSON-able state, saved after every episode, re
              close()             when the user is done (a library's worker process stops)
 
 Every snapshot carries `write_failures` (memory-side calls that failed for good and whose write
-was skipped, with `failure_log`) and `embed_model` (the embedding model the store was built
-with); `state_header()` / `load_header()` write and check them.
+was skipped, with `failure_log`), `embed_model` (the embedding model the store was built with)
+and, where the model's window is known, `embed_truncated` (the texts it cut: `WindowCount`);
+`state_header()` / `load_header()` write and check them.
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from memaudit.errors import BadInput
 from memaudit.llm.client import LLM
 from memaudit.llm.embed import Embedder
 from memaudit.roles import AGENT, MEMORY, ROLE_SPECS
-from memaudit.types import SHORT_TERM_KINDS, MemoryItem, footprint
+from memaudit.types import (EMBED_TRUNCATED, EMBED_TRUNCATED_TEXTS, KIND, SHORT_TERM_KINDS, USER_INGEST, MemoryItem,
+                            footprint, for_reader)
 
 EVENT_KINDS = ("task_start", "assistant", "user", "episode_end")
 
@@ -69,11 +71,46 @@ class AdapterContext:
     embedder: Embedder
     scope: str                 # "<run>/<user_id>": namespace for ids and seeds
     agent_context_window: int | None = None
+    ingest: str = USER_INGEST  # what a deployed library is given (INGEST_MODES)
+
+
+class WindowCount:
+    """An adapter's embedder, keeping the texts the embedding model's window cut for this system:
+    every text it embeds, stored or searched, itself or through its library's calls to the
+    recording proxy (which embeds with this). A cut text is embedded from its first tokens only,
+    silently: counted, it is reported (Table 2, the rollout's output)."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+        self.cut: set[str] = set()  # hashes of the texts cut
+
+    @property
+    def model_name(self) -> str:
+        return self.embedder.model_name
+
+    @property
+    def counted(self) -> bool:
+        return self.embedder.window is not None
+
+    async def embed(self, texts):
+        self.cut.update(self.embedder.cut(texts) or ())
+        return await self.embedder.embed(texts)
+
+    def to_state(self) -> dict:
+        if not self.counted:
+            return {}
+        return {EMBED_TRUNCATED: len(self.cut), EMBED_TRUNCATED_TEXTS: sorted(self.cut)}
+
+    def load_state(self, state: dict) -> None:
+        self.cut |= set(state.get(EMBED_TRUNCATED_TEXTS, ()))
 
 
 class MemoryAdapter(ABC):
     name: ClassVar[str]
     supports_retrieve: ClassVar[bool] = True
+    # Whether search results carry a higher-is-better score (False: they come in the system's own
+    # order, each score None).
+    scored: ClassVar[bool] = True
     # The assistant's prompt file for this system. The published study gave the systems that show
     # retrieved memories a prompt asking for replies tailored to the person, and the baselines
     # without such a block (nomem, longctx_full) a plain one: `agent_plain`.
@@ -91,6 +128,11 @@ class MemoryAdapter(ABC):
     # The distribution of a deployed library this system runs as it ships (None: memaudit's own
     # design); its version is recorded in each run's provenance.
     library: ClassVar[str | None] = None
+    # What each item the system stores is (memaudit.types.KIND), by the item's native `category`
+    # (ITEM_KINDS), else ITEM_KIND; an item that says its own kind keeps it (`kind_of`). Added at
+    # the adapter boundary to every search result and dump item (adapters/boundary.py).
+    ITEM_KINDS: ClassVar[dict[str, str]] = {}
+    ITEM_KIND: ClassVar[str | None] = None
     # Whether the system calls a model to write its memory. One that never does cannot lose a write
     # to a model failure: its snapshots keep no `write_failures` count and its tables say n/a.
     memory_calls: ClassVar[bool] = True
@@ -103,15 +145,19 @@ class MemoryAdapter(ABC):
         self.ctx = ctx
         self._counter = 0
         self.failures = FailureLog()
+        self._embedder: WindowCount | None = None
 
     @property
-    def embedder(self) -> Embedder:
-        return self.ctx.embedder.for_role(self.embed_role)
+    def embedder(self) -> WindowCount:
+        """The embedder configured for `embed_role`, counting the texts its window cuts."""
+        if self._embedder is None:
+            self._embedder = WindowCount(self.ctx.embedder.for_role(self.embed_role))
+        return self._embedder
 
     @property
     def write_failures(self) -> int:
         """Memory-side writes lost to model failures so far (also `snapshot()["write_failures"]`)."""
-        return self.failures.write_failures
+        return self.failures.lost
 
     # -- write path ------------------------------------------------------------------------
     @abstractmethod
@@ -127,10 +173,14 @@ class MemoryAdapter(ABC):
     @abstractmethod
     def dump(self) -> list[dict]: ...
 
+    def kind_of(self, fields: dict) -> str | None:
+        """What an item (its native fields) is: its own `kind`, else by its category, else ITEM_KIND."""
+        return fields.get(KIND) or self.ITEM_KINDS.get(fields.get("category"), self.ITEM_KIND)
+
     def result_json(self, item: MemoryItem, *, published: bool = False) -> dict:
         """A search result as the retrieve reader is shown it (see `result_fields`; `published`: under
-        the published pack, see `published_result`)."""
-        out = {**item.to_json(), **self.published_result} if published else item.to_json()
+        the published pack, see `published_result`), without memaudit's `kind` (types.for_reader)."""
+        out = for_reader({**item.to_json(), **self.published_result} if published else item.to_json())
         if self.result_fields is None:
             return out
         return {name: out[name] for name in self.result_fields if name in out}
@@ -164,7 +214,7 @@ class MemoryAdapter(ABC):
 
     def state_header(self) -> dict:
         """The part of every snapshot the base class owns."""
-        header = {"counter": self._counter, "embed_model": self.embedder.model_name}
+        header = {"counter": self._counter, "embed_model": self.embedder.model_name, **self.embedder.to_state()}
         if self.memory_calls:
             header.update(self.failures.to_state())
         if self.short_term_kinds:
@@ -180,6 +230,7 @@ class MemoryAdapter(ABC):
                            f"{self.embedder.model_name!r}: pass --embed-model {written}", field="embed_model")
         self._counter = state.get("counter", 0)
         self.failures.load_state(state)
+        self.embedder.load_state(state)
 
     # -- helpers for implementations -------------------------------------------------------
     def new_id(self, content: str) -> str:

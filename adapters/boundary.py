@@ -13,6 +13,7 @@ import math
 import time
 import traceback
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -21,7 +22,7 @@ from memaudit.adapters.base import AdapterContext, AgentContext, MemoryAdapter
 from memaudit.adapters.registry import get_adapter
 from memaudit.errors import MemauditError
 from memaudit.llm.client import collected_uses
-from memaudit.types import MemoryItem, MemoryOp
+from memaudit.types import KIND, MemoryItem, MemoryOp
 
 ADAPTER_LOG = "memaudit-adapter.log"
 
@@ -122,7 +123,17 @@ class Checked:
         problem = _items_problem(found, k)
         if problem:
             raise self.boundary.fault("search", problem)
-        return found
+        return [self._labelled_item(item) for item in found]
+
+    def _labelled_item(self, item: MemoryItem) -> MemoryItem:
+        """A search result with its `kind` (MemoryAdapter.kind_of) among its fields."""
+        kind = self.boundary.sync("kind_of", self.adapter.kind_of, {"content": item.content, **item.fields})
+        return item if kind is None or KIND in item.fields else replace(item, fields={**item.fields, KIND: kind})
+
+    def _labelled(self, item: dict) -> dict:
+        """A dump item with its `kind` (MemoryAdapter.kind_of)."""
+        kind = self.boundary.sync("kind_of", self.adapter.kind_of, item)
+        return item if kind is None or KIND in item else {**item, KIND: kind}
 
     async def context(self, query: str, k: int) -> AgentContext:
         async with self._timed("search"):
@@ -132,14 +143,14 @@ class Checked:
         problem = _items_problem(found.notes, None)
         if problem:
             raise self.boundary.fault("context", f"notes: {problem}")
-        return found
+        return replace(found, notes=[self._labelled_item(item) for item in found.notes])
 
     def dump(self) -> list[dict]:
         items = self.boundary.sync("dump", self.adapter.dump)
         problem = _dump_problem(items)
         if problem:
             raise self.boundary.fault("dump", problem)
-        return items
+        return [self._labelled(item) for item in items]
 
     def footprint(self) -> tuple[int, float]:
         self.dump()  # what footprint counts must pass dump's checks first

@@ -20,6 +20,7 @@ import importlib
 import os
 import sys
 
+from memaudit.adapters.deployed import request_schema
 from memaudit.adapters.environment import InEnvironment
 from memaudit.adapters.environment_worker import LibraryWorker
 from memaudit.adapters.upstream import PROXY_KEY
@@ -151,3 +152,7 @@ class CogneeMemory(InEnvironment):
     # measured on the contract's fake: its graph extraction and its chunk summary a message
     # (15 calls for 7 user messages: the first write also sends a connection probe)
     CALLS_PER_MESSAGE = 2.0
+    scored = False  # its chunk search ranks by a vector distance, kept as the native field `distance`
+    # Its first write sends a free-text connection probe, then its graph extraction and its chunk
+    # summary at once (asyncio.gather): a fault meets every answer to its graph extraction.
+    faulted_request = staticmethod(lambda body: "nodes" in request_schema(body).get("properties", {}))

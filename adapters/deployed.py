@@ -40,10 +40,11 @@ from memaudit.adapters.base import Event, MemoryAdapter
 from memaudit.adapters.card import CardRow
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import LibraryClock
-from memaudit.adapters.registry import install_hint
+from memaudit.adapters.registry import available, get_adapter, install_hint
 from memaudit.adapters.upstream import PROXY_KEY, PROXY_TIMEOUT, embedding_dimensions, guarded, library_route
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, MemauditError
 from memaudit.roles import MEMORY
+from memaudit.types import EXCHANGE_INGEST
 
 
 @contextmanager
@@ -88,13 +89,15 @@ class DeployedLibrary(MemoryAdapter):
     TELEMETRY: ClassVar[dict[str, str]] = {}  # the variables that switch its telemetry off, and their values
     TOOL_CALLING: ClassVar[bool] = False  # writes by tool calls (its first call is the endpoint's tool check)
     QUEUED_WRITES: ClassVar[bool] = False  # a message goes to a short-term queue first (no model call each)
+    # Its write is a free-text answer it parses itself: one it cannot use fails inside the library (its
+    # own error, counted), never memaudit's InvalidOutput.
+    PARSES_FREE_TEXT: ClassVar[bool] = False
     # Memory-side model calls per user message, as measured on the contract's fake (what `plan`
     # estimates a study with before a pilot measures it).
     CALLS_PER_MESSAGE: ClassVar[float]
     ENVIRONMENT: ClassVar[str | None] = None  # None: the library runs in memaudit's own environment
     # What the published study gave a library: each message from the user (the task text and each reply).
     SOURCE: ClassVar[tuple[str, ...]] = ("task_start", "user")
-    ROUTE_SCHEMA: ClassVar[dict | None] = None  # the library's output format, enforced by the proxy
     ROLE: ClassVar[str]  # `memory:<name>`, derived
 
     def __init_subclass__(cls, **kwargs):
@@ -108,6 +111,7 @@ class DeployedLibrary(MemoryAdapter):
         self.instance = None  # the library, opened on first use (`opened`)
         self.route = None     # this adapter's route of the recording proxy
         self.clock = LibraryClock(ctx.scope)
+        self.reply: str | None = None  # the assistant reply the next user message answers (None: a task's text)
 
     # -- the library -----------------------------------------------------------------------------
     @abstractmethod
@@ -116,8 +120,7 @@ class DeployedLibrary(MemoryAdapter):
 
     async def opened(self):
         if self.instance is None:
-            options = {} if self.ROUTE_SCHEMA is None else {"json_schema": self.ROUTE_SCHEMA}
-            self.route = await library_route(self, self.ROLE, **options)
+            self.route = await library_route(self, self.ROLE)
             self.instance = await self.open(Endpoint(self.route.base_url, self.ctx.llm.settings.role(self.ROLE).model,
                                                      self.embedder.model_name))
         return self.instance
@@ -134,6 +137,8 @@ class DeployedLibrary(MemoryAdapter):
 
     # -- write path ------------------------------------------------------------------------------
     async def observe(self, event: Event) -> None:
+        if event.kind in ("task_start", "assistant"):  # only an exchange gives the library the reply
+            self.reply = event.text if event.kind == "assistant" and self.ctx.ingest == EXCHANGE_INGEST else None
         if event.kind not in self.SOURCE:
             return
         self.clock.at(event)
@@ -141,7 +146,22 @@ class DeployedLibrary(MemoryAdapter):
 
     @abstractmethod
     async def add(self, event: Event) -> None:
-        """Give the library one user message (the clock is at its moment)."""
+        """Give the library one user message (the clock is at its moment): `self.said(event)`."""
+
+    def said(self, event: Event) -> list[dict]:
+        """The messages a user message is given to the library as (chat roles and text): the user's
+        alone, or under `--ingest exchange` after the assistant reply it answers (a task's text
+        answers none)."""
+        user = {"role": "user", "content": event.text}
+        if self.reply is None:
+            return [user]
+        return [{"role": "assistant", "content": self.reply}, user]
+
+    def said_text(self, event: Event) -> str:
+        """`said` as one text, for a library that adds documents, not conversations: the message
+        alone, or each message a paragraph after its role."""
+        said = self.said(event)
+        return event.text if len(said) == 1 else "\n\n".join(f"{m['role']}: {m['content']}" for m in said)
 
     # -- the configuration card ------------------------------------------------------------------
     @classmethod
@@ -189,6 +209,59 @@ class DeployedLibrary(MemoryAdapter):
         None: not this library's)."""
         return None
 
+    @staticmethod
+    def fake_json(body: dict) -> object | None:
+        """The fake model's answer to a `json_object` call (no schema: the library's prompt gives the
+        format) this library makes (None: not this library's)."""
+        return None
+
+    # A test's injected fault meets a write's first request by default. A library that sends a
+    # write's requests at once (in an order that depends on scheduling) picks the request that
+    # fails by its body instead.
+    faulted_request: ClassVar[Callable[[dict], bool] | None] = None
+    # How often the library itself asks again after an answer it cannot use, each time a new request
+    # (its messages grown by the error): a faulted write's requests are these times more.
+    OWN_RETRIES: ClassVar[int] = 0
+
+
+def registered_libraries() -> dict[str, type[DeployedLibrary]]:
+    """The registered systems that are deployed libraries and load here (one whose library is not
+    installed does not), by name."""
+    from memaudit.adapters.registry import available, get_adapter
+
+    found = {}
+    for name in available():
+        try:
+            adapter = get_adapter(name)
+        except MemauditError:
+            continue
+        if isinstance(adapter, type) and issubclass(adapter, DeployedLibrary):
+            found[name] = adapter
+    return found
+
+
+# docs/adapters.md's table of the deployed libraries lies between these lines (scripts/library_table.py
+# writes it; tests/adapters/test_deployed.py checks it).
+TABLE_START = "<!-- the deployed libraries, from their adapters' declarations: scripts/library_table.py -->"
+TABLE_END = "<!-- end of the generated table -->"
+
+
+def library_table(libraries: dict[str, type[DeployedLibrary]]) -> str:
+    """The markdown table of deployed libraries, one row each, from what their adapters declare."""
+    rows = ["| system | library | extra | environment | memory calls per user message | writes by tool calls "
+            "| writes queued first |", "|---|---|---|---|---:|---|---|"]
+    for name, adapter in sorted(libraries.items()):
+        rows.append(f"| `{name}` | {adapter.library_release()} | `{adapter.EXTRA}` | "
+                    f"{adapter.ENVIRONMENT or 'memaudit'} | {adapter.CALLS_PER_MESSAGE:g} | "
+                    f"{'yes' if adapter.TOOL_CALLING else 'no'} | {'yes' if adapter.QUEUED_WRITES else 'no'} |")
+    return "\n".join(rows)
+
+
+def request_schema(body: dict) -> dict:
+    """The output schema of a chat-completions request body ({} for free text)."""
+    format_ = body.get("response_format") or {}
+    return (format_.get("json_schema") or format_).get("schema") or {}
+
 
 class RefilledStore:
     """For a DeployedLibrary whose store takes back what it dumped (`_refill(items)`, items as
@@ -209,6 +282,10 @@ class RefilledStore:
         self.load_header(state)
         self.clock.load_state(state["clock"])
         await self._refill(state["stored"])
+        # Where the first run's clock stood: the refill puts back recorded ids, and whatever ids
+        # the library drew meanwhile (uuid4 patched process-wide by another adapter) are not the
+        # first run's draws.
+        self.clock.load_state(state["clock"])
 
 
 class ReplayedMessages:
@@ -219,30 +296,43 @@ class ReplayedMessages:
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # [clock, task index, turn, text, the clock's state before it] of every message given to it
-        self.added: list[list] = []
+        self.added: list[list] = []  # [clock, task index, turn, text] of every message given to it
+        # The clock's state as each message found it: a restore adds the message again from there,
+        # so it draws the same ids whatever the library drew between two messages (cognee: a
+        # search's). Kept apart from `added`, whose shape older snapshots share.
+        self.added_clocks: list[dict | None] = []  # None: a message restored from such an older snapshot
         self.stored: list[dict] = []  # the dump, read back from the library after every change
 
     async def observe(self, event: Event) -> None:
         if event.kind in self.SOURCE:
-            # The clock as the message found it: a restore adds it again from there, so it draws
-            # the same ids whatever the library drew between two messages (cognee: a search's).
-            self.added.append([event.clock, event.task_index, event.turn, event.text, self.clock.to_state()])
+            # Under --ingest exchange, the reply it answers (a state without it: the user's alone),
+            # which a restore gives it again whatever the restoring command's ingest.
+            reply = self.reply if event.kind != "task_start" else None
+            given = [event.clock, event.task_index, event.turn, event.text]
+            self.added.append(given if reply is None else given + [reply])
+            self.added_clocks.append(self.clock.to_state())
         await super().observe(event)
 
     def dump(self) -> list[dict]:
         return deep_copy(self.stored)
 
     def snapshot(self) -> dict:
-        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added})
+        return deep_copy({**self.state_header(), "clock": self.clock.to_state(), "added": self.added,
+                          "added_clocks": self.added_clocks})
 
     async def restore(self, state: dict) -> None:
         state = deep_copy(state)
-        for clock, task_index, turn, text, before in state["added"]:
+        # A snapshot made before the clocks were kept has none: its messages are added again on
+        # the clock as it runs (how that memaudit resumed).
+        clocks = state.get("added_clocks") or [None] * len(state["added"])
+        for (clock, task_index, turn, text, *reply), before in zip(state["added"], clocks):
             event = Event(self.SOURCE[-1], text, task_index, turn)  # its clock is the recorded one
-            self.clock.load_state(before)
+            if before is not None:
+                self.clock.load_state(before)
             self.clock.at(event)
+            self.reply = reply[0] if reply else None
             await self.add(event)
+        self.reply = None
         self.load_header(state)
         self.clock.load_state(state["clock"])
-        self.added = state["added"]
+        self.added, self.added_clocks = state["added"], list(clocks)

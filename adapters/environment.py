@@ -247,7 +247,7 @@ class InEnvironment(ReplayedMessages, DeployedLibrary):
     # -- write path ----------------------------------------------------------------------------
     async def add(self, event: Event) -> None:
         await self.opened()
-        await self.guarded(lambda: self.call("add", text=event.text))
+        await self.guarded(lambda: self.call("add", text=self.said_text(event)))
         self.stored = await self.call("dump")
 
     # -- read paths ----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ def sections(markdown: str) -> list[str]:
 
 class FileMemory(MemoryAdapter):
     name = "file_memory"
+    ITEM_KINDS = {"memory_md": "note", "history_md": "episode"}
     prompts = ("memory_file_rewrite",)
 
     def __init__(self, ctx):

@@ -20,17 +20,16 @@ it is a counted write failure."""
 from __future__ import annotations
 
 import asyncio
-import logging
-from contextvars import ContextVar
 from datetime import datetime
 
 import orjson
 from pydantic import PrivateAttr
 
+from memaudit.adapters.card import CardRow, field_default, keyword_default
 from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, upstream_imports
 from memaudit.adapters.library_clock import EPOCH, patch_modules
-from memaudit.adapters.upstream import count_problems
-from memaudit.errors import BadInput, InvalidOutput
+from memaudit.adapters.upstream import count_problems, dropped_answers, watch_dropped_answers
+from memaudit.errors import BadInput
 from memaudit.types import MemoryItem
 
 CONFIG = {"configurable": {"langgraph_user_id": "user"}}  # fills the manager's namespace template
@@ -43,19 +42,6 @@ TELEMETRY = dict.fromkeys(("LANGSMITH_TRACING", "LANGSMITH_TRACING_V2", "LANGCHA
 # shown) and goes on with only a line on this logger: each such line is a lost write.
 DROPS_LOGGER = "extraction"
 
-_drops: ContextVar["list | None"] = ContextVar("memaudit_langmem_drops", default=None)
-
-
-class DroppedCalls(logging.Handler):
-    """Collects trustcall's reports of dropped tool calls for the adapter whose write is running
-    (the list it set in the context), instead of printing them."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        found = _drops.get()
-        if found is not None and record.levelno >= logging.WARNING:
-            found.append(InvalidOutput(LangMemMemory.ROLE, "",
-                                       f"the library dropped a tool call: {record.getMessage()}"))
-
 
 with upstream_imports("langmem", telemetry=TELEMETRY):
     import langgraph.store.memory
@@ -64,10 +50,6 @@ with upstream_imports("langmem", telemetry=TELEMETRY):
     from langchain_openai import ChatOpenAI, OpenAIEmbeddings
     from langgraph.store.memory import InMemoryStore
     from langmem import create_memory_store_manager
-_drops_logger = logging.getLogger(DROPS_LOGGER)
-if not any(isinstance(handler, DroppedCalls) for handler in _drops_logger.handlers):
-    _drops_logger.addHandler(DroppedCalls())
-_drops_logger.propagate = False  # counted, not printed: a command's output stays one line a fact
 for _module in (langmem.knowledge.extraction, trustcall._base, langgraph.store.memory):
     patch_modules(_module.__name__)
 
@@ -87,6 +69,7 @@ class InTurnEmbeddings(OpenAIEmbeddings):
 
 class LangMemMemory(RefilledStore, DeployedLibrary):
     name = "langmem"
+    ITEM_KIND = "memory"
     library = "langmem"
     TELEMETRY = TELEMETRY
     TOOL_CALLING = True
@@ -110,16 +93,37 @@ class LangMemMemory(RefilledStore, DeployedLibrary):
         self.store = InMemoryStore(index={"dims": await self.dimensions(), "embed": embeddings})
         return create_memory_store_manager(model, store=self.store)
 
+    @classmethod
+    def card_rows(cls) -> list[CardRow]:
+        manager = create_memory_store_manager
+        return [
+            CardRow("memory manager", "create_memory_store_manager", "the same, with its defaults", "as shipped"),
+            *(CardRow(f"manager {name}", str(default), "the library's", "as shipped", keyword_default(manager, name))
+              for name, default in (("enable_inserts", True), ("enable_deletes", False), ("query_limit", 5))),
+            CardRow("store", "the caller's", "InMemoryStore indexed on the whole value (dims, embed)",
+                    "its documentation's configuration, one per user"),
+            CardRow("ChatOpenAI use_responses_api", "None", "False (chat completions)",
+                    "None lets the client pick the Responses API per request; its tool calls go as chat completions, "
+                    "which the proxy forwards or emulates per dialect (its /v1/responses takes no tools)",
+                    field_default(ChatOpenAI, "use_responses_api")),
+            CardRow("OpenAIEmbeddings check_embedding_ctx_length", "True", "False",
+                    "the check counts tokens with a tiktoken encoding tiktoken would download; memaudit's embedder "
+                    "takes the texts, its own cuts counted (embed_truncated)",
+                    field_default(OpenAIEmbeddings, "check_embedding_ctx_length")),
+            CardRow("embedding requests", "concurrent", "one at a time (first come, first served)",
+                    "the store stamps each put when its embedding returns: in turn, order and times are the "
+                    "manager's, the same in every run and replay"),
+            CardRow("search limit", "10", "k", "the audit reads k items", keyword_default(InMemoryStore.asearch, "limit")),
+            CardRow("dropped tool calls", "a log line (trustcall)", "counted as write failures",
+                    "a lost write must not pass for a memory that kept nothing"),
+        ]
+
     # -- write path ----------------------------------------------------------------------------
     async def add(self, event) -> None:
         manager = await self.opened()
-        dropped: list = []
-        token = _drops.set(dropped)
-        try:
+        with dropped_answers() as dropped:
             await self.guarded(lambda: manager.ainvoke(
-                {"messages": [{"role": "user", "content": event.text}]}, config=CONFIG))
-        finally:
-            _drops.reset(token)
+                {"messages": self.said(event)}, config=CONFIG))
         count_problems(self, dropped)
         self.stored = await self._read()
 
@@ -178,4 +182,9 @@ def stored_item(found) -> dict:
     native = found.dict()  # langmem's own item, its value as JSON
     text = native["value"].get("content")
     return {"id": found.key, "content": text if isinstance(text, str) else orjson.dumps(native["value"]).decode(),
-            "kind": type(found.value).__name__, "created_at": native["created_at"], "updated_at": native["updated_at"]}
+            # the manager's schema of the value (its own `kind` field; memaudit's `kind` is ITEM_KIND)
+            "schema": type(found.value).__name__, "created_at": native["created_at"],
+            "updated_at": native["updated_at"]}
+
+
+watch_dropped_answers(DROPS_LOGGER, LangMemMemory.ROLE)

@@ -272,6 +272,7 @@ class LettaMemory(InEnvironment):
     TOOL_CALLING = True
     TELEMETRY = {"LETTA_TELEMETRY_ENABLE_DATADOG": "false"}
     CALLS_PER_MESSAGE = 2.0  # on the contract's fake: an archival insert, then send_message
+    scored = False  # its archival search gives its hits in its order, without their scores
 
     def worker_setup(self) -> dict:
         return {"context_window": self.ctx.llm.settings.role(self.ROLE).context_window}

@@ -13,10 +13,14 @@
 - Deterministic: the node ids it draws come from the episode's logical clock.
 
 What it is given follows the published study: each message from the user (the task text and each
-reply), as a user message. `search` is its vector block's retrieval (the block's store queried
-with the block's embedding model, top-k with scores); `context` adds its facts, which the library
-always puts in context. `dump` is everything it can give back: the facts, the vector block's
-nodes and the messages still in its short-term queue. A fact-extraction answer without the
+reply), as a user message (`--ingest exchange`: after the assistant reply it answers). `search`
+is what `Memory` retrieves, its facts and its vector block's nodes, the k nearest to the query by
+the block's own embedding model and vector store (the library ranks its nodes so and puts every
+fact in context); `context` is what the library's agent-facing call returns, `Memory.aget` for
+the message: its memory blocks' text (every fact, the vector block's retrieval) and the short-term
+queue (but the current task's messages, which the assistant's prompt already holds). `dump` is
+everything it can give back: the facts, the vector block's nodes and the messages still in its
+short-term queue. A fact-extraction answer without the
 `<facts>` block the library parses is a counted write failure (the library would silently keep
 nothing)."""
 from __future__ import annotations
@@ -27,6 +31,7 @@ import uuid
 import warnings
 
 from memaudit.adapters.base import AgentContext
+from memaudit.adapters.card import CardRow, field_default
 from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, quiet_loggers, upstream_imports
 from memaudit.adapters.library_clock import patch_modules
 from memaudit.adapters.upstream import count_problems
@@ -41,7 +46,9 @@ TOKEN_FLUSH_SIZE = 500
 MAX_FACTS = 50
 FACTS_BLOCK, VECTOR_BLOCK, SHORT_TERM = "extracted_info", "vector_memory", "short_term"
 COLLECTION = "llama_memory"
-LLM_CONTEXT_WINDOW = 128_000  # OpenAILike's own default; the library only uses it to budget prompts
+# OpenAILike's own default is 3,900 tokens (field_default below); the library only uses the window
+# to budget its prompts: a current chat model's window, which the fact block's prompt fits in.
+LLM_CONTEXT_WINDOW = 128_000
 
 with upstream_imports("llamaindex"):
     import llama_index.core.schema
@@ -84,6 +91,7 @@ class CheckedLLM(OpenAILike):
 
 class LlamaIndexMemory(RefilledStore, DeployedLibrary):
     name = "llamaindex"
+    ITEM_KINDS = {FACTS_BLOCK: "fact", VECTOR_BLOCK: "chunk", SHORT_TERM: "message"}
     library = "llama-index-core"
     QUEUED_WRITES = True
     # measured on the contract's fake with messages of ~250 words: one fact extraction
@@ -94,6 +102,7 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.qdrant = None  # the vector block's in-process store
+        self.given_this_task = 0  # messages given during the current episode (the newest of the queue)
 
     # -- the library ---------------------------------------------------------------------------
     async def open(self, endpoint):
@@ -115,6 +124,41 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
     def _block(self, name: str):
         return next(block for block in self.instance.memory_blocks if block.name == name)
 
+    @classmethod
+    def card_rows(cls) -> list[CardRow]:
+        why_doc = "its documentation's long-term-memory configuration"
+        return [
+            CardRow("Memory token_limit", "30000", f"{TOKEN_LIMIT}", why_doc, field_default(Memory, "token_limit")),
+            CardRow("Memory chat_history_token_ratio", "0.7", f"{CHAT_HISTORY_TOKEN_RATIO}", why_doc,
+                    field_default(Memory, "chat_history_token_ratio")),
+            CardRow("Memory token_flush_size", "3000", f"{TOKEN_FLUSH_SIZE}", why_doc,
+                    field_default(Memory, "token_flush_size")),
+            CardRow("memory blocks", "none", "FactExtractionMemoryBlock (priority 1), VectorMemoryBlock (priority 2)",
+                    why_doc),
+            CardRow("FactExtractionMemoryBlock max_facts", "50", f"{MAX_FACTS}", why_doc,
+                    field_default(FactExtractionMemoryBlock, "max_facts")),
+            CardRow("VectorMemoryBlock similarity_top_k", "2", "2 (the library's) in context(); k in search",
+                    "Memory.aget is the assistant's context as shipped; the retrieve pass reads k items",
+                    field_default(VectorMemoryBlock, "similarity_top_k")),
+            CardRow("vector store", "none (the block needs one that keeps text)", "qdrant in process (:memory:)",
+                    "the core's own vector store keeps no text, which the block refuses"),
+            CardRow("chunking", "a flushed batch of messages is one node", "the library's",
+                    "no chunker: a node longer than the embedding model's window is cut there, counted "
+                    "(embed_truncated, Table 2)"),
+            CardRow("llm", "OpenAILike", "OpenAILike at the proxy, is_chat_model=True",
+                    "its client for OpenAI-compatible servers; the proxy serves chat completions"),
+            CardRow("OpenAILike is_chat_model", "False", "True", "the proxy serves chat completions",
+                    field_default(OpenAILike, "is_chat_model")),
+            CardRow("OpenAILike context_window", "3900", f"{LLM_CONTEXT_WINDOW}", "a current chat model's window; "
+                    "the library only budgets its prompts with it", field_default(OpenAILike, "context_window")),
+            CardRow("OpenAILike temperature", "0.1", "0.1 (the library's)", "as shipped",
+                    field_default(OpenAILike, "temperature")),
+            CardRow("search", "Memory.aget (every fact, the vector block's top 2)", "facts and vector nodes, the k "
+                    "nearest to the query by the block's embedding model", "what Memory retrieves, k items"),
+            CardRow("answers without <facts>", "kept as no facts, silently", "counted as write failures",
+                    "an empty memory would otherwise look like one that remembered nothing"),
+        ]
+
     @staticmethod
     def fake_text(body: dict) -> str | None:
         """The contract fake's fact block (a plain completion): one `<fact>` per flushed message, its
@@ -125,35 +169,55 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
         return "<facts>" + "".join(f"<fact>{text[:60]}</fact>" for text in said) + "</facts>"
 
     # -- write path ----------------------------------------------------------------------------
+    async def observe(self, event) -> None:
+        if event.kind == "episode_end":
+            self.given_this_task = 0
+        await super().observe(event)
+
     async def add(self, event) -> None:
         memory = await self.opened()
-        await self.guarded(lambda: memory.aput(ChatMessage(role="user", content=event.text)))
+        messages = [ChatMessage(role=m["role"], content=m["content"]) for m in self.said(event)]
+        self.given_this_task += len(messages)
+        # A user message alone as the published study gave it (`aput`), an exchange as one batch.
+        await self.guarded(lambda: memory.aput(messages[0]) if len(messages) == 1 else memory.aput_messages(messages))
         count_problems(self, self._block(FACTS_BLOCK).llm.take_problems())
         self.stored = await self._read()
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
+        await self.opened()
+        found = await self.guarded(lambda: self._retrieved(query, k))
+        return found or []
+
+    async def _retrieved(self, query: str, k: int) -> list[MemoryItem]:
+        """Its facts and its vector block's top-k nodes for the query, scored as the block's vector
+        store scores its nodes (cosine over the block's embedding model), the k best."""
         from llama_index.core.vector_stores.types import VectorStoreQuery
 
-        await self.opened()
-        if not await self.qdrant.collection_exists(COLLECTION):  # created by the first flush
-            return []
         block = self._block(VECTOR_BLOCK)
-
-        async def query_store():
-            embedding = await block.embed_model.aget_query_embedding(query)
-            return await block.vector_store.aquery(VectorStoreQuery(query_str=query, query_embedding=embedding,
-                                                                    similarity_top_k=k))
-        found = await self.guarded(query_store)
-        if found is None:
-            return []
-        return [MemoryItem(node.node_id, node.get_content(), score, {"category": VECTOR_BLOCK})
-                for node, score in zip(found.nodes or [], found.similarities or [])]
+        embedding = await block.embed_model.aget_query_embedding(query)
+        items = []
+        if await self.qdrant.collection_exists(COLLECTION):  # created by the first flush
+            found = await block.vector_store.aquery(VectorStoreQuery(query_str=query, query_embedding=embedding,
+                                                                     similarity_top_k=k))
+            items += [MemoryItem(node.node_id, node.get_content(), score, {"category": VECTOR_BLOCK})
+                      for node, score in zip(found.nodes or [], found.similarities or [])]
+        facts = self._block(FACTS_BLOCK).facts
+        if facts:
+            vectors = await block.embed_model.aget_text_embedding_batch(facts)
+            items += [MemoryItem(f"fact-{n}", fact, cosine(embedding, vector), {"category": FACTS_BLOCK})
+                      for n, (fact, vector) in enumerate(zip(facts, vectors), 1)]
+        return sorted(items, key=lambda item: -item.score)[:k]  # stable: nodes before facts on a tie
 
     async def context(self, query: str, k: int) -> AgentContext:
-        notes = await self.search(query, k)
-        facts = self._block(FACTS_BLOCK).facts if self.instance is not None else []
-        return AgentContext(notes=notes, preamble="\n".join(facts))
+        """`Memory.aget` for the message: the memory blocks' text as the library inserts it (into the
+        system message) and its short-term queue, but this task's messages (already in the prompt)."""
+        memory = await self.opened()
+        messages = await self.guarded(lambda: memory.aget(input=query)) or []
+        system = [m for m in messages if m.role.value == "system"]
+        queue = [{"role": m.role.value, "content": m.content or ""} for m in messages if m.role.value != "system"]
+        return AgentContext(preamble="\n".join(m.content or "" for m in system),
+                            history=queue[:max(len(queue) - self.given_this_task, 0)])
 
     async def _read(self) -> list[dict]:
         """Everything the library can give back, in its blocks' order: facts, vector nodes (in
@@ -215,6 +279,14 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
                 await memory.sql_store.add_messages(SESSION, queue, status=MessageStatus.ACTIVE)
         await self.guarded(refill)
         self.stored = await self._read()
+
+
+def cosine(a, b) -> float:
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norms if norms else 0.0
 
 
 def node_id(given, n: int, content: str) -> str:

@@ -37,6 +37,7 @@ def chat_message(item: dict) -> dict:
 
 class LongContextFull(IndexedMemory):
     name = "longctx_full"
+    ITEM_KIND = "message"
     result_fields = ("content", "category", "task_index", "turn", "score")
     reply_prompt = "agent_plain"
     memory_calls = False

@@ -39,6 +39,7 @@ def numbered(lines: list[str]) -> str:
 
 class Mem0(IndexedMemory):
     name = "mem0"
+    ITEM_KIND = "memory"
     result_fields = ("id", "content", "category", "metadata", "timestamp")
     prompts = ("memory_mem0_extract", "memory_mem0_decide")
     extra_state = ("history", "unknown_ids")

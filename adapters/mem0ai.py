@@ -3,8 +3,9 @@ audited as it ships, with its own prompts and pipeline.
 
 - Its LLM is pointed at memaudit's recording proxy (`memaudit/llm/proxy.py`), so every call it
   makes goes through memaudit's client under the role `memory:mem0ai`: cached, counted, replayable.
-  Its extraction answers are held to the library's own output format (a JSON schema given to the
-  proxy), so an invalid answer is repaired or counted like every memory-side call.
+  It is sent as mem0 sends it: its own temperature and top_p, its `json_object` extraction request
+  (no schema of ours), read by its own parser; an answer that parser drops (it logs the error
+  and keeps nothing) is a counted write failure.
 - Its embedder is memaudit's (the bundled sentence model by default, `--embed-model` otherwise),
   served through the proxy's `/v1/embeddings` and cached in the store.
 - Its vector store is an in-process Qdrant (`:memory:`), its history an in-memory SQLite; one
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import logging
 import os
 import tempfile
@@ -30,22 +32,19 @@ import warnings
 
 import anyio
 
+from memaudit.adapters.card import OFF, CardRow, keyword_default
 from memaudit.adapters.deployed import DeployedLibrary, quiet_loggers, upstream_imports
 from memaudit.adapters.indexed import deep_copy
 from memaudit.adapters.library_clock import patch_modules
+from memaudit.adapters.mem0_library import TELEMETRY, USER, shaped
+from memaudit.adapters.upstream import count_problems, dropped_answers, watch_dropped_answers
 from memaudit.errors import BadInput
-from memaudit.roles import NONEMPTY, STR, obj
 from memaudit.types import MemoryItem
 
-USER = "user"
-# The published integration's settings for the library's own LLM.
-LLM_TEMPERATURE = 0.0
-LLM_MAX_TOKENS = 2000
-# The library's extraction output (its prompt's "OUTPUT FORMAT"), as a schema for the proxy.
-EXTRACTION_SCHEMA = obj(memory={"type": "array", "items": obj(
-    id=STR, text=NONEMPTY, attributed_to={"type": "string", "enum": ["user", "assistant"]},
-    linked_memory_ids={"type": "array", "items": STR})})
-TELEMETRY = {"MEM0_TELEMETRY": "False"}
+# The library logs an extraction answer its parser cannot read here, and keeps nothing.
+DROPS_LOGGER, DROPPED = "mem0.memory.main", "Error parsing extraction response"
+# Where its extraction prompt puts the messages to remember (the contract fake answers those calls).
+NEW_MESSAGES = "## New Messages\n"
 
 # Its notices about optional extras (spaCy, fastembed) and local Qdrant, and its folder (which it
 # makes when imported) out of the user's home.
@@ -53,6 +52,7 @@ quiet_loggers({"mem0": logging.ERROR})
 warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
 os.environ.setdefault("MEM0_DIR", os.path.join(tempfile.gettempdir(), "memaudit-mem0"))
 with upstream_imports("mem0ai", telemetry=TELEMETRY):
+    import mem0.configs.llms.base
     import mem0.configs.prompts
     import mem0.memory.main
     import mem0.memory.storage
@@ -63,9 +63,9 @@ for _module in (mem0.memory.main, mem0.memory.storage, mem0.configs.prompts):  #
 
 class Mem0AI(DeployedLibrary):
     name = "mem0ai"
+    ITEM_KIND = "memory"
     library = "mem0ai"
     TELEMETRY = TELEMETRY
-    ROUTE_SCHEMA = EXTRACTION_SCHEMA
     CALLS_PER_MESSAGE = 1.0  # its extraction, measured on the contract's fake: 7 calls for its 7 user messages
 
     def __init__(self, ctx):
@@ -77,8 +77,7 @@ class Mem0AI(DeployedLibrary):
         from qdrant_client import QdrantClient
         config = {
             "llm": {"provider": "openai", "config": {
-                "model": endpoint.model, "temperature": LLM_TEMPERATURE, "max_tokens": LLM_MAX_TOKENS,
-                "api_key": endpoint.key, "openai_base_url": endpoint.base_url}},
+                "model": endpoint.model, "api_key": endpoint.key, "openai_base_url": endpoint.base_url}},
             "embedder": {"provider": "openai", "config": {
                 "model": endpoint.embed_model, "api_key": endpoint.key, "openai_base_url": endpoint.base_url}},
             "vector_store": {"provider": "qdrant", "config": {
@@ -97,17 +96,51 @@ class Mem0AI(DeployedLibrary):
         return await self.guarded(lambda: anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
                                                                    limiter=self.threads))
 
+    @classmethod
+    def card_rows(cls) -> list[CardRow]:
+        llm = mem0.configs.llms.base.BaseLlmConfig
+        return [
+            CardRow("llm temperature", "0.1", "0.1 (the library's)", "sent as mem0 sends it; the published integration "
+                    "set 0 (issue 41)", keyword_default(llm.__init__, "temperature")),
+            CardRow("llm top_p", "0.1", "0.1 (the library's)", "sent as mem0 sends it: the proxy forwards every "
+                    "sampling parameter", keyword_default(llm.__init__, "top_p")),
+            CardRow("llm max_tokens", "2000", "2000 (the library's)", "as shipped", keyword_default(llm.__init__,
+                                                                                                  "max_tokens")),
+            CardRow("extraction response format", "json_object (its prompt gives the format)", "json_object as sent",
+                    "no schema of ours: its own parser reads the answer; an answer it drops (logged, nothing kept) is "
+                    "a counted write failure"),
+            CardRow("infer", "True", "True (the library's)", "its extraction runs on every add",
+                    keyword_default(Memory.add, "infer")),
+            CardRow("vector store", "qdrant on disk (/tmp/qdrant)", "qdrant in process (:memory:), collection mem0",
+                    "one store per user, nothing left on disk; the same engine"),
+            CardRow("embedding dimensions", "1536 (its OpenAI embedder's)", "the configured embedder's (384 bundled)",
+                    "the vector store is sized for memaudit's embedder"),
+            CardRow("history store", "~/.mem0/history.db", ":memory:", "one per user, nothing left in the home folder"),
+            CardRow("search top_k", "20", "k (the assistant's --k; the retrieve pass's k)", "the audit reads k items",
+                    keyword_default(Memory.search, "top_k")),
+            CardRow("search threshold", "0.1", "0.1 (the library's)", "as shipped", keyword_default(Memory.search,
+                                                                                                  "threshold")),
+            CardRow("ingest", "the caller's messages", "each user message (rollout --ingest user; exchange: with the "
+                    "reply before it)", "the published study gave it the user's messages only"),
+            *installed_features(),
+        ]
+
     @staticmethod
-    def fake_answer(body: dict) -> dict:
-        """The contract fake's extraction: one memory, the new message's words."""
-        new = body["messages"][-1]["content"].split("## New Messages\n", 1)[1].split("\n\n", 1)[0]
-        return {"memory": [{"id": "0", "text": new.removeprefix("user: "), "attributed_to": "user",
-                            "linked_memory_ids": []}]}
+    def fake_json(body: dict) -> dict | None:
+        """The contract fake's extraction (a `json_object` call; its prompt gives the format): one
+        memory, the new message's words (its optional `linked_memory_ids` left out)."""
+        prompt = str(body["messages"][-1].get("content"))
+        if NEW_MESSAGES not in prompt:
+            return None
+        new = prompt.split(NEW_MESSAGES, 1)[1].split("\n\n", 1)[0]
+        return {"memory": [{"id": "0", "text": new.removeprefix("user: "), "attributed_to": "user"}]}
 
     # -- write path ----------------------------------------------------------------------------
     async def add(self, event) -> None:
         library = await self.opened()
-        await self._call(library.add, [{"role": "user", "content": event.text}], user_id=USER)
+        with dropped_answers() as dropped:
+            await self._call(library.add, self.said(event), user_id=USER)
+        count_problems(self, dropped)
 
     # -- read paths ----------------------------------------------------------------------------
     async def search(self, query: str, k: int) -> list[MemoryItem]:
@@ -178,6 +211,21 @@ class Mem0AI(DeployedLibrary):
             PointStruct(id=p["id"], vector=v.tolist(), payload=p["payload"]) for p, v in zip(saved, vectors)])
 
 
+def installed_features() -> list[CardRow]:
+    """mem0's hybrid keyword scoring and its entity boost are on only where the pieces they need are
+    installed (neither can be fetched at run time here): on by themselves there, else off, said."""
+    bm25 = importlib.util.find_spec("fastembed") is not None
+    spacy = all(importlib.util.find_spec(name) is not None for name in ("spacy", "en_core_web_sm"))
+    return [
+        CardRow("hybrid search (BM25 keyword scoring)", "on where fastembed is installed",
+                "on" if bm25 else OFF, "needs fastembed and its Qdrant/bm25 model, which cannot be fetched offline; "
+                "without it mem0 ranks by semantic similarity only" if not bm25 else "fastembed is installed"),
+        CardRow("entity boost and lemmatized keywords (spaCy)", "on where spaCy and en_core_web_sm are installed",
+                "on" if spacy else OFF, "needs spaCy's en_core_web_sm model, which cannot be fetched offline; without "
+                "it mem0 links no entities to boost" if not spacy else "spaCy and its model are installed"),
+    ]
+
+
 def points(store) -> list[dict]:
     """Every stored point of a Qdrant collection (id and payload), in id order."""
     found, offset = [], None
@@ -189,10 +237,4 @@ def points(store) -> list[dict]:
             return found
 
 
-def shaped(result: dict) -> dict:
-    """A library result as the published dump wrote it."""
-    metadata = result.get("metadata")
-    return {"id": result.get("id"), "content": result.get("memory") or "",
-            "category": metadata.get("category", "fact") if isinstance(metadata, dict) else "fact",
-            "metadata": metadata, "timestamp": result.get("created_at") or result.get("updated_at")}
-
+watch_dropped_answers(DROPS_LOGGER, Mem0AI.ROLE, DROPPED)

@@ -19,21 +19,45 @@ MODEL_FAILURES = (InvalidOutput, ContextOverflow)
 
 
 class FailureLog:
-    """Counts memory-side calls that failed after the client's retries, in snapshot-able form."""
+    """Counts memory-side calls that failed after the client's retries, in snapshot-able form.
+
+    A library that leaves the tool choice to the model (langmem) and whose tool requests never got
+    a call stored nothing, without a failure: while none of its requests has got a call, each one
+    counts as a lost write too (`uncalled`). The snapshot's `write_failures` (what Table 2 and
+    rollout's summary count) include them; `tool_requests`/`tool_calls` say why (only written for a
+    library that made such requests, so other snapshots stay as they were)."""
 
     def __init__(self):
-        self.write_failures = 0
+        self.write_failures = 0  # calls that failed
         self.entries: list[dict] = []
+        self.tool_requests = 0
+        self.tool_calls = 0  # tool requests answered with a call
 
     def record(self, role: str, clock: str, exc: Exception) -> None:
         self.write_failures += 1
         self.entries.append({"role": role, "clock": clock, "error": type(exc).__name__})
 
+    def tools(self, requests: int, answered: int) -> None:
+        self.tool_requests += requests
+        self.tool_calls += answered
+
+    @property
+    def uncalled(self) -> int:
+        return self.tool_requests if not self.tool_calls else 0
+
+    @property
+    def lost(self) -> int:
+        """Writes lost so far: failed calls and uncalled tool requests (the snapshot's write_failures)."""
+        return self.write_failures + self.uncalled
+
     def to_state(self) -> dict:
-        return {"write_failures": self.write_failures, "failure_log": [dict(e) for e in self.entries]}
+        tools = {"tool_requests": self.tool_requests, "tool_calls": self.tool_calls} if self.tool_requests else {}
+        return {"write_failures": self.lost, "failure_log": [dict(e) for e in self.entries],
+                **tools}
 
     def load_state(self, state: dict) -> None:
-        self.write_failures = state.get("write_failures", 0)
+        self.tool_requests, self.tool_calls = state.get("tool_requests", 0), state.get("tool_calls", 0)
+        self.write_failures = state.get("write_failures", 0) - self.uncalled
         self.entries = [dict(e) for e in state.get("failure_log", [])]
 
 

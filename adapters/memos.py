@@ -87,6 +87,8 @@ class MemOSMemory(InEnvironment):
     ENVIRONMENT = "memos"
     WORKER = MemOSWorker
     CALLS_PER_MESSAGE = 1.0  # one extraction call (and one embedding request) per message
+    PARSES_FREE_TEXT = True
+    scored = False  # its search gives its hits best first, without their scores
 
     @classmethod
     def card_rows(cls) -> list[CardRow]:

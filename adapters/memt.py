@@ -137,8 +137,11 @@ class OwnSearch:
 
 class MemT(MemoryAdapter):
     name = "memt"
+    ITEM_KINDS = {"turns": "message", "facts": "fact", "experiences": "experience", "personas": "persona",
+                  "summary": "summary"}
     result_fields = ("id", "content", "category", "score", "timestamp")
     published_result = {"score": None}  # Mem-T's search returns no score; the scorer showed null
+    scored = False
     prompts = ("memory_memt_formation", "memory_memt_update", "memory_memt_search")
     embed_role = MEMT_POLICY
     # An item's written document, for the policies (memt_templates.py reads it here: no import back)

@@ -12,6 +12,7 @@ ROLE = {"task_start": "user", "assistant": "assistant", "user": "user"}
 
 class SimpleRag(IndexedMemory):
     name = "simple_rag"
+    ITEM_KIND = "message"
     memory_calls = False
 
     async def observe(self, event: Event) -> None:

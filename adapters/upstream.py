@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from memaudit.adapters.memory_calls import MODEL_FAILURES
-from memaudit.errors import BadInput, MemauditError
+from memaudit.errors import BadInput, InvalidOutput, MemauditError
 from memaudit.llm.proxy import recording_proxy
 
 # How long a library waits for the recording proxy. The proxy answers once memaudit's client has,
@@ -33,13 +36,13 @@ def import_httpx2_whole() -> None:
 import_httpx2_whole()
 
 
-async def library_route(adapter, role: str, **options):
-    """The recording-proxy route of a library's model and embedding calls (`options`: the route's,
-    e.g. `json_schema`). A library that models its writes needs the model client, which a command
-    that only searches a dumped store does not have: refused in one line."""
+async def library_route(adapter, role: str):
+    """The recording-proxy route of a library's model and embedding calls. A library that models
+    its writes needs the model client, which a command that only searches a dumped store does not
+    have: refused in one line."""
     if adapter.ctx.llm is None:
         raise BadInput(f"the {adapter.name} system needs a model client", field="systems")
-    return (await recording_proxy(adapter.ctx.llm)).route(role, adapter.embedder, **options)
+    return (await recording_proxy(adapter.ctx.llm)).route(role, adapter.embedder)
 
 
 async def embedding_dimensions(adapter) -> int:
@@ -53,18 +56,22 @@ async def guarded(adapter, role: str, route, call):
     use, is counted in the adapter's write failures and gives None; a cache miss under `--cache
     replay` or an unreachable endpoint propagates, also when the library caught it and went on
     (a replay would otherwise go on with another memory, or a broken endpoint pass for an empty one)."""
-    with route.calls_from_here(), adapter.clock.running():
-        try:
-            result = await call()
-        except Exception as exc:
-            cause = route.error or exc
-            if _fatal(cause):
-                raise cause from None
-            adapter.failures.record(role, adapter.clock.clock, cause)
-            return None
-    if _fatal(route.error):
-        raise route.error
-    return result
+    asked, answered = route.tool_requests, route.tool_answers
+    try:
+        with route.calls_from_here(), adapter.clock.running():
+            try:
+                result = await call()
+            except Exception as exc:
+                cause = route.error or exc
+                if _fatal(cause):
+                    raise cause from None
+                adapter.failures.record(role, adapter.clock.clock, cause)
+                return None
+        if _fatal(route.error):
+            raise route.error
+        return result
+    finally:  # the tool requests of this call, kept in the adapter's state (a restored adapter has a new route)
+        adapter.failures.tools(route.tool_requests - asked, route.tool_answers - answered)
 
 
 def _fatal(cause) -> bool:
@@ -80,3 +87,41 @@ def count_problems(adapter, problems: list) -> None:
         if _fatal(cause):
             raise cause from None
         adapter.failures.record(adapter.route.role, adapter.clock.clock, cause)
+
+
+_dropped: ContextVar["list | None"] = ContextVar("memaudit_library_drops", default=None)
+
+
+class DroppedAnswers(logging.Handler):
+    """A library that drops an answer it cannot use (unparseable JSON, a tool call its schema
+    refuses) and goes on with only a log line: each such line, collected for the write running in
+    this context (`dropped_answers`), is a lost write, counted instead of printed."""
+
+    def __init__(self, role: str, said: str = ""):
+        super().__init__(logging.WARNING)
+        self.role, self.said = role, said
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found, message = _dropped.get(), record.getMessage()
+        if found is not None and message.startswith(self.said):
+            found.append(InvalidOutput(self.role, "", f"the library dropped an answer: {message}"))
+
+
+def watch_dropped_answers(logger: str, role: str, said: str = "") -> None:
+    """Count the lines of `logger` (those starting with `said`) that report a dropped answer;
+    the logger then prints none (a command's output stays one line a fact)."""
+    watched = logging.getLogger(logger)
+    if not any(isinstance(handler, DroppedAnswers) for handler in watched.handlers):
+        watched.addHandler(DroppedAnswers(role, said))
+    watched.propagate = False
+
+
+@contextmanager
+def dropped_answers():
+    """The answers the library reports dropping while this block runs (`watch_dropped_answers`)."""
+    found: list = []
+    token = _dropped.set(found)
+    try:
+        yield found
+    finally:
+        _dropped.reset(token)

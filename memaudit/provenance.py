@@ -15,9 +15,9 @@ from pathlib import Path
 from memaudit.canonical import differences
 from memaudit.config import BUNDLED_EMBED_MODEL, EMBEDDED_MODEL, EMBEDDING_GROUPS, Settings
 from memaudit.errors import BadInput
-from memaudit.llm.dialects import sampling
+from memaudit.llm.dialects import FORWARDED, sampling
 from memaudit.prompts import prompt_pack
-from memaudit.roles import DIALOGUE_PHASE, MEMORY_PHASE, MEMT_POLICY, RECOVERY_JUDGE, ROLE_SPECS, groups_of
+from memaudit.roles import DIALOGUE_PHASE, MEMORY, MEMORY_PHASE, MEMT_POLICY, RECOVERY_JUDGE, ROLE_SPECS, groups_of
 from memaudit.store import Run, Store
 
 # Bump when a change to the pipeline can move a number (turn order, prompt behaviour, caps,
@@ -57,12 +57,13 @@ async def adapted_roles(roles: dict[str, dict], refusals) -> dict[str, list[str]
     """Per recorded role (`role_provenance`), the sampling parameters its model refused with a 400
     (`refusals`: memaudit/llm/dialects `Refusals`), which its calls were then sent without, at the
     model's default. Every role sends a temperature (a memory role its adapter's own), top_p only
-    when configured."""
+    when configured; the memory roles also whatever a deployed library sent (the recording proxy
+    forwards its sampling parameters: memaudit/llm/dialects FORWARDED)."""
     adapted = {}
     for role, recorded in roles.items():
         refused = await refusals.of(recorded["model"], recorded["backend"])
-        params = [p for p in ("temperature", "top_p") if p in refused and
-                  (p == "temperature" or recorded.get(p) is not None)]
+        params = [p for p in ("temperature", *FORWARDED) if p in refused and
+                  (p == "temperature" or recorded.get(p) is not None or role == MEMORY)]
         if params:
             adapted[role] = params
     return adapted

@@ -200,14 +200,25 @@ class MemoryOp:
     alone: bool = False
 
 
-# What a stored item is (issue 41): the `kind` key of a dump item; an item without one is counted
-# as UNLABELLED. A snapshot state lists under SHORT_TERM_KINDS the kinds its system keeps only until
-# it consolidates them (adapters/base.py `short_term_kinds`).
+# What a stored item is (issue 41): the `kind` key of a dump item and of a search result's fields
+# (fact, chunk, entity, edge, summary, message, memory, episode, note, …), memaudit's label added at
+# the adapter boundary (adapters/base.py `kind_of`); an item without one is counted as UNLABELLED.
+# The reader is shown the items as the system gives them, without it (`for_reader`). A snapshot
+# state lists under SHORT_TERM_KINDS the kinds its system keeps only until it consolidates them
+# (adapters/base.py `short_term_kinds`).
 KIND = "kind"
 UNLABELLED = "unlabelled"
 SHORT_TERM_KINDS = "short_term_kinds"
-# A snapshot state's count of the texts its system cut to fit the embedding model (issue 41).
+# A snapshot state's count of the texts its system cut to fit the embedding model (issue 41), and
+# the hashes of those texts (each counted once, also across a restore); absent when the embedding
+# model's window is not known (adapters/base.py `WindowCount`).
 EMBED_TRUNCATED = "embed_truncated"
+EMBED_TRUNCATED_TEXTS = "embed_truncated_texts"
+
+
+def for_reader(item: dict) -> dict:
+    """An item as the reader is shown it: the system's own fields, without memaudit's `kind`."""
+    return {name: value for name, value in item.items() if name != KIND}
 
 
 @dataclass(frozen=True)
@@ -222,6 +233,14 @@ class MemoryItem:
         if self.score is not None:
             out["score"] = self.score
         return out
+
+
+# What a deployed library is given of the conversation (`rollout --ingest`): `user`, each user
+# message alone, as the published study gave it (the default); `exchange`, each user message with
+# the assistant reply before it, through the library's own multi-message add, as its quickstart
+# adds a conversation. memaudit's own systems see every event either way.
+USER_INGEST, EXCHANGE_INGEST = "user", "exchange"
+INGEST_MODES = (USER_INGEST, EXCHANGE_INGEST)
 
 
 def footprint(items: list[dict]) -> tuple[int, float]:

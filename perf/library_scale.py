@@ -3,14 +3,19 @@
 library in its own environment in worker processes) against the zero-latency loopback fake.
 
     .venv/bin/python perf/library_scale.py [--libraries cognee,mem0ai] [--users 50] [--tasks 1]
-        [--max-turns 1] [--library-workers 4] [--latency 2.0] [--concurrency 32]
+        [--max-turns 1] [--library-workers 4] [--time-alone] [--latency 2.0] [--concurrency 32]
+
+Run it twice: at 50 users at once for the memory (the default), and with a few users and tasks
+`--time-alone` for the wall time of a library's own work a message (at once, 50 users share the
+cores, and a message's wall time is mostly waiting for the others').
 
 Per library (every deployed library the registry lists, unless --libraries names some) it runs
 USERS users x TASKS tasks and prints:
 - the wall time per user message of the library's own work: the rollout's timed writes (the
   `memory_ops` table: each `observe` of a user message, around the adapter call) over the
-  messages written, on a fake that answers at once (model time excluded: what is left is the
-  library, the proxy and memaudit's client), and their CPU seconds (memaudit's process tree);
+  messages written (the median: a user's first write also opens its library), on a fake that
+  answers at once (model time excluded: what is left is the library, the proxy and memaudit's
+  client), and their CPU seconds (memaudit's process tree, beyond a nomem rollout's of that size);
 - the peak resident memory of memaudit and its workers (the process tree, sampled every 0.2 s),
   and of the largest single process;
 - the store: memory items and their bytes per user at the end, and the store file's size;
@@ -29,6 +34,7 @@ import argparse
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from memaudit.testing.release_fixture import write_release  # noqa: E402
 from perf.loopback import server_process  # noqa: E402
 
 STUDY_USERS, STUDY_TASKS = 50, 31
@@ -50,9 +57,10 @@ SIMULATOR_TEXT = "I run along the river most mornings and my left knee aches aft
 def library_fake():
     """The fake the loopback server answers with: every library's memory calls as its contract's
     fake answers them, and a simulated user who always follows up (so every turn is played)."""
-    from memaudit.testing.adapter_contract import script
+    from memaudit.testing.adapter_contract import import_every_adapter, script
     from memaudit.testing.fake_openai import FakeOpenAI
 
+    import_every_adapter()  # the libraries run in the rollout's process: the fake consults their adapters here
     return script(FakeOpenAI()).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})
 
 
@@ -113,9 +121,9 @@ class TreeSampler:
 def measure(system: str, url: str, scratch: Path, args) -> dict:
     db = scratch / f"{system}.db"
     command = [sys.executable, str(REPO / "memaudit.py"), "--db", str(db), "--base-url", url, "--model", "fake",
-               "rollout", "--bench", "sample", "--systems", system, "--users", str(args.users), "--tasks",
+               "rollout", "--bench", str(scratch / "bench"), "--systems", system, "--users", str(args.users), "--tasks",
                str(args.tasks), "--max-turns", str(args.max_turns), "--library-workers", str(args.library_workers),
-               "--quiet"]
+               "--quiet", *(["--time-alone"] if args.time_alone else [])]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=scratch, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     sampler = TreeSampler(process.pid)
@@ -125,19 +133,22 @@ def measure(system: str, url: str, scratch: Path, args) -> dict:
         raise SystemExit(f"{system}: rollout failed: {errors.strip().splitlines()[-1] if errors.strip() else '?'}")
     with sqlite3.connect(db) as con:
         marks = ",".join("?" * len(WRITES))
-        writes, write_seconds, write_calls = con.execute(
-            f"SELECT COUNT(*), SUM(seconds), SUM(calls) FROM memory_ops WHERE op IN ({marks})", WRITES).fetchone()
-        searches, search_seconds = con.execute(
-            "SELECT COUNT(*), SUM(seconds) FROM memory_ops WHERE op = 'search'").fetchone()
-        turns = con.execute("SELECT COUNT(*) FROM turns").fetchone()[0]
+        writes = con.execute(f"SELECT seconds, calls FROM memory_ops WHERE op IN ({marks})", WRITES).fetchall()
+        searches = [seconds for seconds, in con.execute("SELECT seconds FROM memory_ops WHERE op = 'search'")]
         last = con.execute("SELECT n_items, LENGTH(items) FROM snapshots s WHERE task_idx = "
                            "(SELECT MAX(task_idx) FROM snapshots t WHERE t.user_id = s.user_id)").fetchall()
     users = max(len(last), 1)
+    # Medians: a user's first write or search also opens its library (imports, a worker's start).
     return {"system": system, "wall": wall, "cpu": cpu, "peak": sampler.peak, "peak_one": sampler.peak_one,
-            "writes": writes, "write_seconds": write_seconds or 0.0, "calls_per_write": (write_calls or 0) / max(writes, 1),
-            "searches": searches, "search_seconds": search_seconds or 0.0, "turns": turns,
-            "items": sum(n for n, _ in last) / users, "item_bytes": sum(b for _, b in last) / users,
-            "db_bytes": db.stat().st_size, "own_environment": own_environment(system)}
+            "writes": len(writes), "per_write": median([seconds for seconds, _ in writes]),
+            "calls_per_write": sum(calls for _, calls in writes) / max(len(writes), 1),
+            "per_search": median(searches), "items": sum(n for n, _ in last) / users,
+            "item_bytes": sum(b for _, b in last) / users, "db_bytes": db.stat().st_size,
+            "own_environment": own_environment(system)}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
 
 
 def own_environment(system: str) -> bool:
@@ -149,25 +160,24 @@ def own_environment(system: str) -> bool:
 def projection(m: dict, args) -> float:
     """Seconds the published study would take (see the module's docstring)."""
     messages = STUDY_USERS * STUDY_TASKS * args.study_messages
-    per_write = m["write_seconds"] / max(m["writes"], 1)
-    per_search = m["search_seconds"] / max(m["searches"], 1)
+    per_write, per_search = m["per_write"], m["per_search"]
     turns_per_task = max(args.study_messages - 1, 1)
     user_path = STUDY_TASKS * (args.study_messages * (per_write + m["calls_per_write"] * args.latency)
                                + turns_per_task * (per_search + DIALOGUE_CALLS_PER_TURN * args.latency))
     at_once = min(args.library_workers, STUDY_USERS) if m["own_environment"] else STUDY_USERS
     rounds = -(-STUDY_USERS // at_once)
     calls = messages * m["calls_per_write"] + STUDY_USERS * STUDY_TASKS * turns_per_task * DIALOGUE_CALLS_PER_TURN
-    cpu = m["cpu"] / max(m["writes"], 1) * messages / (os.cpu_count() or 1)
+    cpu = m["cpu_per_write"] * messages / (os.cpu_count() or 1)
     return max(rounds * user_path, calls * args.latency / args.concurrency, cpu)
 
 
 def report(m: dict, args) -> str:
-    subset = f"{args.users} users x {args.tasks} tasks x {args.max_turns} turns"
-    per_write = m["write_seconds"] / max(m["writes"], 1)
+    subset = f"{args.users} users x {args.tasks} tasks x {args.max_turns} turns" + \
+        (" one at a time" if args.time_alone else " at once")
     hours = projection(m, args) / 3600
-    return (f"{m['system']:<11} {subset}: {m['writes']} messages, {per_write:.2f} s wall a message "
-            f"({m['cpu'] / max(m['writes'], 1):.2f} CPU s a message, {m['calls_per_write']:.1f} model calls), "
-            f"search {m['search_seconds'] / max(m['searches'], 1):.2f} s; "
+    return (f"{m['system']:<11} {subset}: {m['writes']} messages, {m['per_write']:.2f} s wall a message (median; "
+            f"{m['cpu_per_write']:.2f} CPU s a message beyond nomem's, {m['calls_per_write']:.1f} model calls), "
+            f"search {m['per_search']:.2f} s; "
             f"peak RSS {m['peak'] / 2**30:.2f} GiB (largest process {m['peak_one'] / 2**30:.2f} GiB); "
             f"store {m['items']:.0f} items / {m['item_bytes'] / 1024:.0f} KiB a user, file {m['db_bytes'] / 2**20:.1f} MiB; "
             f"rollout {m['wall']:.0f} s; published study projected {hours:.1f} h at {args.latency:g} s a call, "
@@ -178,9 +188,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--libraries", default=None, help="comma-separated (default: every deployed library)")
     parser.add_argument("--users", type=int, default=STUDY_USERS)
-    parser.add_argument("--tasks", type=int, default=1)
+    parser.add_argument("--tasks", type=int, default=1, help="tasks a user (the study's: 31)")
     parser.add_argument("--max-turns", type=int, default=1)
     parser.add_argument("--library-workers", type=int, default=4)
+    parser.add_argument("--time-alone", action="store_true",
+                        help="one user at a time (rollout --time-alone): the wall times of the library alone, not "
+                             "shared with the other users' (the figures at 50 users at once are the memory's)")
     parser.add_argument("--latency", type=float, default=2.0, help="seconds a model call takes, for the projection")
     parser.add_argument("--concurrency", type=int, default=32, help="model calls in flight, for the projection")
     parser.add_argument("--study-messages", type=int, default=4,
@@ -189,8 +202,16 @@ def main() -> None:
     libraries = args.libraries.split(",") if args.libraries else deployed_libraries()
     with tempfile.TemporaryDirectory(prefix="memaudit-perf-scale-") as scratch, \
             server_process(0.0, "perf.library_scale:library_fake") as url:
+        # The study's shape: 50 synthetic users, 31 tasks each (memaudit/testing/release_fixture.py).
+        write_release(Path(scratch) / "bench", users=max(args.users, 1))
+        # memaudit's own share of the CPU (start-up, the dialogue, the store): the same rollout without memory.
+        baseline = measure("nomem", url, Path(scratch), args)
+        print(f"nomem       baseline: {baseline['cpu']:.0f} CPU s, peak RSS {baseline['peak'] / 2**30:.2f} GiB, "
+              f"rollout {baseline['wall']:.0f} s", flush=True)
         for system in libraries:
-            print(report(measure(system, url, Path(scratch), args), args), flush=True)
+            m = measure(system, url, Path(scratch), args)
+            m["cpu_per_write"] = max(m["cpu"] - baseline["cpu"], 0.0) / max(m["writes"], 1)
+            print(report(m, args), flush=True)
 
 
 if __name__ == "__main__":

@@ -56,12 +56,11 @@ def skip_without_its_systems(block: str) -> None:
     """The libraries' comparison needs them installed (`make install`; the light install has none)."""
     from memaudit.adapters.registry import get_adapter
 
-    for systems in re.findall(r"--systems (\S+)", block):
-        for system in systems.split(","):
-            try:
-                get_adapter(system)
-            except Exception as exc:  # noqa: BLE001 - whatever stops it loading, the block cannot run here
-                pytest.skip(f"{system} does not load here: {exc}")
+    for system in sorted(systems_of(block)):
+        try:
+            get_adapter(system)
+        except Exception as exc:  # noqa: BLE001 - whatever stops it loading, the block cannot run here
+            pytest.skip(f"{system} does not load here: {exc}")
 
 
 def user_env() -> dict:
@@ -74,10 +73,35 @@ def block_id(block: str) -> str:
     return re.search(r"--systems (\S+)", block).group(1).split(",")[0]
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if FAKE in b], ids=block_id)
+def systems_of(block: str) -> set[str]:
+    return {s for systems in re.findall(r"--systems (\S+)", block) for s in systems.split(",")}
+
+
+def as_param(block: str):
+    """A block that runs deployed libraries takes minutes: marked `libraries` (the fast suite skips it)."""
+    from memaudit.adapters.registry import extras
+
+    slow = systems_of(block) & extras()
+    return pytest.param(block, id=block_id(block), marks=[pytest.mark.libraries] if slow else [])
+
+
+@pytest.mark.parametrize("block", [as_param(b) for b in BLOCKS if FAKE in b])
 def test_the_readme_block_runs_on_the_fake(block, tmp_path):
     skip_without_its_systems(block)
     done = subprocess.run(["bash", "-c", as_written(block, tmp_path)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=1200, env=user_env())
     assert done.returncode == 0, done.stderr[-3000:]
     assert "identical" in done.stdout or "identical" not in block
+    shown = shown_output(block)  # the README quotes what the block prints: it must be what it prints
+    assert shown is None or table_lines(shown) == table_lines(done.stdout), "the README quotes another output"
+
+
+def shown_output(block: str) -> str | None:
+    """The plain output block the README quotes right after `block` (before the next shell block)."""
+    after = README.split(f"```sh\n{block}```", 1)[1].split("```sh", 1)[0]
+    found = re.search(r"\n```\n(.*?)```", after, re.S)
+    return found.group(1) if found else None
+
+
+def table_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("| ")]

@@ -212,9 +212,9 @@ def test_derived_turn_and_snapshot_figures_are_filled_for_rows_written_before(tm
 
     schema = tmp_path / "db"
     shutil.copytree(REPO_ROOT / "db", schema)
-    later = schema / "015_derived_figures.sql"
-    script = later.read_text()
-    later.unlink()
+    later = {path: path.read_text() for path in sorted(schema.glob("*.sql")) if path.name >= "015"}
+    for path in later:  # db/015 and what came after it (db/020 adds the texts cut)
+        path.unlink()
     monkeypatch.setattr(store_module, "SCHEMA_DIR", schema)
     failed = orjson.dumps([{"idx": 1, "score": None, "error": "no valid answer"}]).decode()
     rated = orjson.dumps([{"idx": 1, "score": 4}]).decode()
@@ -227,19 +227,22 @@ def test_derived_turn_and_snapshot_figures_are_filled_for_rows_written_before(tm
                 *[("INSERT INTO turns VALUES ('r', 'u', 1, ?, 'reply', 'followup', 'text', NULL, ?, 0)", (n, p))
                   for n, p in ((1, failed), (2, rated))],
                 *[("INSERT INTO snapshots VALUES ('r', ?, 1, ?, '[]', 0, 0.0)", (u, s))
-                  for u, s in (("u", '{"write_failures": 3}'), ("v", '{"items": []}'))]])
+                  for u, s in (("u", '{"write_failures": 3, "embed_truncated": 2}'), ("v", '{"items": []}'))]])
 
     async def after():
         async with open_store(tmp_path / "s.db") as store:
             turns = [tuple(r) for r in await store.fetchall("SELECT turn, judge_failed FROM turns ORDER BY turn")]
             lost = await store.episodes.last_write_failures("r")
+            cut = await store.episodes.last_embed_truncated("r")
             outcomes = await store.episodes.outcomes("r")
-        return turns, lost, outcomes["judge_failures"]
+        return turns, lost, cut, outcomes["judge_failures"]
 
     anyio.run(before)
-    later.write_text(script)
-    assert anyio.run(after) == ([(1, 1), (2, 0)], {"u": 3, "v": None}, 1)
+    for path, script in later.items():
+        path.write_text(script)
+    assert anyio.run(after) == ([(1, 1), (2, 0)], {"u": 3, "v": None}, {"u": 2, "v": None}, 1)
     assert TurnRow("r", "u", 1, 1, "a", None, None, None, orjson.loads(failed)).judge_failed
     assert not TurnRow("r", "u", 1, 2, "a", None, None, 4.0, orjson.loads(rated)).judge_failed
     assert SnapshotRow("r", "u", 1, {"write_failures": 3}, [], 0, 0.0).write_failures == 3
+    assert SnapshotRow("r", "u", 1, {"embed_truncated": 2}, [], 0, 0.0).embed_truncated == 2
     assert SnapshotRow("r", "v", 1, {"items": []}, [], 0, 0.0).write_failures is None

@@ -60,10 +60,12 @@ COMMANDS = {
                             "memory."),
     "serve": ("system_cmds", "Run an OpenAI-compatible model server on loopback in the foreground (Ctrl-C stops "
                              "it)."),
-    "systems": ("adapter_cmds", "Every memory system: its name, where it comes from (built-in or package==version) "
-                                "and whether it loads (with the error when it does not)."),
-    "tables": ("tables_cmds", "The paper's tables (2, 3, 4, footprint, gap, tokens) with intervals and paired "
-                              "comparisons."),
+    "systems": ("adapter_cmds", "Every memory system: its name, where it comes from (built-in or package==version), "
+                                "the deployed library it runs and its version, and whether it loads (with the "
+                                "error when it does not; for a library that is not installed, the extra that "
+                                "brings it)."),
+    "tables": ("tables_cmds", "The paper's tables (2, 3, 4, footprint, memory health, gap, tokens) with intervals "
+                              "and paired comparisons."),
     "utilization": ("utilization_cmds", "Know vs Act: is what the memory knows used when the user asks for help?"),
     "view": ("report_cmds", "Write a static HTML report: tables whose cells drill down to users, targets and "
                             "transcripts."),

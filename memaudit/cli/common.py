@@ -104,7 +104,8 @@ def given(name: str):
 # fails for an option in no group.
 HELP_GROUPS = {
     "study": ("db", "config", "seed", "prompts_dir", "memt_prompts", "bench_ref", "benches", "systems", "system",
-              "users", "n_users", "tasks", "max_turns", "tag", "k", "k_text", "transcripts", "shard", "shards", "mode",
+              "users", "n_users", "tasks", "max_turns", "tag", "k", "k_text", "transcripts", "ingest", "shard", "shards",
+              "mode",
               "runs", "run_id", "role", "artifact", "failed", "embeddings", "dims", "variant", "threshold", "compare",
               "bootstrap", "name", "tasks_dir", "pool_path", "order", "hints", "edits", "recheck", "evolving",
               "per_category", "max_false_pass", "min_pass", "stages", "pilot_db", "store_path", "queries_path", "into",

@@ -31,9 +31,9 @@ import orjson
 from memaudit.config import PANEL_ROLE, Settings
 from memaudit.errors import BadInput, ContextOverflow, EndpointError, InvalidOutput, MemauditError, Refusal, redact_url
 from memaudit.llm.batch_api import BatchAPI
-from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt
+from memaudit.llm.client import empty_usage, failure_row, ok_row, read_attempt, record_body
 from memaudit.llm.secrets import configured as configured_secrets
-from memaudit.llm.dialects import BATCH_CHAT_URL, DIALECTS, ParameterRefused, Refusals, answer_error, request_body
+from memaudit.llm.dialects import BATCH_CHAT_URL, DIALECTS, ParameterRefused, Refusals, answer_error
 from memaudit.userfiles import read_regular
 
 if TYPE_CHECKING:
@@ -84,13 +84,7 @@ class BatchCollector:
             if await self.store.batches.request(key) is not None:
                 self.waiting.add(key)
             else:
-                body = request_body(backend=record["backend"], model=record["model"], messages=record["messages"],
-                                    temperature=record["temperature"], top_p=record["top_p"],
-                                    max_tokens=record["max_tokens"], seed=record["seed"], schema=schema,
-                                    schema_name=record.get("schema_name", role),
-                                    reasoning_effort=record.get("reasoning_effort"),
-                                    refused=await self.refusals.of(record["model"], record["backend"]),
-                                    tools=record.get("tools"))
+                body = record_body(record, role, schema, await self.refusals.of(record["model"], record["backend"]))
                 self.store.write_later([self.store.batches.request_statement(
                     {"key": key, "role": role, "model": record["model"], "request": request_json, "attempt": 0,
                      "body": _json(body), "usage": _json(empty_usage()), "note": ""})])
@@ -336,13 +330,13 @@ class Collector:
         request = orjson.loads(row["request"])
         try:
             outcome = read_attempt(role, first, sent["messages"], response, request["schema"], self.checks.get(role),
-                                   usage, request.get("tools"))
+                                   usage, request.get("tools"), request.get("params"))
         except Refusal as exc:
             return self._failed(row, exc)
         if outcome.problem is None:
             self.tally.results += 1
             self.store.calls.put_call(**ok_row(key, role, row["model"], row["request"], outcome.raw, usage, 0.0,
-                                               outcome.tool_calls))
+                                               outcome.tool_calls, outcome.choices))
             return [self.store.batches.done_statement(key)]
         attempt = row["attempt"] + 1
         if attempt > self.settings.repair_attempts:

@@ -17,8 +17,8 @@ import orjson
 from memaudit.caches import CallCache
 from memaudit.config import RoleConfig, Settings
 from memaudit.errors import CacheMiss, ContextOverflow, EndpointError, InvalidOutput, Refusal, scrub
-from memaudit.llm.dialects import (CHAT_PATH, DIALECTS, REFUSABLE, ParameterRefused, Refusals, parse_choice,
-                                   request_body, sampling)
+from memaudit.llm.dialects import (CHAT_PATH, DIALECTS, REFUSABLE, ParameterRefused, Refusals, answer_choices,
+                                   not_refused, parse_choice, request_body, sampling)
 from memaudit.llm.keys import RECORD_VERSION, derive_seed, key_record, keyed
 from memaudit.llm.ratelimit import RateBudgets
 from memaudit.llm.schema import problem as schema_problem
@@ -64,6 +64,9 @@ class CallResult:
     key: str
     cached: bool
     tool_calls: list | None = None  # a call offering tools: the calls the answer made (OpenAI's shape)
+    # A call forwarding `logprobs` or `n` > 1 (memaudit/llm/dialects FORWARDED): every choice of the
+    # answer as the server gave it (index, message, finish_reason, logprobs).
+    choices: list | None = None
 
 
 @dataclass
@@ -145,37 +148,42 @@ class LLM:
                    max_tokens: int | None = None, schema: dict | None = None,
                    check: Callable[[object], str | None] | None = None, sample: int = 0,
                    seed_parts: tuple = (), tools: dict | None = None,
-                   schema_name: str | None = None, repairs: int | None = None) -> CallResult:
+                   schema_name: str | None = None, params: dict | None = None,
+                   repairs: int | None = None) -> CallResult:
         """Call the model for `role`. With `schema`, the answer is parsed and validated (plus `check`,
         which returns a problem sentence or None); invalid answers get a bounded repair attempt, then
         InvalidOutput. `tools`: tool fields sent natively (memaudit/llm/tools.py `ToolRequest.fields`),
         keyed with the call; the answer's tool calls are in `tool_calls`, and a required call that
         was not made is an invalid answer. The schema goes by the role's name unless `schema_name`
-        names it (a published request's own name, then keyed). Per-role config overrides
-        `temperature` and `max_tokens`. `repairs`: the repair attempts of this call (None: the
-        role's; 0 for a caller that takes an invalid answer as the published code did)."""
+        names it (a published request's own name, then keyed). `params`: a library's other sampling
+        parameters, sent and keyed as it sent them (the recording proxy: dialects FORWARDED), but
+        those the model refused. Per-role config overrides `temperature` and `max_tokens`.
+        `repairs`: the repair attempts of this call (None: the role's; 0 for a caller that takes an
+        invalid answer as the published code did)."""
         # A model that refuses a parameter (a 400 naming it) is asked again without it, under the
         # key of what is then sent; the refusal is remembered (memaudit/llm/dialects/).
         for _ in REFUSABLE:
             try:
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools, schema_name, repairs)
+                                                seed_parts, tools, schema_name, params, repairs)
             except ParameterRefused as exc:
                 rc = self.role_config(role)
                 await self.refusals.learn(rc.model, rc.backend, exc.param)
         return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample, seed_parts,
-                                        tools, schema_name, repairs)
+                                        tools, schema_name, params, repairs)
 
     async def _call_as_sent(self, role, messages, temperature, max_tokens, schema, check, sample,
-                            seed_parts, tools=None, schema_name=None, repairs=None) -> CallResult:
+                            seed_parts, tools=None, schema_name=None, params=None, repairs=None) -> CallResult:
         rc = self.role_config(role)
         if repairs is not None:  # not part of the key, as the role's setting is not
             rc = replace(rc, repair_attempts=repairs)
-        sent = sampling(rc, temperature, max_tokens, refused=await self.refusals.of(rc.model, rc.backend))
+        refused = await self.refusals.of(rc.model, rc.backend)
+        sent = sampling(rc, temperature, max_tokens, refused=refused)
         seed = self.seed(role, *seed_parts)
         record = key_record(model=rc.model, backend=rc.backend, messages=messages, temperature=sent.temperature,
                             top_p=sent.top_p, max_tokens=sent.max_tokens, seed=seed, schema=schema, sample=sample,
-                            reasoning_effort=sent.reasoning_effort, tools=tools, schema_name=schema_name)
+                            reasoning_effort=sent.reasoning_effort, tools=tools, schema_name=schema_name,
+                            params=not_refused(params, refused))
         key, request_json = keyed(record)
         stats = self.stats.setdefault(role, RoleStats())
         flight = self._flights.get(key)
@@ -184,7 +192,7 @@ class LLM:
             if isinstance(flight.error, anyio.get_cancelled_exc_class()):
                 # The caller that made the request was cancelled, not this one: ask again.
                 return await self._call_as_sent(role, messages, temperature, max_tokens, schema, check, sample,
-                                                seed_parts, tools, schema_name, repairs)
+                                                seed_parts, tools, schema_name, params, repairs)
             if flight.error is not None:
                 raise flight.error
             self._note_use(role, key, True)
@@ -334,9 +342,9 @@ class LLM:
         self._count(stats, usage)
         if mode != "off":
             self.store.put_call(**ok_row(key, role, rc.model, request_json, outcome.raw, usage, latency,
-                                         outcome.tool_calls))
+                                         outcome.tool_calls, outcome.choices))
             await self.store.maybe_flush()
-        return CallResult(outcome.raw, outcome.data, usage, key, False, outcome.tool_calls)
+        return CallResult(outcome.raw, outcome.data, usage, key, False, outcome.tool_calls, outcome.choices)
 
     async def _check_window(self, role: str, rc: RoleConfig, record: dict) -> None:
         """A configured context window is checked against the server's own token count, else the
@@ -357,7 +365,8 @@ class LLM:
         usage = response.get("usage", {})
         self._count(stats, usage)
         data = _loads_lenient(response["text"]) if schema is not None else None
-        return CallResult(response["text"], data, usage, key, True, response.get("tool_calls"))
+        return CallResult(response["text"], data, usage, key, True, response.get("tool_calls"),
+                          response.get("choices"))
 
     @staticmethod
     def _count(stats: RoleStats, usage: dict) -> None:
@@ -375,16 +384,11 @@ class LLM:
         attempts = (own if own is not None else self.settings.repair_attempts) + 1
         outcome = None
         for attempt in range(attempts):
-            body = request_body(backend=rc.backend, model=rc.model, messages=messages,
-                                temperature=record["temperature"], top_p=record["top_p"],
-                                max_tokens=record["max_tokens"], seed=record["seed"] + attempt, schema=schema,
-                                schema_name=record.get("schema_name", role),
-                                reasoning_effort=record.get("reasoning_effort"),
-                                refused=await self.refusals.of(rc.model, rc.backend), tools=record.get("tools"))
+            body = record_body(record, role, schema, await self.refusals.of(rc.model, rc.backend), messages, attempt)
             response, took = await self.transport.post(CHAT_PATH, rc.base_urls, rc.api_key, body, role)
             latency += took
             outcome = read_attempt(role, record["messages"], messages, response, schema, check, total,
-                                   record.get("tools"))
+                                   record.get("tools"), record.get("params"))
             if outcome.problem is None:
                 return outcome, total, latency
             messages = outcome.next_messages
@@ -395,6 +399,17 @@ class LLM:
 
 
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
+
+
+def record_body(record: dict, role: str, schema: dict | None, refused: frozenset[str], messages: list | None = None,
+                attempt: int = 0) -> dict:
+    """The body that sends a keyed call's record (its `messages`, else a repair attempt's), in its
+    dialect: the live path and batch collection send the same."""
+    return request_body(backend=record["backend"], model=record["model"], messages=messages or record["messages"],
+                        temperature=record["temperature"], top_p=record["top_p"], max_tokens=record["max_tokens"],
+                        seed=record["seed"] + attempt, schema=schema, schema_name=record.get("schema_name", role),
+                        reasoning_effort=record.get("reasoning_effort"), refused=refused, tools=record.get("tools"),
+                        params=record.get("params"))
 
 
 def empty_usage() -> dict:
@@ -410,10 +425,11 @@ class Attempt:
     problem: str | None
     next_messages: list | None
     tool_calls: list | None = None  # a call offering tools: the calls the answer made
+    choices: list | None = None  # a call forwarding logprobs or n > 1: every choice (CallResult.choices)
 
 
 def read_attempt(role: str, first_messages: list, messages: list, response: dict, schema: dict | None, check,
-                 total: dict, tools: dict | None = None) -> Attempt:
+                 total: dict, tools: dict | None = None, params: dict | None = None) -> Attempt:
     """Read one chat-completions response of a call (live, or a batch's output line): its usage is
     added to `total`; a refusal raises Refusal. Shared by both paths so that they record the same.
     Whatever goes wrong reading the answer (nesting deeper than the parser allows, a number too
@@ -442,7 +458,7 @@ def read_attempt(role: str, first_messages: list, messages: list, response: dict
         if calls is not None and len(calls) > MAX_TOOL_CALLS:  # the rest are counted, never run
             total["tool_calls_dropped"] = len(calls) - MAX_TOOL_CALLS
             calls = calls[:MAX_TOOL_CALLS]
-        return Attempt(raw, data, None, None, calls)
+        return Attempt(raw, data, None, None, calls, answer_choices(response, params))
     if schema is None:  # free text (or tool calls): an unusable answer is asked again as is
         return Attempt(raw, data, found, messages)
     return Attempt(raw, data, found, list(first_messages) + [
@@ -450,11 +466,14 @@ def read_attempt(role: str, first_messages: list, messages: list, response: dict
 
 
 def ok_row(key: str, role: str, model: str, request_json: str, text: str, usage: dict, latency: float,
-           tool_calls: list | None = None) -> dict:
+           tool_calls: list | None = None, choices: list | None = None) -> dict:
     """The cache row of a usable answer (the live path and batch collection store the same); the
-    tool calls of an answer to a request offering tools are kept beside its text."""
-    answer = {"text": text, "usage": usage} if tool_calls is None else {"text": text, "usage": usage,
-                                                                         "tool_calls": tool_calls}
+    tool calls of an answer to a request offering tools, and the choices of one forwarding logprobs
+    or n > 1, are kept beside its text (only then: every other row stays as it was)."""
+    answer = {"text": text, "usage": usage}
+    for name, value in (("tool_calls", tool_calls), ("choices", choices)):
+        if value is not None:
+            answer[name] = value
     return dict(key=key, role=role, model=model, request=request_json,
                 response=orjson.dumps(answer).decode(), ok=True, latency=latency, created=_now(),
                 **_token_columns(usage))

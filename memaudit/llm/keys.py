@@ -20,11 +20,12 @@ TEXT_HASH_SCHEME = "s1"
 def key_record(*, model: str, backend: str, messages: list[dict], temperature: float | None, top_p: float | None,
                max_tokens: int | None, seed: int, schema: dict | None, sample: int,
                reasoning_effort: str | None = None, tools: dict | None = None,
-               schema_name: str | None = None) -> dict:
+               schema_name: str | None = None, params: dict | None = None) -> dict:
     """What is sent: a None temperature or top_p was left out of the request (the model's default).
-    `reasoning_effort`, `tools` (the tool fields sent natively: memaudit/llm/tools.py) and a schema's
-    own name (else the role names it) are keyed only when set, so the keys of every other call stay
-    as they were."""
+    `reasoning_effort`, `tools` (the tool fields sent natively: memaudit/llm/tools.py), a schema's
+    own name (else the role names it) and `params` (a library's other sampling parameters as it sent
+    them: memaudit/llm/dialects FORWARDED) are keyed only when set, so the keys of every other call
+    stay as they were."""
     record = {"v": RECORD_VERSION, "model": model, "backend": backend, "messages": messages,
               "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed,
               "schema": schema, "sample": sample}
@@ -34,6 +35,8 @@ def key_record(*, model: str, backend: str, messages: list[dict], temperature: f
         record["tools"] = tools
     if schema_name is not None:
         record["schema_name"] = schema_name
+    if params:
+        record["params"] = params
     return record
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from memaudit.report.html import INDEX, esc, legend_list, link, mean_std_text, num, table
-from memaudit.tables.columns import Column, cell_text, header, legend, shown, value
+from memaudit.tables.columns import Column, cell_text, header, ingest_mark, legend, shown, value
 
 NUMBERS = ("number", "summary", "interval", "versus")
 # (column, row, key) -> (page, anchor) the cell links to, or None for no link
@@ -29,7 +29,7 @@ def cell(column: Column, row: dict, resolve: Resolve | None, from_page: str = IN
         return link(from_page, target[0], text, anchor=target[1]) if target else text
 
     if column.kind == "run":
-        return linked("run", esc(row["run"])) + _partial(row) + _teacher_forced(row)
+        return linked("run", esc(row["run"])) + _partial(row) + _teacher_forced(row) + _ingest(row)
     if column.kind == "mode":
         return linked("mode", esc(mode_name(row)))
     if column.kind in NUMBERS:
@@ -71,6 +71,11 @@ def mode_name(row: dict) -> str:
 
 def _partial(row: dict) -> str:
     return ' <span class="badge partial">partial</span>' if row.get("partial") else ""
+
+
+def _ingest(row: dict) -> str:
+    mark = ingest_mark(row)
+    return f' <span class="badge ingest" title="rollout --ingest">{esc(mark.strip(" ()"))}</span>' if mark else ""
 
 
 def _teacher_forced(row: dict) -> str:

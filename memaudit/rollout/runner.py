@@ -10,6 +10,7 @@ under the source's lock, so a source that a rollout is still writing is refused 
 from __future__ import annotations
 
 from contextlib import ExitStack, nullcontext, suppress
+from dataclasses import replace
 
 import anyio
 
@@ -30,9 +31,11 @@ from memaudit.rollout.events import (EpisodeDone, ProgressSink, RolloutFinished,
 from memaudit.rollout.teacher_forced import Transcripts, default_tag, load_transcripts
 from memaudit.runtime import Runtime
 from memaudit.store import RunConfig, Store
-from memaudit.types import Benchmark, Episode, Task, User
+from memaudit.types import INGEST_MODES, USER_INGEST, Benchmark, Episode, Task, User
 
 PROMPTS = prompts_of(DIALOGUE_PHASE)  # plus each adapter's own prompt files
+# Where a run's provenance keeps its deployed library's configuration card (docs/adapters.md).
+CONFIGURATION = "configuration"
 
 
 def run_id(system: str, tag: str | None) -> str:
@@ -96,14 +99,19 @@ async def _record_adapted(rt: Runtime, runs: list[str], recorded: RunConfig) -> 
 
 
 def with_adapter_origin(config: dict, system: str) -> dict:
-    """A plugin's package and version, and a deployed library's, go into the run's provenance, so
-    a resume under another version is refused like a model change (a built-in's version is
-    memaudit's: the protocol)."""
+    """A plugin's package and version, and a deployed library's with its configuration card
+    (adapters/card.py: every setting memaudit passes or patches), go into the run's provenance, so a
+    resume under another version or configuration is refused like a model change (a built-in's
+    version is memaudit's: the protocol)."""
     origin = origin_of(system)
     recorded = {} if origin == BUILTIN_ORIGIN else {"adapter": origin}
-    release = get_adapter(system).library_release()
+    adapter = get_adapter(system)
+    release = adapter.library_release()
     if release is not None:
         recorded["library"] = release
+    card = getattr(adapter, "configuration", None)
+    if card is not None:
+        recorded[CONFIGURATION] = [row.to_json() for row in card()]
     if not recorded:
         return config
     return {**config, "provenance": {**config.get("provenance", {}), **recorded}}
@@ -135,13 +143,14 @@ async def commit_episode(store: Store, ep: Episode, adapter: MemoryAdapter, uses
 
 async def _run_user(rt: Runtime, run: str, system: str, user: User, tasks: list[Task], *, max_turns: int,
                     k: int, progress: ProgressSink | None, transcripts: Transcripts | None = None,
-                    alone: bool = False) -> None:
+                    alone: bool = False, ingest: str = USER_INGEST) -> None:
     done = await rt.store.episodes.done(run, user.id)
     pending = [t for t in tasks if t.index not in done]
     if not pending:
         return
     adapter = open_adapter(system, AdapterContext(rt.llm, rt.embedder, scope=f"{run}/{user.id}",
-                                                  agent_context_window=rt.settings.role(AGENT).context_window),
+                                                  agent_context_window=rt.settings.role(AGENT).context_window,
+                                                  ingest=ingest),
                            rt.settings.db.parent)
     adapter.ops = []  # its writes and reads are timed (adapters/boundary.py)
     adapter.alone = alone
@@ -184,14 +193,15 @@ def _first_leaf(error: BaseException) -> BaseException:
 async def run_rollout(rt: Runtime, bench: Benchmark, systems: list[str], *, users: list[str] | None = None,
                       tasks: int | None = None, max_turns: int = 25, tag: str | None = None, k: int = 5,
                       progress: ProgressSink | None = None, transcripts: str | None = None,
-                      time_alone: bool = False) -> list[str]:
+                      time_alone: bool = False, ingest: str = USER_INGEST) -> list[str]:
     """Run (or resume) one run per system; returns the run ids. `progress` receives the rollout's
     events (memaudit/rollout/events.py); None (or False) sends none. `transcripts`: a recorded run
     whose episodes are replayed into each system instead of played live (teacher_forced.py).
     `time_alone`: one (system, user) at a time, system after system, so each system's wall times
-    are its own, not shared with the others' (slower; the figures to compare systems by)."""
-    return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts),
-                              progress=progress, time_alone=time_alone)
+    are its own, not shared with the others' (slower; the figures to compare systems by).
+    `ingest`: what a deployed library is given of the conversation (types.py INGEST_MODES)."""
+    return await rollout_runs(rt, bench, systems, RunConfig(users, tasks, max_turns, k, tag, transcripts=transcripts,
+                                                            ingest=ingest), progress=progress, time_alone=time_alone)
 
 
 async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config: RunConfig, *,
@@ -202,6 +212,8 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         raise BadInput("no memory systems given", field="systems")
     if max_turns < 1 or k < 1 or (tasks is not None and tasks < 1):
         raise BadInput("--max-turns, --k and --tasks must be at least 1", field="max_turns/k/tasks")
+    if config.ingest not in INGEST_MODES:
+        raise BadInput(f"--ingest must be one of {', '.join(INGEST_MODES)}, not {config.ingest!r}", field="ingest")
     for system in systems:
         get_adapter(system)  # unknown names fail before anything is written
     source: Transcripts | None = None
@@ -209,7 +221,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
         chosen = _users(bench, config.users)
         plan = {u.id: _tasks(bench, u, tasks) for u in chosen}
         recorded = RunConfig([u.id for u in chosen], tasks, max_turns, k, tag,  # users resolved
-                             provenance=rollout_provenance(rt.settings))
+                             provenance=rollout_provenance(rt.settings), ingest=config.ingest)
         prompts = PROMPTS + ((NOTE_PROMPT,) if any(e.history for u in chosen for e in u.bank) else ())
     else:
         source_run = check_id(config.transcripts, "run id", field="transcripts")
@@ -217,7 +229,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
             source = await load_transcripts(rt.store, source_run, bench, users=config.users, tasks=tasks)
         chosen, plan = _users(bench, source.users), source.plan
         tag = tag or default_tag(config.transcripts)
-        recorded = source.run_config(rt.settings, k=k, tag=tag)
+        recorded = replace(source.run_config(rt.settings, k=k, tag=tag), ingest=config.ingest)
         prompts = ()  # no assistant, simulator or judge prompt is used
     runs = [check_id(run_id(s, tag), "run id", field="tag") for s in systems]
     if len(set(runs)) != len(runs):
@@ -227,7 +239,8 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
             locks.enter_context(rt.store.runs.lock(run))
         try:
             await _rollout_locked(rt, bench, systems, runs, chosen, plan, recorded.to_json(), prompts, source,
-                                  max_turns=max_turns, k=k, progress=progress, time_alone=time_alone)
+                                  max_turns=max_turns, k=k, progress=progress, time_alone=time_alone,
+                                  ingest=config.ingest)
             await _record_adapted(rt, runs, recorded)
         except BaseException:
             with anyio.CancelScope(shield=True), suppress(MemauditError):
@@ -240,7 +253,7 @@ async def rollout_runs(rt: Runtime, bench: Benchmark, systems: list[str], config
 async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], runs: list[str], chosen: list[User],
                           plan: dict[str, list[Task]], recorded: dict, prompts: tuple[str, ...],
                           source: Transcripts | None, *, max_turns: int, k: int,
-                          progress: ProgressSink | None, time_alone: bool = False) -> None:
+                          progress: ProgressSink | None, time_alone: bool = False, ingest: str = USER_INGEST) -> None:
     for system, run in zip(systems, runs):
         hashes = prompt_hashes((*prompts, *get_adapter(system).prompts, *published_prompts(rt.settings.prompts_dir,
                                                                                           system, prompts)),
@@ -268,7 +281,7 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
     async def run_pair(system: str, run: str, user: User) -> None:
         async with limiter, workers if system in own_environment else nullcontext():
             await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress,
-                            transcripts=source, alone=one_at_a_time)
+                            transcripts=source, alone=one_at_a_time, ingest=ingest)
 
     if progress:
         progress(RolloutStarted())

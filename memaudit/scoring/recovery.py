@@ -14,9 +14,14 @@ read, and a row whose snapshot is no longer the user's final one is deleted and 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-from dataclasses import dataclass, replace
+import weakref
+from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
+from typing import Awaitable, Callable, ContextManager
+
+import anyio
+
 from memaudit.adapters.base import AdapterContext, MemoryAdapter
 from memaudit.adapters.boundary import open_adapter
 from memaudit.adapters.registry import get_adapter
@@ -33,7 +38,8 @@ from memaudit.scoring.jobs import run_all
 from memaudit.store import PassConfig, Rescore, Run, Store, dumps_indented
 from memaudit.scoring.panel import Panel
 from memaudit.shards import WHOLE, Shard
-from memaudit.types import CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User
+from memaudit.types import (CATEGORY_DEFINITIONS, DEFAULT_VARIANT, MODES, BankEntry, Benchmark, Reconstruction, User,
+                            for_reader)
 
 DIMS = ("all", "targeted")
 UNKNOWN = "unknown"
@@ -137,35 +143,84 @@ def is_unknown(label: str) -> bool:
 
 
 # -- the memory one user left ------------------------------------------------------------------
-@dataclass
+@dataclass(eq=False)  # one user's memory, itself the borrower of its worker's place
 class UserMemory:
     items: list[dict]
     block: str                       # the whole store, serialised with native fields
-    adapter: MemoryAdapter | None    # restored, for retrieve
+    # For retrieve: restored on first use (`opened`), closed after its last (`used`): a library in
+    # its own environment holds a worker process while restored, at most --library-workers at once.
+    adapter: MemoryAdapter | None
     published: bool = False          # results shown as the published scorer showed them (the pack)
+    restore: Callable[[], Awaitable[None]] | None = None
+    aside: Callable[[], ContextManager] | None = None  # collects calls that belong to no row
+    places: anyio.CapacityLimiter | None = None  # None: no worker to bound
+    uses: int = 0                    # the retrieve reads still to come
+    restored: bool = False
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def opened(self) -> MemoryAdapter:
+        async with self.lock:
+            if not self.restored:
+                if self.places is not None:
+                    await self.places.acquire_on_behalf_of(self)
+                try:
+                    await self.restore()
+                except BaseException:
+                    if self.places is not None:
+                        self.places.release_on_behalf_of(self)
+                    raise
+                self.restored = True
+        return self.adapter
+
+    async def used(self) -> None:
+        """One read done; after the last, the adapter is closed (its worker stops)."""
+        self.uses -= 1
+        if self.uses == 0 and self.restored:
+            with anyio.CancelScope(shield=True):
+                await self.adapter.close()
+            if self.places is not None:
+                self.places.release_on_behalf_of(self)
 
     async def surface(self, recon: Reconstruction, guides: dict) -> tuple[str, dict]:
         """The read operator for the row's target: (memory text for the reader, evidence for the row)."""
         if recon.mode == "dump_all":
             return self.block, {"n_items": len(self.items), "chars": len(self.block)}
         query = retrieval_query(recon.category, recon.dimension, guides)
-        found = [self.adapter.result_json(item, published=self.published)
-                 for item in await self.adapter.search(query, recon.k)]
+        with self.aside():  # the restore's calls (answered from the cache) belong to no row
+            adapter = await self.opened()
+        found = [adapter.result_json(item, published=self.published) for item in await adapter.search(query, recon.k)]
         return dumps_indented(found), {"items": found}
 
 
-async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool) -> UserMemory:
+_places: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def worker_places(rt: Runtime) -> anyio.CapacityLimiter:
+    """The users of libraries in their own environments restored at once in this command."""
+    if rt.llm not in _places:
+        _places[rt.llm] = anyio.CapacityLimiter(rt.settings.library_workers)
+    return _places[rt.llm]
+
+
+async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool, uses: int = 1) -> UserMemory:
+    """A user's memory; `with_adapter`: its adapter too, for `uses` reads."""
     snapshot = await rt.store.episodes.last_snapshot(run.run, user_id)
     items = snapshot["items"] if snapshot else []
-    adapter = None
+    memory = UserMemory(items, dumps_indented([for_reader(item) for item in items]), None,
+                        is_published_pack(rt.settings.prompts_dir))
     if with_adapter:
         adapter = open_adapter(run.system, AdapterContext(rt.llm, rt.embedder, scope=f"{run.run}/{user_id}"),
                                rt.settings.db.parent)
-        if run.origin == "import":
-            await adapter.load_items(items)
-        elif snapshot is not None:
-            await adapter.restore(snapshot["state"])
-    return UserMemory(items, dumps_indented(items), adapter, is_published_pack(rt.settings.prompts_dir))
+
+        async def restore() -> None:
+            if run.origin == "import":
+                await adapter.load_items(items)
+            elif snapshot is not None:
+                await adapter.restore(snapshot["state"])
+        own_environment = getattr(adapter, "ENVIRONMENT", None) is not None
+        memory.adapter, memory.restore, memory.uses, memory.aside = adapter, restore, uses, rt.llm.collect
+        memory.places = worker_places(rt) if own_environment else None
+    return memory
 
 
 # -- one target ------------------------------------------------------------------------------
@@ -306,7 +361,8 @@ async def plan_scoring(rt: Runtime, scorer: Scorer, run_id: str, modes, ks, *, c
                 if (mode, k, user.id, e.dimension) not in have]
         if not todo:
             continue
-        memory = await open_memory(rt, run, user.id, with_adapter=any(m == "retrieve" for m, _, _ in todo))
+        reads = sum(1 for m, _, _ in todo if m == "retrieve")
+        memory = await open_memory(rt, run, user.id, with_adapter=reads > 0, uses=reads)
         for mode, k, entry in todo:
             row = replace(blank_row(run_id, mode, k, variant, user.id, entry), snapshot_task=r.snapshot_task)
             jobs.append(partial(_score_target, rt, scorer, memory, row, window))
@@ -345,7 +401,11 @@ def unplayed_note(run_id: str, bench: Benchmark, ready: list[ReadyUser], dims: s
 async def _score_target(rt: Runtime, scorer: Scorer, memory: UserMemory, recon: Reconstruction,
                         window: int | None) -> None:
     with rt.llm.collect() as uses:
-        text, evidence = await memory.surface(recon, scorer.guides)
+        try:
+            text, evidence = await memory.surface(recon, scorer.guides)
+        finally:
+            if recon.mode == "retrieve":
+                await memory.used()
         recon = await fill_and_judge(scorer, replace(recon, evidence=evidence), text, window)
     await save_reconstruction(rt.store, recon, uses)
 

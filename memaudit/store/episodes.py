@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from memaudit.canonical import dumps_native
 from memaudit.store.rows import Row, Statement, dumps, loads, marks
-from memaudit.types import Episode, MemoryOp, Turn, footprint
+from memaudit.types import EMBED_TRUNCATED, Episode, MemoryOp, Turn, footprint
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -25,6 +25,22 @@ def write_failures(state):
     `write_failures` (adapters/memory_calls.py FailureLog); None for a state without the count.
     Stored with the snapshot (db/015 filled it for snapshots written before)."""
     return state.get("write_failures") if isinstance(state, dict) else None
+
+
+def embed_truncated(state):
+    """The texts an adapter's embedding model cut at its window, as its snapshot state counts them
+    (adapters/base.py WindowCount); None for a state without the count. Stored with the snapshot
+    (db/020)."""
+    return state.get(EMBED_TRUNCATED) if isinstance(state, dict) else None
+
+
+def uncalled_tool_requests(state) -> int:
+    """The tool requests of a memory library that never got a call, as its snapshot state counts them
+    (adapters/memory_calls.py FailureLog: `tool_requests`, while `tool_calls` is 0); 0 otherwise."""
+    if not isinstance(state, dict) or state.get("tool_calls"):
+        return 0
+    requests = state.get("tool_requests", 0)
+    return requests if isinstance(requests, int) else 0
 
 
 @dataclass(frozen=True)
@@ -88,9 +104,11 @@ class SnapshotRow(Row):
     n_items: int
     avg_chars: float
     write_failures: Any = field(init=False)
+    embed_truncated: Any = field(init=False)
 
     def __post_init__(self):
         object.__setattr__(self, "write_failures", write_failures(self.state))
+        object.__setattr__(self, "embed_truncated", embed_truncated(self.state))
 
 
 @dataclass(frozen=True)
@@ -280,17 +298,27 @@ class Episodes:
 
     async def last_footprints(self, run: str) -> dict[str, tuple[int, float]]:
         """user -> (items, mean chars) of the user's last snapshot in the run."""
-        return {user: (items, chars) for user, (items, chars, _) in (await self.last_figures(run)).items()}
+        return {user: (items, chars) for user, (items, chars, _, _) in (await self.last_figures(run)).items()}
 
     async def last_write_failures(self, run: str) -> dict:
         """user -> the memory writes lost for good as of the user's last snapshot (write_failures)."""
-        return {user: lost for user, (_, _, lost) in (await self.last_figures(run)).items()}
+        return {user: lost for user, (_, _, lost, _) in (await self.last_figures(run)).items()}
 
-    async def last_figures(self, run: str) -> dict[str, tuple[int, float, Any]]:
-        """user -> (items, mean chars, write_failures) of the user's last snapshot in the run."""
+    async def last_embed_truncated(self, run: str) -> dict:
+        """user -> the texts its embedding model cut as of the user's last snapshot (None: not counted)."""
+        return {user: cut for user, (_, _, _, cut) in (await self.last_figures(run)).items()}
+
+    async def last_uncalled_tools(self, run: str) -> dict[str, int]:
+        """user -> the library's tool requests that never got a call, as of the user's last snapshot."""
+        rows = await self.db.fetchall("SELECT user_id, MAX(task_idx) AS last, state FROM snapshots WHERE run=? "
+                                      "GROUP BY user_id", (run,))
+        return {r["user_id"]: uncalled_tool_requests(loads(r["state"])) for r in rows}
+
+    async def last_figures(self, run: str) -> dict[str, tuple[int, float, Any, Any]]:
+        """user -> (items, mean chars, write_failures, embed_truncated) of the user's last snapshot."""
         # SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum; the
-        # query reads only the covering index of db/015, never the snapshot rows.
+        # query reads only the covering index of db/020, never the snapshot rows.
         rows = await self.db.fetchall(
-            "SELECT user_id, MAX(task_idx) AS last, n_items, avg_chars, write_failures FROM snapshots WHERE run=? "
-            "GROUP BY user_id", (run,))
-        return {r["user_id"]: (r["n_items"], r["avg_chars"], r["write_failures"]) for r in rows}
+            "SELECT user_id, MAX(task_idx) AS last, n_items, avg_chars, write_failures, embed_truncated FROM snapshots "
+            "WHERE run=? GROUP BY user_id", (run,))
+        return {r["user_id"]: (r["n_items"], r["avg_chars"], r["write_failures"], r["embed_truncated"]) for r in rows}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from memaudit.errors import BadInput
 from memaudit.store.rows import Row, Statement, dumps, loads
+from memaudit.types import USER_INGEST
 
 if TYPE_CHECKING:
     from memaudit.store import Store
@@ -27,7 +28,9 @@ class RunConfig:
     fed to its memory, None for a live or imported run; `provenance` is how the run was made
     (memaudit/provenance.py: protocol version, per role model, dialect, sampling sent and context
     window; a teacher-forced run's also a digest of the episodes replayed), None for an imported
-    run or one recorded before provenance existed."""
+    run or one recorded before provenance existed. `ingest`: what a deployed library was given
+    (adapters/base.py INGEST_MODES), recorded only when not the published study's `user`, so every
+    run made before it existed compares, resumes and replays as it was."""
     users: list[str] | None = None
     tasks: int | None = None
     max_turns: int = 25
@@ -36,9 +39,12 @@ class RunConfig:
     imported_from: str | None = None
     transcripts: str | None = None
     provenance: dict | None = None
+    ingest: str = USER_INGEST
 
     def to_json(self) -> dict:
         out = {"users": self.users, "tasks": self.tasks, "max_turns": self.max_turns, "k": self.k, "tag": self.tag}
+        if self.ingest != USER_INGEST:
+            out["ingest"] = self.ingest
         if self.imported_from is not None:
             out["imported_from"] = self.imported_from
         if self.transcripts is not None:

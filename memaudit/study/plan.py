@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memaudit.errors import BadInput
+from memaudit.errors import BadInput, MemauditError
 from memaudit.roles import AGENT, MEMORY, PREF_JUDGE, RECOVERY_JUDGE, SIMULATOR
 from memaudit.stages import EPISODE, PLANNED, ROLLOUT, SCORE, TARGET
 from memaudit.study.cost import Priced, PriceList, Usage, call_role, call_usage, stage_of
@@ -28,9 +28,11 @@ from memaudit.types import DEFAULT_VARIANT
 # Per unit of its stage: (calls, prompt tokens per call, completion tokens per call), each planned
 # stage's first estimate without a pilot (memaudit/stages.py `Stage.rates`). A pilot store replaces them.
 DEFAULT_RATES = {stage.name: stage.rates for stage in PLANNED}
-# Memory calls per episode by system (their prompt and completion sizes: DEFAULT_MEMORY): systems that
-# write verbatim call no model; A-Mem analyses and evolves each note, Mem0 extracts then decides,
-# Mem-T forms and updates its collections.
+# Memory calls per episode of memaudit's own systems (their prompt and completion sizes:
+# DEFAULT_MEMORY): systems that write verbatim call no model; A-Mem analyses and evolves each note,
+# Mem0 extracts then decides, Mem-T forms and updates its collections. A deployed library declares
+# its calls per user message (adapters/deployed.py `CALLS_PER_MESSAGE`), and an episode gives it the
+# task text and one user message per assistant reply.
 DEFAULT_MEMORY_CALLS = {"nomem": 0.0, "longctx_full": 0.0, "bm25": 0.0, "amem": 6.0, "mem0": 5.0, "memt": 12.0}
 DEFAULT_MEMORY = (3.0, 1200, 200)
 # The commands of a study, in order: what `plan --stages` picks, each estimated per unit of its work.
@@ -88,9 +90,24 @@ def default_rates(system: str, max_turns: int = 25) -> dict[str, dict[str, Rate]
     rates = {stage: {role: Rate(min(c, max_turns) if role in DIALOGUE else c, p, 0.0, o)
                      for role, (c, p, o) in roles.items()}
              for stage, roles in DEFAULT_RATES.items()}
-    calls, prompt, completion = DEFAULT_MEMORY
-    rates[ROLLOUT.name][MEMORY] = Rate(DEFAULT_MEMORY_CALLS.get(system, calls), prompt, 0.0, completion)
+    _, prompt, completion = DEFAULT_MEMORY
+    rates[ROLLOUT.name][MEMORY] = Rate(memory_calls(system, rates[ROLLOUT.name][AGENT].calls), prompt, 0.0,
+                                       completion)
     return rates
+
+
+def memory_calls(system: str, replies: float) -> float:
+    """Memory calls per episode of `replies` assistant replies: what the system's adapter declares
+    per user message (the task text and each reply's answer), else the defaults above."""
+    from memaudit.adapters.registry import get_adapter
+
+    try:
+        per_message = getattr(get_adapter(system), "CALLS_PER_MESSAGE", None)
+    except MemauditError:  # unknown here, or its library missing: the plan still says something
+        per_message = None
+    if per_message is None:
+        return DEFAULT_MEMORY_CALLS.get(system, DEFAULT_MEMORY[0])
+    return per_message * (1 + replies)
 
 
 async def pilot_rates(store) -> dict[str, dict[str, dict[str, Rate]]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, RUBRIC
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, RUBRIC, USER_INGEST
 
 OUTPUTS = frozenset({"md", "latex", "csv", "json", "html"})
 NOT_TEXT = frozenset({"csv", "json", "html"})  # shown in the report and carried as data, not in md/latex
@@ -94,7 +94,10 @@ FAILURES = (
 
 # Table 2: task outcome, preference, recovery at the headline k, footprint, failures, cost, models.
 TABLE2 = (
-    replace(RUN, extra=("partial", "teacher_forced", "source_run")),
+    replace(RUN, extra=("partial", "teacher_forced", "source_run", "ingest"),
+            doc=RUN.doc + "; `(ingest: exchange)` a run whose deployed library was given each user message with "
+                          "the assistant reply before it (rollout --ingest exchange), beside the same system's "
+                          "default run as a sensitivity row"),
     SYSTEM,
     replace(USERS, outputs=NOT_TEXT, link="run"),
     Column("A (%)", ("A",), "summary", 1, link="run",
@@ -116,6 +119,10 @@ TABLE2 = (
            doc="footprint: items in the user's final memory, mean over users"),
     Column("chars/item", ("chars",), digits=1, extra=("chars_std",), link="run",
            doc="footprint: mean characters of an item's content in the user's final memory, mean over users"),
+    Column("embed truncated", ("embed_truncated",), link="run",
+           doc="footprint: texts the embedding model cut at its window before embedding them (it reads the "
+               "first tokens only: the bundled model 256), stored or searched, over all users; n/a: not counted "
+               "(an embeddings endpoint's or a hub model's window is not known here, or a run recorded before)"),
     Column("overflow dump/top-k", ("overflow_dump_all", "overflow_retrieve"), link="overflow",
            doc="targets whose memory read did not fit the reader's context window (scored 0 in B), "
                "full-store/top-k"),
@@ -312,7 +319,7 @@ def text_table(columns, rows: list[dict]) -> tuple[list[str], list[list[str]]]:
 def cell_text(column: Column, row: dict) -> str:
     key = column.keys[0]
     if column.kind == "run":
-        return row["run"] + (" (partial)" if row.get("partial") else "") + teacher_forced_mark(row)
+        return row["run"] + (" (partial)" if row.get("partial") else "") + teacher_forced_mark(row) + ingest_mark(row)
     if column.kind == "mode":
         return column.blank if row.get("mode") is None else mode_label(row)
     if "." not in key and key not in row:  # a row without this column (judge-check's per-category rows)
@@ -400,6 +407,11 @@ def models_text(models: dict) -> str:
     if len(by_model) == 1:
         return next(iter(by_model))
     return "; ".join(f"{model}: {', '.join(roles)}" for model, roles in sorted(by_model.items())) or "–"
+
+
+def ingest_mark(row: dict) -> str:
+    """After a run id: what its deployed library was given, unless the published study's default."""
+    return f" (ingest: {row['ingest']})" if row.get("ingest", USER_INGEST) != USER_INGEST else ""
 
 
 def teacher_forced_mark(row: dict) -> str:

@@ -36,6 +36,7 @@ class UserMetrics:
     simulator_fallbacks: int
     pref_judge_failures: int  # turns the preference judge could not rate (D is over the others)
     memory_write_failures: int | None  # None: the system keeps no count (or the run was imported)
+    embed_truncated: int | None = None  # texts its embedding model cut; None: not counted (window unknown)
 
 
 @dataclass
@@ -74,8 +75,15 @@ async def memory_write_failures(store: Store, run: str) -> dict[str, int | None]
     return await store.episodes.last_write_failures(run)
 
 
+async def uncalled_tool_requests(store: Store, run: str) -> dict[str, int]:
+    """user -> tool requests of the run's memory library that never got a call (counted among the
+    user's write failures: store/episodes.py uncalled_tool_requests); users without any left out."""
+    return {user: n for user, n in (await store.episodes.last_uncalled_tools(run)).items() if n}
+
+
 def total_write_failures(counts) -> int | None:
-    """The sum over users, None when no user's system keeps a count."""
+    """The sum over users of a count some systems keep (writes lost, texts cut at the embedding
+    model's window), None when no user's system keeps it."""
     known = [n for n in counts if n is not None]
     return sum(known) if known else None
 
@@ -93,13 +101,13 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
         if t["preference_score"] is not None:
             scores.setdefault(t["user_id"], []).append(t["preference_score"])
         fallbacks[t["user_id"]] = fallbacks.get(t["user_id"], 0) + int(t["fallback"])
-    last = await store.episodes.last_figures(run)  # items, chars/item, memory writes lost
+    last = await store.episodes.last_figures(run)  # items, chars/item, memory writes lost, texts cut
 
     out: dict[str, UserMetrics] = {}
     for user, eps in sorted(by_user.items()):  # eps: (end_reason, n_turns) of each episode
         satisfied = [n for end, n in eps if end == "satisfied"]
         pref = scores.get(user)
-        items, chars, lost = last.get(user, (None, None, None))
+        items, chars, lost, cut = last.get(user, (None, None, None, None))
         out[user] = UserMetrics(
             user_id=user, episodes=len(eps), A=len(satisfied) / len(eps),
             C=sum(n for _, n in eps) / len(eps),
@@ -109,7 +117,7 @@ async def user_metrics(store: Store, run: str) -> dict[str, UserMetrics]:
             failed_episodes=sum(end == "failed" for end, _ in eps),
             simulator_fallbacks=fallbacks.get(user, 0),
             pref_judge_failures=judge_failures.get(user, 0),
-            memory_write_failures=lost)
+            memory_write_failures=lost, embed_truncated=cut)
     return out
 
 

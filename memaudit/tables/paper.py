@@ -17,7 +17,7 @@ from memaudit.store import Run, Store, select_runs
 from memaudit.tables import carryover, evolving, health, metrics, stats, utilization
 from memaudit.tables.columns import COMPARISONS, FOOTPRINT, GAP, PROMPTS, TABLE2, TABLE3, TABLE4, TOKENS, measured_keys
 from memaudit.tables.metrics import ModeRecovery
-from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES
+from memaudit.types import ATTRIBUTION_LABELS, CATEGORIES, DEFAULT_VARIANT, MODES, USER_INGEST
 
 DEFAULT_K = 5
 ALPHA = 0.05
@@ -38,6 +38,7 @@ class RunData:
     models: dict = field(default_factory=dict)  # role group -> model name(s), from the call log
     memory_side: metrics.MemorySide | None = None  # wall times, calls and tokens of the memory system
     source_run: str | None = None  # teacher-forced: the run whose transcripts it replayed (A, C, D are its)
+    ingest: str = USER_INGEST  # what a deployed library was given (rollout --ingest)
 
     def headline(self, mode: str) -> ModeRecovery | None:
         """The recovery Table 2 reports for a mode: k = 5 for retrieve when scored, else the
@@ -130,6 +131,7 @@ async def run_data(store: Store, info: Run, variant: str = DEFAULT_VARIANT) -> R
                    tokens=await metrics.token_usage(store, run),
                    partial=await is_partial(store, info, variant),
                    models=await metrics.run_models(store, run), source_run=info.config.transcripts,
+                   ingest=info.config.ingest,
                    memory_side=await metrics.memory_side(store, run))
 
 
@@ -177,7 +179,7 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     users = list(d.users.values())
     tokens = d.total_tokens()
     row = {"run": d.run, "system": d.system, "users": len(users), "partial": d.partial,
-           "teacher_forced": d.source_run is not None, "source_run": d.source_run}
+           "teacher_forced": d.source_run is not None, "source_run": d.source_run, "ingest": d.ingest}
     row.update(_summary("A", (u.A for u in users), boot, 100.0))
     row.update(_summary("D", (u.D for u in users), boot))
     row.update(_summary("C", (u.C for u in users), boot))
@@ -200,6 +202,7 @@ def table2_row(d: RunData, boot: Bootstrap) -> dict:
     row["simulator_fallbacks"] = sum(u.simulator_fallbacks for u in users)
     row["pref_judge_failures"] = sum(u.pref_judge_failures for u in users)
     row["memory_write_failures"] = metrics.total_write_failures(u.memory_write_failures for u in users)
+    row["embed_truncated"] = metrics.total_write_failures(u.embed_truncated for u in users)
     row["tokens"] = tokens
     row["models"] = d.models
     return row

@@ -100,7 +100,7 @@ def memt_fact_of_each_turn(body):
                            {"tool": "update_summary", "name": "", "content": f"Latest: {turn}"}]}
 
 
-def deployed_libraries() -> list[type]:
+def imported_libraries() -> list[type]:
     """The adapter classes of the deployed libraries whose module is imported: the only ones whose
     library can be calling the fake."""
     found = []
@@ -115,7 +115,7 @@ def deployed_libraries() -> list[type]:
 def library_answer(body: dict) -> object | None:
     """A deployed library's own fake answer to a structured call of its role (`fake_answer`)."""
     name = schema_name(body)
-    for adapter in deployed_libraries():
+    for adapter in imported_libraries():
         if name == re.sub(r"[^A-Za-z0-9_-]", "_", adapter.ROLE):  # a role's schema name (llm/dialects/base.py)
             return adapter.fake_answer(body)
     return None
@@ -124,19 +124,41 @@ def library_answer(body: dict) -> object | None:
 def library_text(default):
     """Free-text calls: a deployed library's own fake answer (`fake_text`), else `default`."""
     def answer(body):
-        for adapter in deployed_libraries():
+        for adapter in imported_libraries():
             if (text := adapter.fake_text(body)) is not None:
                 return text
         return default(body)
     return answer
 
 
+def library_json(body: dict) -> object | None:
+    """Bare `json_object` calls: a deployed library's own fake answer (`fake_json`), else None (the
+    fake's free-text answer, `library_text`'s for a library that answers its JSON prompts there)."""
+    for adapter in imported_libraries():
+        if (answer := adapter.fake_json(body)) is not None:
+            return answer
+    return None
+
+
+def mem0ai_requests(fake) -> list[dict]:
+    """The mem0ai library's extraction requests the fake was sent (the ones its fake answers)."""
+    from memaudit.adapters.mem0ai import Mem0AI
+    return [body for body in fake.requests if Mem0AI.fake_json(body) is not None]
+
+
 def library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
     """A deployed library's own fake tool calls (`fake_tool_calls`), else None (the fake's choice)."""
-    for adapter in deployed_libraries():
+    for adapter in imported_libraries():
         if (calls := adapter.fake_tool_calls(request, messages)) is not None:
             return calls
     return None
+
+
+def any_library_json(body: dict) -> object | None:
+    """`library_json`, every installed deployed library's adapter imported first (once), as for
+    `any_library_tool_calls`."""
+    import_every_adapter()
+    return library_json(body)
 
 
 def any_library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dict]] | None:
@@ -144,6 +166,20 @@ def any_library_tool_calls(request, messages: list[dict]) -> list[tuple[str, dic
     that serves a CLI in another process, where the library runs, has imported none of them."""
     import_every_adapter()
     return library_tool_calls(request, messages)
+
+
+def any_library_json_text(default):
+    """`library_text` for a fake serving a CLI in another process: a free-text request that asks for
+    JSON (as a library's JSON-mode prompt does) first imports every installed deployed library's
+    adapter (once); other free text (the assistant's replies) is `default`'s at once."""
+    answer = library_text(default)
+
+    def text(body):
+        if "json" not in str(body.get("messages")).lower():
+            return default(body)
+        import_every_adapter()
+        return answer(body)
+    return text
 
 
 @functools.cache
@@ -164,6 +200,7 @@ def script(fake):
     fake.on("memt_policy_search", memt_search_facts_once)
     fake.fallback = library_answer
     fake.on_text(library_text(fake.text_handler))
+    fake.on_json_object(library_json)
     fake.tool_chooser = library_tool_calls
     return fake
 

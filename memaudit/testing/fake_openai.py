@@ -4,12 +4,14 @@ optional latency. It is a test double only: `make run` never uses it.
     fake = FakeOpenAI()                                  # schema-driven valid answers
     fake.on("simulator", lambda body: {"feedback_type": "satisfied", "text": "thanks"})
     fake.on_text(lambda body: "a reply")                 # free-text calls (no schema)
+    fake.on_json_object(lambda body: {"memory": []})     # `json_object` calls without a schema (None: on_text's)
     fake.faults = [429, 503]                             # next responses are these statuses
     fake.fault_for = lambda body: "garbage"              # a fault (or None) picked by each request's body
     fake.embedding_requests                              # POST /v1/embeddings bodies (vectors: `embedding`)
     fake.api_key = "sk-test"                             # other bearer tokens get a 401 (quoting them)
     FakeOpenAI(reasoning=True)                           # a hosted reasoning model (see `refusal`)
     fake.ignore_tools = True                             # a server that drops `tools` and answers in text
+    fake.refused = {"logit_bias"}                        # a 400 naming each of these parameters when sent
     fake.echo_key = True                                 # every answer's strings quote the Authorization header
     fake.tools_only_when_named = True                    # calls a tool only when tool_choice names it
     llm = LLM(settings, store.calls, transport=fake.transport())
@@ -88,6 +90,9 @@ class FakeOpenAI:
         # Asked for a structured answer no handler gives: an answer, or None for the schema's example.
         self.fallback: Callable[[dict], object | None] = lambda body: None
         self.text_handler: Callable[[dict], str] = lambda body: "Here is a concrete plan: step one, step two."
+        # A library's bare `json_object` request (no schema: the prompt says the format): its answer,
+        # or None for the free-text handler's.
+        self.json_object_handler: Callable[[dict], object | None] = lambda body: None
         self.requests: list[dict] = []
         self.status_counts: Counter = Counter()
         self.in_flight = 0
@@ -102,6 +107,7 @@ class FakeOpenAI:
         # hosted API, where only the context-length error tells.
         self.tokenize: bool | str = True
         self.ignore_tools = False  # True: answer requests offering tools as if they offered none
+        self.refused: set[str] = set()  # request parameters answered with a 400 naming them
         # The calls asked for a request offering tools, as (name, arguments) pairs ([]: it answers in
         # words), or None for the default choice (`tool_calls_for`); natively and emulated alike.
         self.tool_chooser: Callable[[ToolRequest, list[dict]], list[tuple[str, dict]] | None] = \
@@ -119,6 +125,10 @@ class FakeOpenAI:
 
     def on_text(self, fn: Callable[[dict], str]) -> "FakeOpenAI":
         self.text_handler = fn
+        return self
+
+    def on_json_object(self, fn: Callable[[dict], object]) -> "FakeOpenAI":
+        self.json_object_handler = fn
         return self
 
     def transport(self) -> httpx.MockTransport:
@@ -228,6 +238,9 @@ class FakeOpenAI:
     def refusal(self, body: dict) -> dict | None:
         """As a hosted reasoning model answers a request it does not take: the 400 error body the
         OpenAI API sends for `max_tokens` and for a sampling parameter other than its default."""
+        for param in sorted(self.refused & set(body)):
+            return {"error": {"message": f"Unsupported parameter: '{param}' is not supported by this server.",
+                              "type": "invalid_request_error", "param": param, "code": "unsupported_parameter"}}
         if not self.reasoning:
             return None
         if "max_tokens" in body:
@@ -242,8 +255,13 @@ class FakeOpenAI:
         return None
 
     def completion(self, body: dict, text: str, calls: list[dict] | None = None) -> dict:
-        """The 200 answer; a reasoning model also reports the reasoning tokens it spent."""
+        """The 200 answer (`n` choices, each with its token logprobs when asked); a reasoning model
+        also reports the reasoning tokens it spent."""
         answer = completion(body, text, "tool_calls" if calls else "stop")
+        answer["choices"] *= max(body.get("n") or 1, 1)
+        answer["choices"] = [{**choice, "index": n, **({"logprobs": logprobs(text, body.get("top_logprobs") or 0)}
+                                                       if body.get("logprobs") else {})}
+                             for n, choice in enumerate(answer["choices"])]
         if calls:
             answer["choices"][0]["message"].update(content=None, tool_calls=calls)
         if self.reasoning:
@@ -260,9 +278,12 @@ class FakeOpenAI:
     def answer(self, body: dict) -> str:
         name = schema_name(body)
         schema = schema_of(body)
-        if schema is None:
+        if schema is None and (body.get("response_format") or {}).get("type") == "json_object" and \
+                (out := self.json_object_handler(body)) is not None:
+            pass
+        elif schema is None:
             return self.text_handler(body)
-        if name in self.handlers:
+        elif name in self.handlers:
             out = self.handlers[name](body)
         elif (out := self.fallback(body)) is not None:
             pass
@@ -386,6 +407,16 @@ def _arguments(parameters: dict, said: str) -> dict:
 def _resolved(schema: dict, defs: dict) -> dict:
     ref = schema.get("$ref")
     return defs.get(ref.rsplit("/", 1)[-1], {}) if isinstance(ref, str) else schema
+
+
+def logprobs(text: str, top: int) -> dict:
+    """Token log probabilities of an answer as OpenAI gives them: a token a word, its `top`
+    alternatives beside it."""
+    def entry(token: str, logprob: float) -> dict:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+    return {"content": [{**entry(word, -0.1), "top_logprobs": [entry(word if n == 0 else f"{word}{n}", -0.1 - n)
+                                                               for n in range(top)]}
+                        for word in text.split()[:16]]}
 
 
 EMBEDDING_DIM = 384  # as the bundled model's: adapters may size empty matrices by it

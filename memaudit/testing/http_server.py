@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from memaudit.llm.http1 import read_request, send_json, write_body
 from memaudit.roles import PREF_JUDGE
 from memaudit.testing import fake_generator
-from memaudit.testing.adapter_contract import any_library_tool_calls
+from memaudit.testing.adapter_contract import any_library_json, any_library_json_text, any_library_tool_calls
 from memaudit.testing.fake_batches import FakeBatchAPI
 from memaudit.testing.fake_openai import FakeOpenAI, schema_of
 
@@ -49,15 +49,18 @@ def rate_every_preference(body: dict) -> dict:
 def scripted_fake() -> FakeOpenAI:
     """The model `memaudit serve --fake` serves: every structured role answered in its schema's
     shape (deterministic in the prompt), ratings for every preference line, the generator's roles
-    so that their checks pass (memaudit/testing/fake_generator.py), the tool calls a deployed
-    library's adapter declares (`fake_tool_calls`), and a plain reply for the assistant; the Files
-    and Batches endpoints too (`--batch`: a batch completes on the second look). Instant and free;
+    so that their checks pass (memaudit/testing/fake_generator.py), the tool calls and JSON answers
+    a deployed library's adapter declares (`fake_tool_calls`, `fake_json`, `fake_text`), and a plain
+    reply for the assistant; the Files and Batches endpoints too (`--batch`: a batch completes on the
+    second look). Instant and free (but for the first library call: every library's adapter is imported);
     its numbers mean nothing."""
     fake = FakeBatchAPI().on(PREF_JUDGE, rate_every_preference)
     for name, answer in fake_generator.HANDLERS.items():
         fake.on(name, answer)
     fake.tool_chooser = any_library_tool_calls  # a deployed library's tool loop ends as its adapter declares
-    return fake.on_text(lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages.")
+    fake.on_json_object(any_library_json)  # a library's JSON-mode calls, answered in its prompt's format
+    return fake.on_text(any_library_json_text(
+        lambda body: f"Here is a plan in three steps, written after {len(body['messages'])} messages."))
 
 
 class LoopbackServer:

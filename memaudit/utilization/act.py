@@ -143,7 +143,10 @@ async def system_context(rt: Runtime, target: ActTarget) -> AgentContext:
     """What the system shows the assistant on the first turn of the scenario's conversation: memory
     read with the scenario, which is not stored first (the rollout's order)."""
     memory = await open_memory(rt, target.run, target.recon.user_id, with_adapter=True)
-    return await memory.adapter.context(target.scenario.text, target.k)
+    try:
+        return await (await memory.opened()).context(target.scenario.text, target.k)
+    finally:
+        await memory.used()
 
 
 async def run_case(rt: Runtime, target: ActTarget, threshold: float) -> ActCase:

@@ -2,14 +2,15 @@
 conversation."""
 from __future__ import annotations
 
+import functools
 import gc
-import importlib.util
 from contextlib import asynccontextmanager
 
 import pytest
 
 from memaudit.adapters.base import AdapterContext
-from memaudit.adapters.registry import get_adapter
+from memaudit.adapters.deployed import DeployedLibrary
+from memaudit.adapters.registry import builtin_names, get_adapter
 from memaudit.errors import MemauditError
 from memaudit.llm.embed import Embedder
 from memaudit.llm.tools import PROBE_TOOL
@@ -18,31 +19,47 @@ from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_e
                                                script)
 
 
-# The deployed libraries need their optional extras (installed by `make install` and in CI);
-# cognee, letta and memos their own environments (.venv-<name>), where each user's library is a worker process.
-LIBRARY_MODULES = {"agno": "agno", "mem0ai": "mem0", "graphiti": "graphiti_core", "llamaindex": "llama_index.core", "langmem": "langmem"}
-OWN_ENVIRONMENT = ("cognee", "letta", "memos")
-
-
 @pytest.fixture(autouse=True)
-def collect_library_clients():
-    """Collect a test's adapters before the next test's event loop runs: a deployed library's
-    async HTTP clients, collected inside a later loop, schedule their closing there, on
-    connections of a loop that is closed ("Event loop is closed" in an unrelated test)."""
+def collect_library_clients(request):
+    """After a test marked `library_clients` (one that made a deployed library's adapters), collect
+    them before the next test's event loop runs: a library's async HTTP clients, collected inside
+    a later loop, schedule their closing there, on connections of a loop that is closed ("Event
+    loop is closed" in an unrelated test). Only there: a collection costs ~0.5 s once the
+    libraries are loaded."""
     yield
-    gc.collect()
+    if request.node.get_closest_marker("library_clients"):
+        gc.collect()
+
+
+@functools.cache
+def adapter_class(system: str) -> type | None:
+    """The system's adapter class, or None where its library (its extra, its environment) is missing:
+    a built-in that does not load lacks its library."""
+    try:
+        return get_adapter(system)
+    except MemauditError:
+        return None
 
 
 def installed(system: str) -> bool:
     """False for a deployed library that is not installed; True for every other system."""
-    if system in OWN_ENVIRONMENT:
-        try:
-            get_adapter(system)  # its module refuses to load without the library's environment
-        except MemauditError:
-            return False
-        return True
-    module = LIBRARY_MODULES.get(system)
-    return module is None or importlib.util.find_spec(module.split(".")[0]) is not None
+    return adapter_class(system) is not None
+
+
+def is_library(system: str) -> bool:
+    """A deployed library (installed here), declared by its adapter's base class."""
+    adapter = adapter_class(system)
+    return adapter is not None and issubclass(adapter, DeployedLibrary)
+
+
+def in_own_environment(system: str) -> bool:
+    """A library that runs in an environment of its own (adapters/deployed.py `ENVIRONMENT`)."""
+    return getattr(adapter_class(system), "ENVIRONMENT", None) is not None
+
+
+def deployed_libraries() -> list[str]:
+    """The built-in deployed libraries installed here, by name."""
+    return [name for name in builtin_names() if is_library(name)]
 
 
 def needs_library(system: str):
@@ -51,18 +68,19 @@ def needs_library(system: str):
 
 
 def library_marks(system: str) -> list:
-    """needs_library; a library in its own environment is also slow (a worker process per user,
-    whose start imports the library): its tests are integration tests."""
-    return [needs_library(system), *([pytest.mark.integration] if system in OWN_ENVIRONMENT else [])]
-
-
-needs_mem0ai = needs_library("mem0ai")
+    """needs_library, `library_clients`; a library in its own environment is also slow (a worker
+    process per user, whose start imports the library): its tests are integration tests."""
+    if not installed(system):
+        return [needs_library(system)]
+    if not is_library(system):
+        return []
+    return [pytest.mark.library_clients,
+            *([pytest.mark.integration] if in_own_environment(system) else [])]
 
 
 def system_params(names) -> list:
-    """Systems as test parameters; a deployed library is skipped where it is missing."""
-    return [pytest.param(name, marks=library_marks(name)) if name in (*LIBRARY_MODULES, *OWN_ENVIRONMENT) else name
-            for name in names]
+    """Systems as test parameters, with their library marks (a missing library is skipped)."""
+    return [pytest.param(name, marks=library_marks(name)) for name in names]
 
 
 def library_calls(fake) -> list[dict]:

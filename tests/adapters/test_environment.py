@@ -140,9 +140,11 @@ def test_make_install_builds_every_declared_environment():
     assert scratch_environment.ENVIRONMENT not in declared_environments(), "a test's library is no built-in"
 
 
-def test_a_rollout_runs_at_most_library_workers_users_of_such_a_system_at_once(settings, fake, monkeypatch):
+def test_a_rollout_and_its_scoring_run_at_most_library_workers_users_of_such_a_system_at_once(settings, fake,
+                                                                                               monkeypatch):
     from memaudit.bench.instances import resolve_bench
     from memaudit.rollout.runner import run_rollout
+    from memaudit.scoring.recovery import score_runs
 
     scratch = registry.Registration("scratchnotes", "tests.adapters.scratch_environment:NotesMemory", "scratch==1")
     builtins = registry.registrations()
@@ -167,7 +169,10 @@ def test_a_rollout_runs_at_most_library_workers_users_of_such_a_system_at_once(s
         async with open_runtime(replace(settings, library_workers=1), transport=fake.transport(),
                                 embedder=Embedder(None, encoder=hash_encoder)) as rt:
             bench = await resolve_bench(rt.store, "sample")
-            await run_rollout(rt, bench, ["scratchnotes"], users=[u.id for u in bench.users[:3]], tasks=1,
-                              max_turns=1)
+            runs = await run_rollout(rt, bench, ["scratchnotes"], users=[u.id for u in bench.users[:3]], tasks=1,
+                                     max_turns=1)
+            assert most[0] == 1 and not live, "one worker at a time, each stopped when its user was done"
+            most[0] = 0
+            await score_runs(rt, runs, ["retrieve"], ks=(3,))
+            assert most[0] == 1 and not live, "scoring restores one user at a time, closed after its last read"
     anyio.run(main)
-    assert most[0] == 1 and not live, "one worker at a time, each stopped when its user was done"

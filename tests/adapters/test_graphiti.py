@@ -1,14 +1,15 @@
 """Graphiti on its embedded Kuzu through the recording proxy: its calls go through memaudit's
-client under `memory:graphiti` (JSON schema, chat completions), it is given the user's messages
+client under `memory:graphiti` (its default client: JSON schema through the Responses API), it is given the user's messages
 only, each as an episode at the logical time, its graph (episodes, entities, facts) is the dump,
 its default search ranks facts, and a restore rebuilds the same graph from the cache."""
 from __future__ import annotations
 
 import anyio
 
-from tests.adapters.conftest import EPISODES, adapter_runtime, needs_library, play, script
+from memaudit.llm.proxy import recording_proxy
+from tests.adapters.conftest import EPISODES, adapter_runtime, library_marks, play, script
 
-pytestmark = needs_library("graphiti")
+pytestmark = library_marks("graphiti")
 
 
 def graphiti_calls(fake) -> list[dict]:
@@ -23,6 +24,7 @@ def test_the_graph_grows_from_user_messages_through_the_proxy(settings, fake):
             await play(adapter, EPISODES[:1])
             calls = graphiti_calls(fake)
             assert calls and rt.llm.stats["memory:graphiti"].calls == len(calls)
+            assert (await recording_proxy(rt.llm)).served["/v1/responses"] == len(calls)
             assert not any(reply in str(b["messages"]) for b in calls for reply, _ in EPISODES[0][1])
             dump = adapter.dump()
             episodes = [item for item in dump if item["category"] == "episode"]

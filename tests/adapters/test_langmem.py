@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from memaudit.testing import fake_openai
-from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, needs_library, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, library_marks, play, script
 
-pytestmark = needs_library("langmem")
+pytestmark = library_marks("langmem")
 ROLE = "memory:langmem"
 USER_MESSAGES = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
 
@@ -32,7 +32,7 @@ def test_memories_grow_from_user_messages_through_the_proxy(settings, fake):
             # The fake calls the tool twice (parallel calls) with the latest message's words.
             assert [item["content"] for item in dump] == [text for said in USER_MESSAGES
                                                           for text in (said, f"also: {said}")]
-            assert {item["kind"] for item in dump} == {"Memory"}
+            assert {item["schema"] for item in dump} == {"Memory"}
             assert all(item["created_at"].startswith("2025-01-01") for item in dump)  # the logical date
             found = await adapter.search("training schedule knee", 2)
             assert len(found) == 2 and "training schedule" in found[0].content

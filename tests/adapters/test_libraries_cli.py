@@ -1,5 +1,5 @@
-"""The acceptance check of each deployed library (issue 32), as subprocesses against the loopback
-HTTP fake: a 2-user, 2-task `rollout` keeps at least one memory item per user and records the
+"""The acceptance check of each deployed library (issue 32), once per library, as subprocesses
+against the loopback HTTP fake: a 2-user, 2-task `rollout` keeps at least one memory item per user and records the
 library's calls under `memory:<system>`, `score --mode both` scores both modes, and `replay` with
 the server stopped prints `identical`. Slow (each process loads the library), hence integration."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from memaudit.adapters.registry import get_adapter
 from memaudit.testing.fake_openai import FakeOpenAI
 from memaudit.testing.http_server import serve
-from tests.adapters.conftest import needs_library, script
+from tests.adapters.conftest import deployed_libraries, needs_library, script
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -41,8 +41,7 @@ def memaudit(db: Path, url: str, *args: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s))
-                                    for s in ("agno", "cognee", "graphiti", "langmem", "letta", "llamaindex", "memos")])
+@pytest.mark.parametrize("system", deployed_libraries())
 def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     db = tmp_path / f"{system}.db"
     fake = library_fake(system).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})

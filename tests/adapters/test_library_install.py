@@ -3,27 +3,36 @@ brings it, in one line, and a run of it stops before it is opened."""
 from __future__ import annotations
 
 import sys
+from importlib.metadata import packages_distributions
 
 import pytest
 
 from memaudit.adapters.registry import load, registrations
 from memaudit.errors import BadInput
-
-LIBRARY_MODULES = {"graphiti": "graphiti_core", "langmem": "langmem", "llamaindex": "llama_index", "mem0ai": "mem0"}
+from tests.adapters.conftest import adapter_class, deployed_libraries, in_own_environment
 
 
 def registration(name):
     return next(r for r in registrations() if r.name == name)
 
 
-@pytest.mark.parametrize("system", sorted(LIBRARY_MODULES))
+def import_names(distribution: str) -> list[str]:
+    """The top-level packages a distribution installs (`mem0ai` -> `mem0`)."""
+    return sorted(name for name, owners in packages_distributions().items()
+                  if distribution in owners and not name.startswith("_"))
+
+
+@pytest.mark.parametrize("system", [s for s in deployed_libraries() if not in_own_environment(s)])
 def test_a_missing_library_names_its_extra(system, monkeypatch):
-    package = LIBRARY_MODULES[system]
-    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
-        monkeypatch.setitem(sys.modules, name, None)  # as if not installed (an earlier test may have loaded it)
-    monkeypatch.setitem(sys.modules, package, None)
-    monkeypatch.delitem(sys.modules, f"memaudit.adapters.{system}", raising=False)
-    with pytest.raises(BadInput, match=rf"pip install 'memaudit-bench\[{system}\]'"):
+    adapter = adapter_class(system)
+    packages = import_names(adapter.library)
+    assert packages, f"{adapter.library} installs no package"
+    for package in packages:
+        for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+            monkeypatch.setitem(sys.modules, name, None)  # as if not installed (an earlier test may have loaded it)
+        monkeypatch.setitem(sys.modules, package, None)
+    monkeypatch.delitem(sys.modules, adapter.__module__, raising=False)
+    with pytest.raises(BadInput, match=rf"pip install 'memaudit-bench\[{adapter.EXTRA}\]'"):
         load(registration(system))
 
 

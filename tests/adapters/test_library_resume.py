@@ -1,7 +1,7 @@
 """Exact resume of every deployed library (issue 40), as users run it: a 2-user, 2-task `rollout`
 against the loopback fake is SIGKILLed in the middle (the fake holds every request after half of
-what an uninterrupted run asks, so the kill always meets a rollout at work), no worker process of
-it is alive 5 s later, and the resumed rollout stores the items of the uninterrupted one, ids
+what an uninterrupted run asks, so the kill always meets a rollout at work) — or, for a library in
+its own environment, one of its workers is — no worker process of it is alive 5 s later, and the resumed rollout stores the items of the uninterrupted one, ids
 included, per user and task; `replay` prints `identical`. Slow (each process loads the library),
 hence integration, once per library."""
 from __future__ import annotations
@@ -89,8 +89,21 @@ def command(db: Path, url: str, system: str) -> list[str]:
             *ROLLOUT, "--systems", system]
 
 
-@pytest.mark.parametrize("system", deployed_params())
-def test_a_rollout_killed_mid_way_resumes_to_the_uninterrupted_items(system, tmp_path):
+def kill_cases() -> list:
+    """(system, what is killed): memaudit for every library; for a library in its own environment
+    also one of its workers (memaudit then stops with one line)."""
+    cases = []
+    for param in deployed_params():
+        name = param if isinstance(param, str) else param.values[0]
+        marks = () if isinstance(param, str) else param.marks
+        cases.append(pytest.param(name, "memaudit", marks=marks, id=f"{name}-memaudit"))
+        if isinstance(param, str) and get_adapter(name).ENVIRONMENT is not None:
+            cases.append(pytest.param(name, "worker", id=f"{name}-worker"))
+    return cases
+
+
+@pytest.mark.parametrize(("system", "victim"), kill_cases())
+def test_a_rollout_killed_mid_way_resumes_to_the_uninterrupted_items(system, victim, tmp_path):
     whole, resumed = tmp_path / "whole.db", tmp_path / "resumed.db"
     fake = a_fake()
     with serve(fake) as url:
@@ -104,12 +117,16 @@ def test_a_rollout_killed_mid_way_resumes_to_the_uninterrupted_items(system, tmp
         try:
             assert gate.held.wait(BOUND), "the rollout never reached the held request"
             workers = children(process.pid)
+            if victim == "worker":
+                os.kill(workers[0], signal.SIGKILL)
+                gate.released.set()
+                assert process.wait(BOUND) != 0, "a killed worker stops the rollout"
         finally:
-            process.send_signal(signal.SIGKILL)
+            process.kill()
             process.wait(BOUND)
             gate.released.set()
         alive = [pid for pid in workers if not gone_within(pid, 5)]
-        assert alive == [], f"workers {alive} outlived their killed memaudit"
+        assert alive == [], f"workers {alive} outlived their memaudit"
         assert len(items(resumed)) < len(items(whole)), "killed mid-way"
         memaudit(resumed, url, *ROLLOUT, "--systems", system)
     assert items(resumed) == items(whole)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import anyio
 
-from tests.adapters.conftest import adapter_runtime, needs_library, script
+from tests.adapters.conftest import adapter_runtime, library_marks, script
 
-pytestmark = needs_library("llamaindex")
+pytestmark = library_marks("llamaindex")
 
 # Long enough that the short-term queue (800 tokens) flushes into the blocks.
 LONG = [(f"Day {n}: I trained for the marathon again, " + "slow miles along the river and hills " * 25,
@@ -33,11 +33,17 @@ def test_the_blocks_fill_from_flushed_user_messages_through_the_proxy(settings, 
             dump = adapter.dump()
             kinds = {item["category"] for item in dump}
             assert kinds == {"extracted_info", "vector_memory", "short_term"}
-            found = await adapter.search("marathon training", 2)
-            assert 0 < len(found) <= 2 and found[0].score >= found[-1].score
-            assert "<message role='user'>" in found[0].content
+            # Its retrieval is what Memory retrieves: facts beside the vector block's nodes, best first.
+            found = await adapter.search("marathon training", 5)
+            assert 0 < len(found) <= 5 and [f.score for f in found] == sorted((f.score for f in found), reverse=True)
+            assert {f.fields["category"] for f in found} == {"extracted_info", "vector_memory"}
+            assert any("<message role='user'>" in f.content for f in found)
+            # Its context is Memory.aget's: the blocks' text in the system message, and the queue.
             context = await adapter.context("marathon training", 2)
-            assert context.preamble and context.notes == found
+            [system, *queue] = await adapter.instance.aget(input="marathon training")
+            assert context.preamble == system.content and not context.notes
+            assert all(fact in context.preamble for fact in adapter._block("extracted_info").facts)
+            assert context.history == [{"role": m.role.value, "content": m.content} for m in queue]
             assert adapter.write_failures == 0
     anyio.run(main)
 
@@ -74,5 +80,8 @@ def test_the_library_version_is_in_the_run_provenance():
 
     from memaudit.rollout.runner import with_adapter_origin
 
+    from adapters.llamaindex import LlamaIndexMemory
+
     recorded = with_adapter_origin({"provenance": {"protocol": "3"}}, "llamaindex")["provenance"]
-    assert recorded == {"protocol": "3", "library": f"llama-index-core=={version('llama-index-core')}"}
+    assert recorded == {"protocol": "3", "library": f"llama-index-core=={version('llama-index-core')}",
+                        "configuration": [row.to_json() for row in LlamaIndexMemory.configuration()]}

@@ -11,11 +11,12 @@ from memaudit.llm.embed import Embedder
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
 from memaudit.testing.fake_openai import FakeOpenAI
-from tests.adapters.conftest import EPISODES, adapter_runtime, hash_encoder, needs_mem0ai, play, script
+from tests.adapters.conftest import EPISODES, adapter_runtime, hash_encoder, library_marks, play, script
 from tests.rollout.conftest import make_bench
-from tests.scoring.recorded import requests_for, script as script_rollout
+from memaudit.testing.adapter_contract import mem0ai_requests
+from tests.scoring.recorded import script as script_rollout
 
-pytestmark = needs_mem0ai
+pytestmark = library_marks("mem0ai")
 
 
 def test_library_calls_are_recorded_under_its_role_and_see_user_messages_only(settings, fake):
@@ -23,8 +24,13 @@ def test_library_calls_are_recorded_under_its_role_and_see_user_messages_only(se
         async with adapter_runtime("mem0ai", settings, script(fake)) as (make, rt):
             adapter = make()
             await play(adapter, EPISODES[:1])
-            calls = requests_for(fake, "memory_mem0ai")
+            calls = mem0ai_requests(fake)
             assert len(calls) == 3  # the task and the two replies
+            # Sent as mem0 sends it: its own sampling defaults, its JSON mode without a schema of ours.
+            from mem0.configs.llms.base import BaseLlmConfig
+            defaults = BaseLlmConfig()
+            assert all(c["temperature"] == defaults.temperature and c["top_p"] == defaults.top_p for c in calls)
+            assert all(c["response_format"] == {"type": "json_object"} for c in calls)
             prompts = [c["messages"][-1]["content"] for c in calls]
             assert not any(reply in p for p in prompts for reply, _ in EPISODES[0][1])
             assert all("2025-01-01" in p for p in prompts)  # today's date is the logical one
@@ -59,4 +65,16 @@ def test_two_runs_on_separate_stores_are_identical(tmp_path, settings):
         snapshots, artifacts = first
         assert orjson.loads(snapshots[-1][2])  # something was stored
         assert artifacts == {"episode:user_001:1", "episode:user_001:2"}  # the library's calls count for the episodes
+    anyio.run(main)
+
+
+def test_an_extraction_answer_its_parser_drops_is_a_counted_write_failure(settings, fake):
+    """mem0 logs an answer it cannot parse and keeps nothing: the write is counted lost."""
+    async def main():
+        async with adapter_runtime("mem0ai", settings, script(fake)) as (make, _):
+            adapter = make()
+            fake.on_json_object(lambda body: "the memory is: knee")  # not JSON
+            await play(adapter, [(EPISODES[0][0], [])])
+            assert adapter.dump() == [] and adapter.write_failures == 1
+            assert adapter.failures.entries[0]["error"] == "InvalidOutput"
     anyio.run(main)

@@ -21,6 +21,7 @@ ROLE = "memory:somelib"
 
 class Route:
     error = None
+    tool_requests = tool_answers = 0  # the proxy's count of `auto` tool requests and those that got a call
 
     @contextmanager
     def calls_from_here(self):
@@ -68,3 +69,24 @@ def test_httpx2_is_imported_whole_with_the_library_adapters():
              "print(all(hasattr(m, name) for name in ('URL', 'Timeout', 'AsyncClient')))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_tool_requests_that_never_got_a_call_are_lost_writes_until_one_does():
+    """Issue 42: a library leaving the tool choice to the model, on a model that never calls, stored
+    nothing without a failure; each such request counts as a lost write while none got a call."""
+    adapter, route = Adapter(), Route()
+
+    def asking(calls: int):
+        async def call():
+            route.tool_requests += 2
+            route.tool_answers += calls
+        return call
+    anyio.run(guarded, adapter, ROLE, route, asking(0))
+    state = adapter.failures.to_state()
+    assert state["write_failures"] == 2 and adapter.failures.lost == 2
+    restored = FailureLog()
+    restored.load_state(state)
+    assert restored.to_state() == state  # a restored adapter (a new route) counts on from the snapshot
+    anyio.run(guarded, adapter, ROLE, route, asking(1))  # the model can call: no request was lost for that
+    assert adapter.failures.to_state()["write_failures"] == 0
+    assert "tool_requests" not in FailureLog().to_state()  # other systems' snapshots stay as they were

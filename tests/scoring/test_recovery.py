@@ -1,6 +1,8 @@
 """Recovery scoring: read operators, the slot-filling reader, the judge, overflow, resume."""
 from __future__ import annotations
 
+from memaudit.types import for_reader
+
 import pytest
 
 from memaudit.adapters.registry import get_adapter
@@ -88,7 +90,7 @@ async def test_memory_block_comes_before_the_dimension(settings, fake):
     common = min(len(t) for t in users)
     while len({t[:common] for t in users}) > 1:
         common -= 1
-    memory = dumps_indented(block)
+    memory = dumps_indented([for_reader(item) for item in block])  # the system's fields, not memaudit's kind
     assert common >= users[0].index(memory) + len(memory)
     assert len({str(f["messages"][0]) for f in fills}) == 1
 

@@ -274,3 +274,19 @@ def test_cost_names_the_price_file_as_its_source(tmp_path):
     line = _prices_line(load_prices(own).describe())
     assert line.startswith(f"Prices of no stated date ({own})") and "the bundled list of 2026-" in line
     assert "OpenAI" not in line.split(";")[0]
+
+
+def test_a_deployed_library_is_planned_with_the_calls_its_adapter_declares():
+    """`plan` without a pilot: a library's memory calls per episode are its declared calls per user
+    message (adapters/deployed.py `CALLS_PER_MESSAGE`) times the episode's user messages (the task
+    text and one per assistant reply), so libraries that call their model differently are planned
+    differently (graphiti several calls a message, mem0ai one)."""
+    from memaudit.adapters.registry import get_adapter
+    from memaudit.study.plan import default_rates
+    from tests.adapters.conftest import deployed_libraries, installed
+
+    for system in deployed_libraries():
+        rollout = default_rates(system)["rollout"]
+        assert rollout["memory"].calls == get_adapter(system).CALLS_PER_MESSAGE * (1 + rollout["agent"].calls)
+    if installed("graphiti") and installed("mem0ai"):
+        assert default_rates("graphiti")["rollout"]["memory"].calls > default_rates("mem0ai")["rollout"]["memory"].calls

@@ -27,9 +27,14 @@ from memaudit.llm.dialects.llamacpp import LlamaCpp
 from memaudit.llm.dialects.openai import OpenAI
 from memaudit.llm.dialects.vllm import VLLM
 
+# The sampling parameters of a library's request that the recording proxy forwards as the library
+# sent them (memaudit/llm/proxy.py), keyed with the call (`params`: memaudit/llm/keys.py). Beside
+# them the proxy forwards temperature and max_tokens (every call's own fields) and tools.
+FORWARDED = ("top_p", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias",
+             "n", "seed", "response_format")
 # Parameters a model may refuse (a 400 naming them): `max_tokens` is then sent under its new name
 # `max_completion_tokens`; a sampling parameter is left out (the model uses its default).
-REFUSABLE = ("max_tokens", "temperature", "top_p")
+REFUSABLE = ("max_tokens", "temperature", *FORWARDED)
 # Reasoning tokens are spent from the completion budget before the visible answer: a role's budget
 # sized for the answer alone would end most replies empty. The published runner gave reasoning
 # models 8192 completion tokens on every call; a role's `max_tokens` in the config still wins.
@@ -110,6 +115,18 @@ def request_body(*, backend: str, **fields) -> dict:
     return DIALECTS[backend].request_body(**fields)
 
 
+def forwarded_params(request: dict) -> dict:
+    """The FORWARDED parameters of a library's request, as it sent them (None: not sent)."""
+    return {name: request[name] for name in FORWARDED if request.get(name) is not None}
+
+
+def not_refused(params: dict | None, refused: frozenset[str]) -> dict | None:
+    """Forwarded parameters but those the model refused (a 400 naming one): left out, the model's
+    default, as a role's own temperature is; None when none is left (keyed as a call without)."""
+    kept = {name: value for name, value in (params or {}).items() if name not in refused}
+    return kept or None
+
+
 def refusal(status: int, data: bytes, message: str, url: str, secrets=()) -> EndpointError:
     """The error for a non-retryable answer (`data` is its body): ParameterRefused when a 400 names
     a parameter memaudit can do without (`param`, as the OpenAI API reports it), else a plain
@@ -150,6 +167,17 @@ class Refusals:
         if param not in known:
             known.add(param)
             await self.cache.record_refusal(model, backend, param)
+
+
+def answer_choices(response: dict, params: dict | None) -> list | None:
+    """Every choice of an answer, as the server gave it, when the request forwarded `logprobs` or
+    `n` > 1 (the library reads them: a reranker's token probabilities, several samples); else None."""
+    if not params or not (params.get("logprobs") or (params.get("n") or 1) > 1):
+        return None
+    choices = response.get("choices") if isinstance(response, dict) else None
+    return [{"index": choice.get("index", n), "message": _fields(choice.get("message")),
+             "finish_reason": choice.get("finish_reason"), "logprobs": choice.get("logprobs")}
+            for n, choice in enumerate(choices or []) if isinstance(choice, dict)]
 
 
 def parse_choice(response: dict) -> tuple[str, str | None, dict]:

@@ -81,9 +81,10 @@ class Dialect:
     def request_body(self, *, model: str, messages: list[dict], temperature: float | None, top_p: float | None,
                      max_tokens: int | None, seed: int, schema: dict | None, schema_name: str,
                      reasoning_effort: str | None = None, refused: frozenset[str] = frozenset(),
-                     tools: dict | None = None) -> dict:
+                     tools: dict | None = None, params: dict | None = None) -> dict:
         """The chat-completions body in this dialect; a None field is left out. `tools`: a request's
-        tool fields, sent as the library sent them (native tool calls: memaudit/llm/tools.py)."""
+        tool fields, sent as the library sent them (native tool calls: memaudit/llm/tools.py);
+        `params`: its other sampling parameters, also as sent (dialects/__init__.py FORWARDED)."""
         body: dict = {"model": model, "messages": messages, "seed": seed}
         if temperature is not None:
             body["temperature"] = temperature
@@ -95,4 +96,4 @@ class Dialect:
             body["reasoning_effort"] = reasoning_effort
         if schema is not None:
             body["response_format"] = self.response_format(schema, re.sub(r"[^A-Za-z0-9_-]", "_", schema_name)[:64])
-        return {**body, **(tools or {})}
+        return {**body, **(tools or {}), **(params or {})}

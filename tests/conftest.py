@@ -2,6 +2,8 @@
 scheduler's, which `--shard auto` reads: a suite run inside a Slurm job tests as anywhere else)."""
 from __future__ import annotations
 
+import functools
+import gc
 import os
 
 import pytest
@@ -10,6 +12,39 @@ from memaudit.config import load_settings
 from memaudit.testing.fake_openai import FakeOpenAI
 
 FAKE_URL = "http://fake.test/v1"
+
+
+def _count_async_http_clients() -> list[int]:
+    """How many of openai's async HTTP clients were made (langchain-openai's subclass them). When
+    one is collected it schedules its own closing on whatever event loop is running then: collected
+    inside a later test's loop, it closes connections of a loop that is closed, and that test fails
+    ("Event loop is closed"). A test that made any is followed by a collection (`collect_clients`);
+    only such a test, as a collection costs ~0.5 s once the libraries are loaded."""
+    made = [0]
+    try:
+        from openai import DefaultAsyncHttpxClient
+    except ImportError:
+        return made
+    original = DefaultAsyncHttpxClient.__init__
+
+    @functools.wraps(original)
+    def counted(self, *args, **kwargs):
+        made[0] += 1
+        original(self, *args, **kwargs)
+
+    DefaultAsyncHttpxClient.__init__ = counted
+    return made
+
+
+ASYNC_HTTP_CLIENTS = _count_async_http_clients()
+
+
+@pytest.fixture(autouse=True)
+def collect_clients():
+    before = ASYNC_HTTP_CLIENTS[0]
+    yield
+    if ASYNC_HTTP_CLIENTS[0] != before:
+        gc.collect()
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@ conversation."""
 from __future__ import annotations
 
 import functools
-import gc
 from contextlib import asynccontextmanager
 
 import pytest
@@ -17,18 +16,6 @@ from memaudit.llm.tools import PROBE_TOOL
 from memaudit.runtime import open_runtime
 from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_encoder, play,  # noqa: F401
                                                script)
-
-
-@pytest.fixture(autouse=True)
-def collect_library_clients(request):
-    """After a test marked `library_clients` (one that made a deployed library's adapters), collect
-    them before the next test's event loop runs: a library's async HTTP clients, collected inside
-    a later loop, schedule their closing there, on connections of a loop that is closed ("Event
-    loop is closed" in an unrelated test). Only there: a collection costs ~0.5 s once the
-    libraries are loaded."""
-    yield
-    if request.node.get_closest_marker("library_clients"):
-        gc.collect()
 
 
 @functools.cache
@@ -68,14 +55,14 @@ def needs_library(system: str):
 
 
 def library_marks(system: str) -> list:
-    """needs_library, `library_clients`; a library in its own environment is also slow (a worker
-    process per user, whose start imports the library): its tests are integration tests."""
+    """needs_library; a library in its own environment is slow (a worker process per user, whose
+    start imports the library): its tests are integration tests. (The libraries' HTTP clients are
+    collected after any test that made one: tests/conftest.py `collect_clients`.)"""
     if not installed(system):
         return [needs_library(system)]
     if not is_library(system):
         return []
-    return [pytest.mark.library_clients,
-            *([pytest.mark.integration] if in_own_environment(system) else [])]
+    return [pytest.mark.integration] if in_own_environment(system) else []
 
 
 def system_params(names) -> list:

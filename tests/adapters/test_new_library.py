@@ -81,9 +81,6 @@ def scratch_library(tmp_path, monkeypatch):
         cached.cache_clear()
 
 
-pytestmark = pytest.mark.library_clients
-
-
 def test_a_new_library_is_covered_everywhere(scratch_library, tmp_path, capsys, settings, fake):
     main(["systems", "--json"])
     row = next(r for r in orjson.loads(capsys.readouterr().out) if r["name"] == NAME)
@@ -95,7 +92,7 @@ def test_a_new_library_is_covered_everywhere(scratch_library, tmp_path, capsys, 
     # The parametrized tests of the contract and of replay (tests/adapters/test_all_adapters.py,
     # test_replay_adapters.py, test_libraries_cli.py) take their systems from these.
     assert NAME in deployed_libraries() and NAME in registry.builtin_names()
-    assert [p.marks for p in system_params([NAME])][0][0].name == "library_clients"
+    assert [p.values for p in system_params([NAME])] == [(NAME,)]
     assert test_all_adapters.counts_a_failed_first_write(NAME) and NAME in test_replay_adapters.writing_systems()
     test_replay_adapters.replay_is_identical(settings, fake, (NAME,))
 

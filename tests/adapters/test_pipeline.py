@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import anyio
 import orjson
-import pytest
 
 from memaudit.adapters.registry import builtin_names
 from memaudit.scoring.recovery import score_runs
@@ -16,7 +15,6 @@ from tests.scoring.recorded import record, runtime, script
 SYSTEMS = sorted(s for s in builtin_names() if installed(s) and not in_own_environment(s))
 
 
-@pytest.mark.library_clients
 def test_rollout_and_scoring_for_every_system(settings, fake):
     script_memory(script(fake))
 

@@ -6,7 +6,6 @@ import anyio
 
 from memaudit.replay import replay_runs
 from memaudit.scoring.recovery import score_runs
-import pytest
 
 from tests.adapters.conftest import deployed_libraries, in_own_environment, script as script_memory
 from tests.scoring.recorded import record, runtime, script
@@ -36,6 +35,5 @@ def replay_is_identical(settings, fake, systems) -> None:
     anyio.run(main)
 
 
-@pytest.mark.library_clients
 def test_replay_of_model_writing_systems_is_identical(settings, fake):
     replay_is_identical(settings, fake, writing_systems())

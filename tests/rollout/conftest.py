@@ -9,7 +9,6 @@ import pytest
 from memaudit.llm.embed import DIM, Embedder
 from memaudit.runtime import open_runtime
 from memaudit.types import BANK_COUNTS, BankEntry, Benchmark, Task, User
-from tests.adapters.conftest import collect_library_clients  # noqa: F401  (every system's episode: the libraries too)
 
 
 def fake_encoder(texts: list[str]) -> np.ndarray:

@@ -114,7 +114,9 @@ async def test_first_turn_of_a_users_first_task_sees_no_memory_for_every_system(
         async with open_rt(replace(settings, cache="off")) as rt:
             adapter = get_adapter(system)(AdapterContext(rt.llm, rt.embedder, scope=f"run/{system}"))
             await run_episode(rt.llm, adapter, bench.users[0], task, run=system, max_turns=1, k=5)
-        first = next(r for r in fake.requests if "response_format" not in r)  # the first reply
+        # The first reply: not a structured call, nor a library's tool request (an endpoint's one
+        # tool check, or its own tool-calling extraction).
+        first = next(r for r in fake.requests if "response_format" not in r and "tools" not in r)
         prompt = orjson.dumps(first["messages"]).decode()
         assert prompt.count(task.text) == 1, system
         assert NOTES_HEADER not in prompt and PREAMBLE_HEADER not in prompt, system

@@ -35,7 +35,7 @@ import anyio
 
 from memaudit.adapters.card import CardRow
 from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, upstream_imports
-from memaudit.adapters.library_clock import logical_utc_now, logical_uuid4, patch_modules
+from memaudit.adapters.library_clock import logical_utc_now, patch_modules, stdlib_uuid4
 from memaudit.adapters.upstream import count_problems
 from memaudit.errors import BadInput, InvalidOutput
 from memaudit.types import MemoryItem
@@ -101,8 +101,9 @@ _logger.propagate = False
 patch_modules("agno")
 agno.db.sqlite.sqlite.time = LogicalTime()
 # Its tools import uuid4 when they run (`from uuid import uuid4` inside each tool), which no module
-# attribute can answer: the uuid module's own, which outside a running clock is the original.
-uuid.uuid4 = logical_uuid4
+# attribute can answer: the uuid module's own, which answers from agno's clocks only (another
+# library's clock never sees it) and otherwise is the original.
+uuid.uuid4 = stdlib_uuid4
 
 
 class BoundedModel(OpenAILike):
@@ -127,6 +128,7 @@ class AgnoMemory(RefilledStore, DeployedLibrary):
 
     def __init__(self, ctx):
         super().__init__(ctx)
+        self.clock.draws_stdlib_uuid4 = True  # its tools' `from uuid import uuid4` (above)
         self.threads = None  # the worker-thread limiter of its search (a synchronous call)
 
     # -- the library ---------------------------------------------------------------------------

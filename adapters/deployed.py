@@ -89,6 +89,9 @@ class DeployedLibrary(MemoryAdapter):
     TELEMETRY: ClassVar[dict[str, str]] = {}  # the variables that switch its telemetry off, and their values
     TOOL_CALLING: ClassVar[bool] = False  # writes by tool calls (its first call is the endpoint's tool check)
     QUEUED_WRITES: ClassVar[bool] = False  # a message goes to a short-term queue first (no model call each)
+    # Its write is a free-text answer it parses itself: one it cannot use fails inside the library (its
+    # own error, counted), never memaudit's InvalidOutput.
+    PARSES_FREE_TEXT: ClassVar[bool] = False
     # Memory-side model calls per user message, as measured on the contract's fake (what `plan`
     # estimates a study with before a pilot measures it).
     CALLS_PER_MESSAGE: ClassVar[float]

@@ -90,10 +90,13 @@ def version_in(python: Path, distribution: str) -> str | None:
 
 
 def offline(python: Path) -> dict:
-    """The worker's environment variables: nothing fetched from a hub at run time, and the token
-    encodings libraries count with (tiktoken's) read from the copy in the environment
-    (scripts/library_env.sh puts one there)."""
-    variables = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    """The worker's environment variables: nothing fetched from a hub at run time, one string-hash
+    seed, and the token encodings libraries count with (tiktoken's) read from the copy in the
+    environment (scripts/library_env.sh puts one there)."""
+    # One string-hash seed for every worker: a library that iterates a set of names (Letta builds its
+    # agent's tool rules from one, in its prompt) then puts them in one order, and its calls' cache
+    # keys do not change from one process to the next (a replay would miss the cache).
+    variables = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONHASHSEED": "0"}
     encodings = python.parent.parent / "tiktoken_cache"
     if encodings.is_dir():
         variables["TIKTOKEN_CACHE_DIR"] = str(encodings)

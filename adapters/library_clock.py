@@ -36,6 +36,11 @@ class LibraryClock:
         self.ticks = 0   # time readings so far: strictly increasing, so the library's ordering by time holds
         self.uuids = 0   # ids drawn so far
         self.last = START
+        # Whether the stdlib's own `uuid.uuid4` answers from this clock while it runs (a library
+        # that imports uuid4 inside its functions, where no module attribute can answer: agno). Only
+        # such a library's clock: another library's clients (HTTP, vector stores) draw uuids too,
+        # and would otherwise move its id counter by whether that library was imported.
+        self.draws_stdlib_uuid4 = False
 
     def now(self, tz=None) -> datetime:
         self.ticks += 1
@@ -78,6 +83,12 @@ def logical_uuid4() -> uuid.UUID:
     return clock.uuid4() if clock is not None else _wall_uuid4()
 
 
+def stdlib_uuid4() -> uuid.UUID:
+    """What the stdlib's `uuid.uuid4` becomes for a library whose clock `draws_stdlib_uuid4`."""
+    clock = _running.get()
+    return clock.uuid4() if clock is not None and clock.draws_stdlib_uuid4 else _wall_uuid4()
+
+
 def logical_utc_now() -> datetime:
     clock = _running.get()
     return clock.now(timezone.utc) if clock is not None else _wall_now(timezone.utc)
@@ -115,7 +126,7 @@ def patch_modules(prefix: str, *, utc_now: object = None) -> None:
         found = vars(module)
         if found.get("uuid") is uuid:
             module.uuid = LogicalUuidModule()
-        if found.get("uuid4") is _wall_uuid4:
+        if found.get("uuid4") in (_wall_uuid4, stdlib_uuid4):  # imported before or after agno replaced it
             module.uuid4 = logical_uuid4
         if found.get("datetime") is datetime:
             module.datetime = LogicalDatetime

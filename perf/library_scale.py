@@ -57,9 +57,10 @@ SIMULATOR_TEXT = "I run along the river most mornings and my left knee aches aft
 def library_fake():
     """The fake the loopback server answers with: every library's memory calls as its contract's
     fake answers them, and a simulated user who always follows up (so every turn is played)."""
-    from memaudit.testing.adapter_contract import script
+    from memaudit.testing.adapter_contract import import_every_adapter, script
     from memaudit.testing.fake_openai import FakeOpenAI
 
+    import_every_adapter()  # the libraries run in the rollout's process: the fake consults their adapters here
     return script(FakeOpenAI()).on("simulator", lambda body: {"feedback_type": "followup", "text": SIMULATOR_TEXT})
 
 

@@ -14,8 +14,8 @@ from collections import Counter
 
 from memaudit.store import Store
 from memaudit.tables import metrics
-from memaudit.tables.columns import OUTPUTS, RUN, SYSTEM, USERS, WRITE_FAILURES, Column
-from memaudit.types import EMBED_TRUNCATED, KIND, MODES, SHORT_TERM_KINDS, UNLABELLED
+from memaudit.tables.columns import EMBED_TRUNCATED, OUTPUTS, RUN, SYSTEM, USERS, WRITE_FAILURES, Column
+from memaudit.types import KIND, MODES, SHORT_TERM_KINDS, UNLABELLED
 
 HEALTH = (
     RUN,
@@ -36,9 +36,7 @@ HEALTH = (
              doc=f"the recovery reads ({label}, as Table 2 scores them) that returned nothing / all of them")
       for mode, label in zip(MODES, ("full-store", "top-k"))),
     WRITE_FAILURES,
-    Column("embeds truncated", ("embed_truncated",),
-           doc="texts cut to fit the embedding model's input before they were embedded, over all users (n/a: not "
-               "counted by this run)"),
+    EMBED_TRUNCATED,
 )
 
 
@@ -47,11 +45,9 @@ def per_message(count, messages) -> float | None:
 
 
 async def final_memory(store: Store, run: str, users) -> dict:
-    """Over the users' final snapshots: items by kind, the short-term kinds their system declared,
-    texts cut to fit the embedding model (None when no snapshot counts them)."""
+    """Over the users' final snapshots: items by kind and the short-term kinds their system declared."""
     kinds: Counter = Counter()
     short_term: set[str] = set()
-    truncated = None
     snapshots = 0
     for user in users:
         snapshot = await store.episodes.last_snapshot(run, user)
@@ -61,10 +57,7 @@ async def final_memory(store: Store, run: str, users) -> dict:
         state = snapshot["state"] if isinstance(snapshot["state"], dict) else {}
         kinds.update(item.get(KIND) or UNLABELLED for item in snapshot["items"])
         short_term.update(state.get(SHORT_TERM_KINDS, ()))
-        if state.get(EMBED_TRUNCATED) is not None:
-            truncated = (truncated or 0) + state[EMBED_TRUNCATED]
-    return {"snapshots": snapshots, "kinds": dict(sorted(kinds.items())), "short_term": short_term,
-            "embed_truncated": truncated}
+    return {"snapshots": snapshots, "kinds": dict(sorted(kinds.items())), "short_term": short_term}
 
 
 def long_term_written(memory: dict, write_failures) -> bool | None:
@@ -101,4 +94,5 @@ async def health_row(store: Store, d, variant: str) -> dict:
             "memory_calls": new, "memory_calls_cached": cached, "items_by_kind": memory["kinds"],
             "long_term_written": long_term_written(memory, lost),
             **await empty_reads(store, d.run, variant, headline_k),
-            "memory_write_failures": lost, "embed_truncated": memory["embed_truncated"]}
+            "memory_write_failures": lost,
+            "embed_truncated": metrics.total_write_failures(u.embed_truncated for u in d.users.values())}

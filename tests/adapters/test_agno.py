@@ -112,3 +112,20 @@ def test_the_configuration_card_states_the_bound_and_the_search():
     assert rows["tool loop bound"].used == f"{MAX_MODEL_CALLS} model calls per write"
     assert "agno-agi/agno#2243" in rows["tool loop bound"].library_default
     assert (rows["search retrieval_method"].library_default, rows["search retrieval_method"].used) == ("last_n", "agentic")
+
+
+def test_the_stdlib_uuid4_answers_from_agno_clocks_only():
+    """agno replaces the stdlib's uuid.uuid4 (its tools import it when they run); another library's
+    clock must not see it, or that library's ids would move by whether agno was imported."""
+    import uuid
+
+    import memaudit.adapters.agno  # noqa: F401  (the replacement happens at import)
+    from memaudit.adapters.library_clock import LibraryClock
+
+    other, agno = LibraryClock("other"), LibraryClock("agno")
+    agno.draws_stdlib_uuid4 = True
+    with other.running():
+        uuid.uuid4()
+    with agno.running():
+        drawn = uuid.uuid4()
+    assert other.uuids == 0 and agno.uuids == 1 and drawn == LibraryClock("agno").uuid4()

@@ -63,7 +63,7 @@ def test_two_users_two_tasks_rollout_score_and_replay(system, tmp_path):
     assert memaudit(db, url, "replay").strip().endswith("identical")
 
 
-@pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s)) for s in ("agno", "langmem")])
+@pytest.mark.parametrize("system", [pytest.param(s, marks=needs_library(s)) for s in ("agno", "langmem", "letta")])
 def test_a_rollout_on_a_server_that_ignores_tools_stops_with_one_line(system, tmp_path):
     """Never a memory left silently empty by a server that drops `tools` (mem0ai/mem0#4175)."""
     fake = library_fake(system)

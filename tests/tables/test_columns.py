@@ -68,9 +68,10 @@ def test_the_report_shows_the_same_columns(tmp_path):
         assert re.findall(r"<th>(.*?)</th>", table) == \
             [esc(c.short or c.header).replace("_", "_<wbr>") for c in shown(columns, "html")]
         # the report adds columns (system, users) to the md ones, in the same order; it shows Table 2's
-        # four failure counts in one column, and each run's models in its list of runs
+        # four failure counts in one column, each run's models in its list of runs and the texts the
+        # embedding model cut in the memory health table
         html_keys = {key for c in shown(columns, "html") for key in c.keys}
         assert [c.header for c in shown(columns, "html") if "md" in c.outputs] == \
             [c.header for c in shown(columns, "md") if "html" in c.outputs]
-        assert {key for c in shown(columns, "md") for key in c.keys} - html_keys <= {"models"}
+        assert {key for c in shown(columns, "md") for key in c.keys} - html_keys <= {"models", "embed_truncated"}
     assert "<th>models</th>" in index.split("<h2>Runs</h2>", 1)[1].split("</thead>", 1)[0]

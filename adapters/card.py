@@ -44,6 +44,26 @@ def field_default(model, name: str) -> Callable[[], object]:
     return lambda: model.model_fields[name].default
 
 
+# docs/adapters.md's configuration cards lie between these lines (scripts/library_table.py writes
+# them; tests/adapters/test_cards.py checks them against the installed libraries' cards).
+CARDS_START = "<!-- the configuration cards, from the adapters: scripts/library_table.py -->"
+CARDS_END = "<!-- end of the generated cards -->"
+
+
+def card_markdown(name: str, rows: list[CardRow]) -> str:
+    """A library's section of docs/adapters.md: its card as a table. A feature on or off by whether
+    its piece is installed here reads as such (the docs are the same on every machine)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"### `{name}`", "", "| " + " | ".join(FIELDS) + " |", "|" + "---|" * len(FIELDS)]
+    for row in rows:
+        used = "on where installed, else off" if row.used in ("on", OFF) else row.used
+        why = row.why if row.used not in ("on", OFF) else "needs a piece that cannot be fetched offline"
+        lines.append("| " + " | ".join(cell(v) for v in (row.setting, row.library_default, used, why)) + " |")
+    return "\n".join(lines)
+
+
 def drifted(rows: list[CardRow]) -> list[str]:
     """The rows whose stated default the installed library no longer has, each in one line."""
     return [f"{row.setting}: the card says {row.library_default!r}, the installed library {row.read()!r}"

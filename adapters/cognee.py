@@ -8,8 +8,9 @@ Its model and embedding calls go over HTTP to memaudit's recording proxy in this
 `memory:cognee`: cached, counted and replayable like every memaudit call.
 
 What it is given follows the published study: each user message is added to its dataset and
-cognified (chunks, an extracted knowledge graph, summaries). `search` is its chunk search (the
-stored text ranked by its vector store, with its scores); `dump` is every node of its graph
+cognified (chunks, an extracted knowledge graph, summaries). `search` is its default search
+(HYBRID_COMPLETION, its graph beside its chunks) for the context it answers from (`only_context`):
+its passages, entities, facts and summaries as items, each with its `kind`; `dump` is every node of its graph
 (documents, chunks, entities, entity types, summaries) with their native fields. Ids and times
 follow the episode's logical clock (inside the worker). The state is the messages given to it,
 re-added on restore with every call answered from the cache."""
@@ -20,10 +21,12 @@ import importlib
 import os
 import sys
 
+from memaudit.adapters.card import CardRow
 from memaudit.adapters.deployed import request_schema
 from memaudit.adapters.environment import InEnvironment
 from memaudit.adapters.environment_worker import LibraryWorker
 from memaudit.adapters.upstream import PROXY_KEY
+from memaudit.types import KIND
 
 DATASET = "memaudit"
 # A model name litellm knows to take `json_schema` structured output: cognee asks for a JSON
@@ -70,15 +73,16 @@ class CogneeWorker(LibraryWorker):
             await asyncio.wait(running)
 
     async def search(self, query: str, k: int) -> list[dict]:
+        """cognee's default search (HYBRID_COMPLETION: its graph beside its chunks) for the context
+        it would answer from (`only_context`), read from the retrieved objects as items: the
+        passages, the entities with their edges, the facts and the chunks' summaries, taken in turn
+        from each lane (its context shows them side by side), k in all."""
         if not self.added:  # cognee refuses to search a dataset it has never been given
             return []
-        found = await self.cognee.search(query_text=query, query_type=self.cognee.SearchType.CHUNKS,
-                                         datasets=[DATASET], top_k=k)
-        # Its `score` is a vector distance (lower is nearer): kept as `distance`, in its order.
-        return [{**{name: value for name, value in result.items() if name not in ("id", "text", "score")},
-                 "id": str(result.get("id")), "content": str(result.get("text", "")), "score": None,
-                 "distance": result.get("score")}
-                for group in found or [] for result in group.get("search_result") or []]
+        found = await self.cognee.search(query_text=query, query_type=self.cognee.SearchType.HYBRID_COMPLETION,
+                                         datasets=[DATASET], top_k=k, only_context=True, verbose=True)
+        lanes = [lane for result in found or [] for lane in context_lanes(result.get("objects_result") or {})]
+        return interleaved(lanes)[:k]
 
     async def dump(self) -> list[dict]:
         from cognee.infrastructure.databases.graph import get_graph_engine
@@ -87,6 +91,33 @@ class CogneeWorker(LibraryWorker):
         # `raw_data_location` is a file path in this worker's data folder, not memory content.
         return [{"id": str(node_id), **{k: v for k, v in properties.items() if k != "raw_data_location"},
                  "content": node_text(properties)} for node_id, properties in nodes]
+
+
+def context_lanes(objects: dict) -> list[list[dict]]:
+    """The lanes of a hybrid search's retrieved objects, as items: its passages (a vector distance,
+    lower nearer, kept as `distance`), its entities (their edges' sentences), its facts, and the
+    summaries of the passages."""
+    chunks = [{"id": str(chunk.id), "content": str(chunk.payload.get("text", "")), "kind": "chunk", "score": None,
+               "distance": chunk.score, "document_name": chunk.payload.get("document_name")}
+              for chunk in objects.get("chunks") or []]
+    entities = [{"id": str(entity["id"]), "kind": "entity", "score": None, "name": entity.get("name"),
+                 "type": entity.get("type"), "edges": [edge.get("text") for edge in entity.get("edges") or []],
+                 "content": f"{entity.get('name')} ({entity.get('type')})"
+                            + (f": {entity['description']}" if entity.get("description") else "")}
+                for entity in objects.get("entities") or []]
+    facts = [{"id": str(fact["id"]), "content": str(fact.get("text", "")), "kind": "edge", "score": None}
+             for fact in objects.get("facts") or []]
+    summaries = [{"id": f"{chunk_id}-summary", "content": str(text), "kind": "summary", "score": None,
+                  "chunk_id": str(chunk_id)} for chunk_id, text in (objects.get("chunk_summaries") or {}).items()]
+    return [chunks, entities, facts, summaries]
+
+
+def interleaved(lanes: list[list[dict]]) -> list[dict]:
+    """The lanes' items taken in turn, each lane in its own order."""
+    out = []
+    for rank in range(max((len(lane) for lane in lanes), default=0)):
+        out += [lane[rank] for lane in lanes if rank < len(lane)]
+    return out
 
 
 def configure(setup: dict, root: str) -> None:
@@ -152,7 +183,34 @@ class CogneeMemory(InEnvironment):
     # measured on the contract's fake: its graph extraction and its chunk summary a message
     # (15 calls for 7 user messages: the first write also sends a connection probe)
     CALLS_PER_MESSAGE = 2.0
-    scored = False  # its chunk search ranks by a vector distance, kept as the native field `distance`
+    scored = False  # its context has no scores (its passages' vector distance is the native field `distance`)
+    # What its graph's nodes are (a dump node's `type`); a search item says its own kind.
+    NODE_KINDS = {"DocumentChunk": "chunk", "Entity": "entity", "EntityType": "entity_type",
+                  "TextSummary": "summary", "TextDocument": "document"}
+
+    def kind_of(self, fields: dict) -> str | None:
+        return fields.get(KIND) or self.NODE_KINDS.get(fields.get("type"), fields.get("type"))
+
+    @classmethod
+    def card_rows(cls) -> list[CardRow]:
+        return [
+            CardRow("search type", "HYBRID_COMPLETION", "HYBRID_COMPLETION with only_context (its context, no answer)",
+                    "its default search; the audit reads what it would answer from (before issue 41: CHUNKS)"),
+            CardRow("search top_k", "15", "k, the lanes' items taken in turn", "the audit reads k items"),
+            CardRow("llm model name", "its configured one", SCHEMA_MODEL,
+                    "a name litellm knows to take json_schema, so cognee asks for its schema; the proxy answers any "
+                    "name with the memory role's model"),
+            CardRow("embedding provider", "openai", "openai_compatible with the embedder's dimensions",
+                    "its openai provider refuses `dimensions`"),
+            CardRow("stores", "SQLite, LanceDB, its Kuzu graph", "the same, in the worker's own folder",
+                    "its embedded defaults, one per user"),
+            CardRow("structured-output retries", "at least 240 s with exponential waits", "the same attempts, no waits",
+                    "a repeated request is answered from the call cache with the same outcome: the waits only stall"),
+            CardRow("chunking", "its chunker, sized by the embedding model's token limit", "the library's",
+                    "texts the embedding model cuts are counted (embed_truncated)"),
+            CardRow("ingest", "the caller's documents", "each user message cognified (rollout --ingest exchange: "
+                    "the reply before it, in one text)", "as the published study gave it"),
+        ]
     # Its first write sends a free-text connection probe, then its graph extraction and its chunk
     # summary at once (asyncio.gather): a fault meets every answer to its graph extraction.
     faulted_request = staticmethod(lambda body: "nodes" in request_schema(body).get("properties", {}))

@@ -60,3 +60,13 @@ def test_a_feature_whose_piece_is_missing_is_off_and_on_where_installed(capsys):
     assert memaudit("systems", "mem0ai") == 0
     shown = capsys.readouterr().out
     assert "mem0ai: configuration card" in shown and "hybrid search" in shown
+
+
+@pytest.mark.parametrize("name", deployed())
+def test_docs_show_each_library_s_card_as_its_adapter_states_it(name):
+    from memaudit.adapters.card import card_markdown
+    from memaudit.config import REPO_ROOT
+
+    docs = (REPO_ROOT / "docs" / "adapters.md").read_text()
+    assert card_markdown(name, get_adapter(name).configuration()) in docs, \
+        "docs/adapters.md's card differs from the adapter's: run scripts/library_table.py"

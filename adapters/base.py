@@ -128,6 +128,10 @@ class MemoryAdapter(ABC):
     # The distribution of a deployed library this system runs as it ships (None: memaudit's own
     # design); its version is recorded in each run's provenance.
     library: ClassVar[str | None] = None
+    # A library instance per user that holds its store while the user runs (a worker process, an
+    # embedded database: graphiti's Kuzu holds ~170 MB a user): at most --library-workers such
+    # users are open at once in a command, so memory stays bounded however many users a study has.
+    bounded_users: ClassVar[bool] = False
     # What each item the system stores is (memaudit.types.KIND), by the item's native `category`
     # (ITEM_KINDS), else ITEM_KIND; an item that says its own kind keeps it (`kind_of`). Added at
     # the adapter boundary to every search result and dump item (adapters/boundary.py).

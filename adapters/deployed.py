@@ -96,6 +96,7 @@ class DeployedLibrary(MemoryAdapter):
     # estimates a study with before a pilot measures it).
     CALLS_PER_MESSAGE: ClassVar[float]
     ENVIRONMENT: ClassVar[str | None] = None  # None: the library runs in memaudit's own environment
+    bounded_users = True  # (MemoryAdapter) its store per user, in this process or a worker
     # What the published study gave a library: each message from the user (the task text and each reply).
     SOURCE: ClassVar[tuple[str, ...]] = ("task_start", "user")
     ROLE: ClassVar[str]  # `memory:<name>`, derived

@@ -119,7 +119,7 @@ class Settings:
     # Worker processes of the deployed libraries in environments of their own (adapters/environment.py)
     # alive at once: each holds one user's library (cognee's: about 0.5 GB), so a rollout runs at most
     # this many users of such a system at once.
-    library_workers: int = 4
+    library_workers: int = 8
 
     def embedding(self, group: str) -> tuple[str, str | None, str | None]:
         """(model, endpoint or None for a local model, api key) of a role group's embeddings."""
@@ -384,8 +384,8 @@ OPTIONS = (
     Option("tpm", "--tpm", ("MEMAUDIT_TPM",), "tpm", Number(1, RATE_MAX),
            "tokens per minute each endpoint takes, shared out like --rpm", role_key=True),
     Option("library_workers", "--library-workers", ("MEMAUDIT_LIBRARY_WORKERS",), "library_workers",
-           Number(1, 10_000, whole=True), "worker processes of the libraries in their own environments alive at "
-           "once, one user's library each (default {default})"),
+           Number(1, 10_000, whole=True), "users of a deployed library open at once, each with its own store (a "
+           "worker process for a library in its own environment) (default {default})"),
     Option("embed_base_url", None, ("MEMAUDIT_EMBED_BASE_URL",), "embed_base_url", Url(),
            "an OpenAI-compatible /v1/embeddings endpoint of the memory systems' embeddings", role_key=True),
     Option("context_window", None, (), "context_window", Number(1, 100_000_000, whole=True),

@@ -273,13 +273,14 @@ async def _rollout_locked(rt: Runtime, bench: Benchmark, systems: list[str], run
         [(s, r, u) for s, r in zip(systems, runs) for u in chosen]
     pairs = [(s, r, u) for s, r, u in pairs if rt.shard.holds(s, u.id)]
     limiter = anyio.CapacityLimiter(1 if one_at_a_time else len(pairs))
-    # A library in its own environment holds a worker process per user (cognee's: about 0.5 GB): at
-    # most --library-workers such users run at once, each worker stopped when its user is done.
+    # A deployed library holds a store per user (a worker process, cognee's about 0.5 GB; an
+    # embedded database): at most --library-workers such users run at once, each closed when its
+    # user is done.
     workers = anyio.CapacityLimiter(rt.settings.library_workers)
-    own_environment = {s for s in systems if getattr(get_adapter(s), "ENVIRONMENT", None) is not None}
+    bounded = {s for s in systems if get_adapter(s).bounded_users}
 
     async def run_pair(system: str, run: str, user: User) -> None:
-        async with limiter, workers if system in own_environment else nullcontext():
+        async with limiter, workers if system in bounded else nullcontext():
             await _run_user(rt, run, system, user, plan[user.id], max_turns=max_turns, k=k, progress=progress,
                             transcripts=source, alone=one_at_a_time, ingest=ingest)
 

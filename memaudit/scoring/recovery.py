@@ -217,7 +217,7 @@ async def open_memory(rt: Runtime, run: Run, user_id: str, *, with_adapter: bool
                 await adapter.load_items(items)
             elif snapshot is not None:
                 await adapter.restore(snapshot["state"])
-        own_environment = getattr(adapter, "ENVIRONMENT", None) is not None
+        own_environment = adapter.bounded_users
         memory.adapter, memory.restore, memory.uses, memory.aside = adapter, restore, uses, rt.llm.collect
         memory.places = worker_places(rt) if own_environment else None
     return memory

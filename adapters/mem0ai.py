@@ -166,7 +166,7 @@ class Mem0AI(DeployedLibrary):
             state["memories"] = points(self.instance.vector_store)
             state["entities"] = points(self.instance.entity_store)
             rows = self.instance.db.connection.execute(
-                "SELECT id, session_scope, role, content, name, created_at FROM messages ORDER BY created_at, id")
+                "SELECT id, session_scope, role, content, name, created_at FROM messages ORDER BY created_at, id")  # upstream schema
             state["messages"] = [list(row) for row in rows.fetchall()]
         return deep_copy(state)
 
@@ -179,7 +179,7 @@ class Mem0AI(DeployedLibrary):
             await self._put_points(store, saved)
         with library.db._lock:
             library.db.connection.executemany(
-                "INSERT INTO messages (id, session_scope, role, content, name, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages (id, session_scope, role, content, name, created_at) VALUES (?, ?, ?, ?, ?, ?)",  # upstream schema
                 [tuple(row) for row in state["messages"]])
             library.db.connection.commit()
 

@@ -232,7 +232,9 @@ class LettaWorker(LibraryWorker):
         blocks = await self.request("GET", f"/v1/agents/{agent}/core-memory/blocks")
         passages = await self.request("GET", f"/v1/agents/{agent}/archival-memory",
                                       params={"limit": PASSAGE_PAGE, "ascending": True})
-        return [*map(block_item, sorted(blocks, key=lambda b: b["label"])), *map(passage_item, passages)]
+        # A block with no value yet (the human block before the agent writes it) holds no memory.
+        kept = sorted((b for b in blocks if b.get("value")), key=lambda b: b["label"])
+        return [*map(block_item, kept), *map(passage_item, passages)]
 
     async def request(self, method: str, path: str, **options):
         response = await self.client.request(method, path, **options)

@@ -97,7 +97,7 @@ class MemOSMemory(InEnvironment):
                     "the mode that runs on an embedded store (local Qdrant); tree_text needs a graph database server"),
             CardRow("vector_db", "qdrant (a server, or a local path)", "qdrant, local path in the worker's folder",
                     "one embedded store per user, nothing listening"),
-            CardRow("embedder", "its configured backend", "universal_api (provider openai) at the proxy",
+            CardRow("embedder backend", "its configured backend", "universal_api (provider openai) at the proxy",
                     "the OpenAI-compatible embedder its configuration offers"),
             CardRow("what extract is given", "a conversation (a list of messages)", "each user message, alone",
                     "what the published study gave every library"),

@@ -26,13 +26,12 @@ nothing)."""
 from __future__ import annotations
 
 import hashlib
-import logging
 import uuid
 import warnings
 
 from memaudit.adapters.base import AgentContext
 from memaudit.adapters.card import CardRow, field_default
-from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, quiet_loggers, upstream_imports
+from memaudit.adapters.deployed import DeployedLibrary, RefilledStore, upstream_imports
 from memaudit.adapters.library_clock import patch_modules
 from memaudit.adapters.upstream import count_problems
 from memaudit.errors import BadInput, InvalidOutput
@@ -58,8 +57,6 @@ with upstream_imports("llamaindex"):
     from llama_index.embeddings.openai import OpenAIEmbedding
     from llama_index.llms.openai_like import OpenAILike
     from llama_index.vector_stores.qdrant import QdrantVectorStore
-# Its notice about a collection not created yet (the first flush creates it).
-quiet_loggers({"llama_index.vector_stores.qdrant": logging.ERROR})
 warnings.filterwarnings("ignore", message="Payload indexes have no effect", category=UserWarning)
 patch_modules(llama_index.core.schema.__name__)  # TextNode ids
 
@@ -101,7 +98,6 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.qdrant = None  # the vector block's in-process store
         self.given_this_task = 0  # messages given during the current episode (the newest of the queue)
 
     # -- the library ---------------------------------------------------------------------------
@@ -111,8 +107,9 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
                          context_window=LLM_CONTEXT_WINDOW, max_retries=endpoint.max_retries, timeout=endpoint.timeout)
         embed_model = OpenAIEmbedding(model_name=endpoint.embed_model, api_base=endpoint.base_url, api_key=endpoint.key,
                                       max_retries=endpoint.max_retries, timeout=endpoint.timeout)
-        self.qdrant = AsyncQdrantClient(location=":memory:")
-        store = QdrantVectorStore(collection_name=COLLECTION, aclient=self.qdrant)
+        store = QdrantVectorStore(collection_name=COLLECTION, aclient=AsyncQdrantClient(location=":memory:"))
+        # What its first flush would create (card: "qdrant collection"): Memory.aget reads it before.
+        await store._acreate_collection(COLLECTION, await self.dimensions())
         return Memory.from_defaults(
             session_id=SESSION, token_limit=TOKEN_LIMIT, chat_history_token_ratio=CHAT_HISTORY_TOKEN_RATIO,
             token_flush_size=TOKEN_FLUSH_SIZE, async_database_uri="sqlite+aiosqlite:///:memory:",
@@ -142,6 +139,10 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
                     field_default(VectorMemoryBlock, "similarity_top_k")),
             CardRow("vector store", "none (the block needs one that keeps text)", "qdrant in process (:memory:)",
                     "the core's own vector store keeps no text, which the block refuses"),
+            CardRow("qdrant collection", "created by the first flush", "created at open, by the store's own "
+                    "_acreate_collection (the same parameters)", "Memory.aget queries the vector block before its "
+                    "first flush, and Qdrant answers a missing collection with an error: every early context "
+                    "would be a failed call"),
             CardRow("chunking", "a flushed batch of messages is one node", "the library's",
                     "no chunker: a node longer than the embedding model's window is cut there, counted "
                     "(embed_truncated, Table 2)"),
@@ -196,12 +197,10 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
 
         block = self._block(VECTOR_BLOCK)
         embedding = await block.embed_model.aget_query_embedding(query)
-        items = []
-        if await self.qdrant.collection_exists(COLLECTION):  # created by the first flush
-            found = await block.vector_store.aquery(VectorStoreQuery(query_str=query, query_embedding=embedding,
-                                                                     similarity_top_k=k))
-            items += [MemoryItem(node.node_id, node.get_content(), score, {"category": VECTOR_BLOCK})
-                      for node, score in zip(found.nodes or [], found.similarities or [])]
+        found = await block.vector_store.aquery(VectorStoreQuery(query_str=query, query_embedding=embedding,
+                                                                 similarity_top_k=k))
+        items = [MemoryItem(node.node_id, node.get_content(), score, {"category": VECTOR_BLOCK})
+                 for node, score in zip(found.nodes or [], found.similarities or [])]
         facts = self._block(FACTS_BLOCK).facts
         if facts:
             vectors = await block.embed_model.aget_text_embedding_batch(facts)
@@ -236,8 +235,6 @@ class LlamaIndexMemory(RefilledStore, DeployedLibrary):
     async def _nodes(self) -> list:
         """The vector block's nodes."""
         block = self._block(VECTOR_BLOCK)
-        if not await self.qdrant.collection_exists(COLLECTION):
-            return []
         nodes = await block.vector_store.aget_nodes()
         return nodes  # in id order: the ids follow the logical clock
 

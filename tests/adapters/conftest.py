@@ -17,6 +17,9 @@ from memaudit.runtime import open_runtime
 from memaudit.testing.adapter_contract import (EPISODES, QUERIES, events, hash_encoder, play,  # noqa: F401
                                                script)
 
+# What a library is given of the first contract episode: its task and each user reply, in order.
+FIRST_USER_MESSAGES = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
+
 
 @functools.cache
 def adapter_class(system: str) -> type | None:

@@ -11,11 +11,11 @@ import anyio
 import pytest
 
 from memaudit.testing.fake_openai import FakeOpenAI
-from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, needs_library, play, script
+from tests.adapters.conftest import (EPISODES, FIRST_USER_MESSAGES, adapter_runtime, library_calls,
+                                     needs_library, play, script)
 
 pytestmark = needs_library("agno")
 ROLE = "memory:agno"
-USER_MESSAGES = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
 
 
 def test_memories_come_from_user_messages_through_the_proxy(settings, fake):
@@ -25,13 +25,13 @@ def test_memories_come_from_user_messages_through_the_proxy(settings, fake):
             await play(adapter, EPISODES[:1])
             calls = library_calls(fake)
             # Each message: one call answered with a tool call, one after its result (the loop ends).
-            assert len(calls) == 2 * len(USER_MESSAGES) == rt.llm.stats[ROLE].calls
+            assert len(calls) == 2 * len(FIRST_USER_MESSAGES) == rt.llm.stats[ROLE].calls
             assert all({t["function"]["name"] for t in b["tools"]} == {"add_memory", "update_memory", "delete_memory"}
                        for b in calls)
             assert not any(reply in str(b["messages"]) for b in calls for reply, _ in EPISODES[0][1])
             dump = adapter.dump()
-            assert [item["content"] for item in dump] == [f"The user said: {said}" for said in USER_MESSAGES]
-            assert [item["input"] for item in dump] == USER_MESSAGES
+            assert [item["content"] for item in dump] == [f"The user said: {said}" for said in FIRST_USER_MESSAGES]
+            assert [item["input"] for item in dump] == FIRST_USER_MESSAGES
             assert {item["kind"] for item in dump} == {"memory"}
             assert [item["created_at"] for item in dump] == [f"2025-01-01T00:0{turn}:00+00:00" for turn in range(3)]
             found = await adapter.search("knee injury", 3)

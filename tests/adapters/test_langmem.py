@@ -12,11 +12,11 @@ import anyio
 import pytest
 
 from memaudit.testing import fake_openai
-from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, library_marks, play, script
+from tests.adapters.conftest import (EPISODES, FIRST_USER_MESSAGES, adapter_runtime, library_calls,
+                                     library_marks, play, script)
 
 pytestmark = library_marks("langmem")
 ROLE = "memory:langmem"
-USER_MESSAGES = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
 
 
 def test_memories_grow_from_user_messages_through_the_proxy(settings, fake):
@@ -25,12 +25,12 @@ def test_memories_grow_from_user_messages_through_the_proxy(settings, fake):
             adapter = make()
             await play(adapter, EPISODES[:1])
             calls = library_calls(fake)
-            assert len(calls) == len(USER_MESSAGES) == rt.llm.stats[ROLE].calls
+            assert len(calls) == len(FIRST_USER_MESSAGES) == rt.llm.stats[ROLE].calls
             assert all(b["tools"] for b in calls)  # forwarded natively on the openai dialect
             assert not any(reply in str(b["messages"]) for b in calls for reply, _ in EPISODES[0][1])
             dump = adapter.dump()
             # The fake calls the tool twice (parallel calls) with the latest message's words.
-            assert [item["content"] for item in dump] == [text for said in USER_MESSAGES
+            assert [item["content"] for item in dump] == [text for said in FIRST_USER_MESSAGES
                                                           for text in (said, f"also: {said}")]
             assert {item["schema"] for item in dump} == {"Memory"}
             assert all(item["created_at"].startswith("2025-01-01") for item in dump)  # the logical date
@@ -55,7 +55,7 @@ def test_emulated_and_native_tool_calls_store_the_same_memories(backend, setting
         emulated, emulated_calls = await stored(backend)
         assert all("tools" in b for b in native_calls) and not any("tools" in b for b in emulated_calls)
         assert all("tool_calls" in str(b["response_format"]) for b in emulated_calls)
-        assert emulated == native and len(native) > len(USER_MESSAGES)
+        assert emulated == native and len(native) > len(FIRST_USER_MESSAGES)
     anyio.run(main)
 
 

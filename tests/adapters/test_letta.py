@@ -10,7 +10,8 @@ import anyio
 import pytest
 
 from memaudit.adapters.letta import REPLY_TOOL
-from tests.adapters.conftest import EPISODES, adapter_runtime, events, needs_library, play, script
+from tests.adapters.conftest import (EPISODES, FIRST_USER_MESSAGES, adapter_runtime, events, needs_library,
+                                     play, script)
 
 pytestmark = [needs_library("letta"), pytest.mark.integration]
 
@@ -24,17 +25,17 @@ def test_each_user_message_goes_to_the_agent_whose_loop_saves_it_and_replies(set
         async with adapter_runtime("letta", settings, script(fake)) as (make, rt):
             adapter = make()
             await play(adapter, EPISODES[:1])
-            user_messages = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
             steps = agent_steps(fake)
             # Two steps a message (save, reply), every one a required tool call, through the proxy.
-            assert len(steps) == 2 * len(user_messages) and rt.llm.stats["memory:letta"].calls == len(steps)
+            assert len(steps) == 2 * len(FIRST_USER_MESSAGES) and rt.llm.stats["memory:letta"].calls == len(steps)
             assert {body["tool_choice"] for body in steps} == {"required"}
             assert not any(reply in str(body["messages"]) for body in steps for reply, _ in EPISODES[0][1])
             dump = adapter.dump()
             passages = [item for item in dump if item["kind"] == "passage"]
-            assert [p["content"] for p in passages] == [f"The user said: {m}" for m in user_messages]
+            assert [p["content"] for p in passages] == [f"The user said: {m}" for m in FIRST_USER_MESSAGES]
             assert all(p["created_at"].startswith("2025-01-01") for p in passages)  # the logical date
-            assert {item["label"] for item in dump if item["kind"] == "block"} == {"human", "persona"}
+            # Its persona block; the human block, empty until the agent writes it, holds no memory yet.
+            assert {item["label"] for item in dump if item["kind"] == "block"} == {"persona"}
             found = await adapter.search("knee injury half marathon", 2)
             assert len(found) == 2 and "half marathon" in found[0].content and found[0].score is None
             assert adapter.write_failures == 0

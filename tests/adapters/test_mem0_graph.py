@@ -11,11 +11,11 @@ import anyio
 import pytest
 
 from memaudit.testing.fake_openai import FakeOpenAI
-from tests.adapters.conftest import EPISODES, adapter_runtime, library_calls, library_marks, play, script
+from tests.adapters.conftest import (EPISODES, FIRST_USER_MESSAGES, adapter_runtime, library_calls,
+                                     library_marks, play, script)
 
 pytestmark = library_marks("mem0_graph")
 ROLE = "memory:mem0_graph"
-USER_MESSAGES = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
 
 
 def test_memories_and_relations_come_from_user_messages(settings, fake):
@@ -32,7 +32,7 @@ def test_memories_and_relations_come_from_user_messages(settings, fake):
             dump = adapter.dump()
             memories = [item for item in dump if item["kind"] == "memory"]
             relations = [item for item in dump if item["kind"] == "edge"]
-            assert [item["content"] for item in memories] == USER_MESSAGES
+            assert [item["content"] for item in memories] == FIRST_USER_MESSAGES
             assert {(r["source"], r["relationship"]) for r in relations} == {("user", "mentioned")}
             assert "user mentioned training" in {r["content"] for r in relations}
             found = await adapter.search("what training did the user mention", 4)

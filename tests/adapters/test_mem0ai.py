@@ -11,7 +11,8 @@ from memaudit.llm.embed import Embedder
 from memaudit.rollout.runner import run_rollout
 from memaudit.runtime import open_runtime
 from memaudit.testing.fake_openai import FakeOpenAI
-from tests.adapters.conftest import EPISODES, adapter_runtime, hash_encoder, library_marks, play, script
+from tests.adapters.conftest import (EPISODES, FIRST_USER_MESSAGES, adapter_runtime, hash_encoder,
+                                     library_marks, play, script)
 from tests.rollout.conftest import make_bench
 from memaudit.testing.adapter_contract import mem0ai_requests
 from tests.scoring.recorded import script as script_rollout
@@ -37,7 +38,7 @@ def test_library_calls_are_recorded_under_its_role_and_see_user_messages_only(se
             assert rt.llm.stats["memory:mem0ai"].calls == 3
             dump = adapter.dump()
             assert sorted(item["content"] for item in dump) == sorted(
-                [EPISODES[0][0], *(user for _, user in EPISODES[0][1])])
+                FIRST_USER_MESSAGES)
             assert all(item["timestamp"].startswith("2025-01-01T00:0") for item in dump)
             found = await adapter.search("knee injury from running", 2)
             assert found and "knee" in found[0].content and found[0].score is not None

@@ -8,7 +8,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from tests.adapters.conftest import EPISODES, adapter_runtime, needs_library, play, script
+from tests.adapters.conftest import (EPISODES, FIRST_USER_MESSAGES, adapter_runtime, needs_library, play,
+                                     script)
 
 pytestmark = [needs_library("memos"), pytest.mark.integration]
 
@@ -23,11 +24,10 @@ def test_memories_extracted_from_user_messages_through_the_proxy(settings, fake)
             adapter = make()
             await play(adapter, EPISODES[:1])
             calls = extraction_calls(fake)
-            user_messages = [EPISODES[0][0], *(user for _, user in EPISODES[0][1])]
-            assert len(calls) == len(user_messages) and rt.llm.stats["memory:memos"].calls == len(calls)
+            assert len(calls) == len(FIRST_USER_MESSAGES) and rt.llm.stats["memory:memos"].calls == len(calls)
             assert not any(reply in str(b["messages"]) for b in calls for reply, _ in EPISODES[0][1])
             dump = adapter.dump()
-            assert sorted(item["content"] for item in dump) == sorted(f"The user said: {m}" for m in user_messages)
+            assert sorted(item["content"] for item in dump) == sorted(f"The user said: {m}" for m in FIRST_USER_MESSAGES)
             assert all(item["kind"] == "memory" and item["updated_at"].startswith("2025-01-01") for item in dump)
             found = await adapter.search("knee injury half marathon", 2)
             assert len(found) == 2 and "half marathon" in found[0].content and found[0].score is None

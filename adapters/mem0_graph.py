@@ -41,7 +41,7 @@ from memaudit.adapters.card import CardRow
 from memaudit.adapters.environment import InEnvironment
 from memaudit.adapters.environment_worker import LibraryWorker
 from memaudit.adapters.library_clock import logical_utc_now
-from memaudit.adapters.mem0_library import LLM_MAX_TOKENS, LLM_TEMPERATURE, TELEMETRY, USER, shaped
+from memaudit.adapters.mem0_library import TELEMETRY, USER, shaped
 from memaudit.adapters.upstream import PROXY_KEY, count_problems
 from memaudit.errors import InvalidOutput
 
@@ -89,8 +89,8 @@ class Mem0GraphWorker(LibraryWorker):
         main = mem0.memory.main
         main.get_fact_retrieval_messages = dated(main.get_fact_retrieval_messages, imported_on)
         setup = self.setup
-        llm = {"model": setup["model"], "temperature": LLM_TEMPERATURE, "max_tokens": LLM_MAX_TOKENS,
-               "api_key": PROXY_KEY, "openai_base_url": setup["base_url"]}
+        # Its sampling as mem0 ships it (BaseLlmConfig's temperature, top_p, max_tokens), as the mem0ai system.
+        llm = {"model": setup["model"], "api_key": PROXY_KEY, "openai_base_url": setup["base_url"]}
         embedder = {"model": setup["embed_model"], "api_key": PROXY_KEY, "openai_base_url": setup["base_url"],
                     "embedding_dims": setup["dimensions"]}
         self.memory = Memory.from_config({
@@ -177,8 +177,8 @@ class Mem0Graph(InEnvironment):
                     "its embedded graph store, as its graph documentation configures it"),
             CardRow("vector_store", "qdrant at /tmp/qdrant (shared by every instance)", "qdrant in memory",
                     "one store per user, nothing left behind"),
-            CardRow("llm temperature, max_tokens", "0.1, 2000", f"{LLM_TEMPERATURE}, {LLM_MAX_TOKENS}",
-                    "the published integration's settings, as the mem0ai system"),
+            CardRow("llm temperature, top_p, max_tokens", "0.1, 0.1, 2000", "0.1, 0.1, 2000 (the library's)",
+                    "sent as mem0 sends it, as the mem0ai system (the published integration set temperature 0)"),
             CardRow("the date its extraction prompt shows", "the day its module was imported",
                     "the episode's logical date", "the prompt is written once, at import: a replay on another day differed"),
         ]

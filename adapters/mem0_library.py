@@ -5,9 +5,6 @@ from __future__ import annotations
 
 USER = "user"
 TELEMETRY = {"MEM0_TELEMETRY": "False"}
-# The published integration's settings for the library's own LLM.
-LLM_TEMPERATURE = 0.0
-LLM_MAX_TOKENS = 2000
 
 
 def shaped(result: dict) -> dict:

@@ -9,11 +9,14 @@ from pathlib import Path
 from tests.adapters.conftest import deployed_libraries
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIPPED = {"adapters", ".venv", ".venv-cognee", ".git", "docs", "node_modules"}
+SKIPPED = {"adapters", "docs", "node_modules"}
 
 
 def python_files() -> list[Path]:
-    return sorted(p for p in ROOT.rglob("*.py") if not SKIPPED & set(p.relative_to(ROOT).parts))
+    """The project's Python files: not the adapters, nor a hidden folder (.git, the environments
+    .venv and every library's .venv-<name>, caches)."""
+    return sorted(p for p in ROOT.rglob("*.py") if not SKIPPED & set(parts := p.relative_to(ROOT).parts)
+                  and not any(part.startswith(".") for part in parts))
 
 
 def library_lists(tree: ast.AST, libraries: set[str]) -> list[int]:
